@@ -1,0 +1,256 @@
+"""A time-aware transform tree, free of ROS.
+
+It answers the question tf2 answers: where was frame ``source`` relative to frame ``target`` at
+time ``t``? Transforms arrive as (parent, child, stamp, translation, rotation) samples; static
+ones hold at every time. A lookup walks both frames up to their common ancestor, interpolating
+every dynamic edge at the requested stamp (linear in translation, spherical in rotation).
+
+Stamps are floats in seconds (ROS time). A stamp of ``0.0`` asks for the latest time at which
+every edge on the path is known, as tf2 does.
+
+On a robot the ROS adapter in :mod:`mimir.ros.tf` uses tf2_ros when it is importable; this class
+serves where it is not (the PyPI wheels) and in tests.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.spatial.transform import Rotation, Slerp
+
+Matrix4 = npt.NDArray[np.float64]
+
+
+class TransformError(Exception):
+    """Base class of transform lookup failures."""
+
+
+class UnknownFrameError(TransformError):
+    """A frame that no transform has mentioned."""
+
+
+class ConnectivityError(TransformError):
+    """Both frames are known but belong to different trees."""
+
+
+class ExtrapolationError(TransformError):
+    """The requested stamp lies outside the buffered samples of an edge on the path."""
+
+
+class InvalidTransformError(TransformError, ValueError):
+    """A transform sample with bad frames, a non-finite value or a zero quaternion."""
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A rigid transform mapping coordinates in ``child`` into ``parent`` at ``stamp``."""
+
+    parent: str
+    child: str
+    stamp: float
+    translation: npt.NDArray[np.float64]
+    rotation: npt.NDArray[np.float64]  # quaternion x, y, z, w
+
+    def matrix(self) -> Matrix4:
+        """The 4x4 homogeneous matrix (parent <- child)."""
+        return compose(self.translation, self.rotation)
+
+
+def compose(translation: npt.ArrayLike, quaternion_xyzw: npt.ArrayLike) -> Matrix4:
+    """Build a 4x4 homogeneous matrix from a translation and an x, y, z, w quaternion."""
+    mat = np.eye(4)
+    mat[:3, :3] = Rotation.from_quat(np.asarray(quaternion_xyzw, dtype=np.float64)).as_matrix()
+    mat[:3, 3] = np.asarray(translation, dtype=np.float64)
+    return mat
+
+
+def decompose(matrix: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Split a 4x4 homogeneous matrix into (translation, quaternion x, y, z, w)."""
+    mat = np.asarray(matrix, dtype=np.float64)
+    return mat[:3, 3].copy(), Rotation.from_matrix(mat[:3, :3]).as_quat()
+
+
+class _Edge:
+    """Time-sorted samples of one parent->child edge."""
+
+    __slots__ = ("parent", "rotations", "stamps", "static", "translations")
+
+    def __init__(self, parent: str, static: bool) -> None:
+        self.parent = parent
+        self.static = static
+        self.stamps: list[float] = []
+        self.translations: list[npt.NDArray[np.float64]] = []
+        self.rotations: list[npt.NDArray[np.float64]] = []
+
+    def insert(self, stamp: float, translation: npt.NDArray[np.float64],
+               rotation: npt.NDArray[np.float64]) -> None:
+        if self.static:
+            self.stamps, self.translations, self.rotations = [stamp], [translation], [rotation]
+            return
+        idx = bisect.bisect_left(self.stamps, stamp)
+        if idx < len(self.stamps) and self.stamps[idx] == stamp:
+            self.translations[idx], self.rotations[idx] = translation, rotation
+            return
+        self.stamps.insert(idx, stamp)
+        self.translations.insert(idx, translation)
+        self.rotations.insert(idx, rotation)
+
+    def prune(self, oldest: float) -> None:
+        if self.static or len(self.stamps) < 2:
+            return
+        cut = bisect.bisect_left(self.stamps, oldest)
+        cut = min(cut, len(self.stamps) - 1)  # always keep the newest sample
+        if cut > 0:
+            del self.stamps[:cut], self.translations[:cut], self.rotations[:cut]
+
+    def sample(self, stamp: float, child: str) -> Matrix4:
+        if self.static:
+            return compose(self.translations[0], self.rotations[0])
+        first, last = self.stamps[0], self.stamps[-1]
+        if stamp < first or stamp > last:
+            raise ExtrapolationError(
+                f"transform {self.parent} -> {child} requested at {stamp:.6f} s, but known only "
+                f"from {first:.6f} to {last:.6f} s"
+            )
+        idx = bisect.bisect_left(self.stamps, stamp)
+        if self.stamps[idx] == stamp:
+            return compose(self.translations[idx], self.rotations[idx])
+        t0, t1 = self.stamps[idx - 1], self.stamps[idx]
+        alpha = (stamp - t0) / (t1 - t0)
+        trans = (1.0 - alpha) * self.translations[idx - 1] + alpha * self.translations[idx]
+        slerp = Slerp([t0, t1], Rotation.from_quat([self.rotations[idx - 1], self.rotations[idx]]))
+        mat = np.eye(4)
+        mat[:3, :3] = slerp([stamp]).as_matrix()[0]
+        mat[:3, 3] = trans
+        return mat
+
+    def latest(self) -> float:
+        return float("inf") if self.static else self.stamps[-1]
+
+    def earliest(self) -> float:
+        return float("-inf") if self.static else self.stamps[0]
+
+
+class TransformBuffer:
+    """Thread-safe store of transform samples answering lookups at a stamp.
+
+    Args:
+        cache_seconds: Dynamic samples older than the newest sample of their edge by more than
+            this are dropped.
+    """
+
+    def __init__(self, cache_seconds: float = 10.0) -> None:
+        if not cache_seconds > 0.0:
+            raise ValueError(f"cache_seconds must be positive, got {cache_seconds}")
+        self._cache = float(cache_seconds)
+        self._edges: dict[str, _Edge] = {}
+        self._lock = threading.Lock()
+
+    def set_transform(
+        self,
+        parent: str,
+        child: str,
+        stamp: float,
+        translation: npt.ArrayLike,
+        rotation_xyzw: npt.ArrayLike,
+        *,
+        static: bool = False,
+    ) -> None:
+        """Add one sample of the transform that maps ``child`` coordinates into ``parent``."""
+        parent, child = parent.lstrip("/"), child.lstrip("/")
+        if not parent or not child:
+            raise InvalidTransformError("parent and child frame ids must be non-empty")
+        if parent == child:
+            raise InvalidTransformError(f"a frame cannot be its own parent ({child!r})")
+        trans = np.asarray(translation, dtype=np.float64).reshape(3)
+        quat = np.asarray(rotation_xyzw, dtype=np.float64).reshape(4)
+        if not (np.all(np.isfinite(trans)) and np.all(np.isfinite(quat)) and np.isfinite(stamp)):
+            raise InvalidTransformError(f"non-finite transform {parent} -> {child}")
+        norm = float(np.linalg.norm(quat))
+        if norm < 1e-9:
+            raise InvalidTransformError(f"zero quaternion in transform {parent} -> {child}")
+        quat = quat / norm
+        with self._lock:
+            edge = self._edges.get(child)
+            if edge is None or edge.parent != parent or edge.static != static:
+                # A frame has one parent; a new parent (re-parenting) replaces the old edge.
+                edge = _Edge(parent, static)
+                self._edges[child] = edge
+            edge.insert(float(stamp), trans, quat)
+            edge.prune(edge.latest() - self._cache)
+
+    def frames(self) -> set[str]:
+        """Every frame mentioned so far."""
+        with self._lock:
+            return set(self._edges) | {edge.parent for edge in self._edges.values()}
+
+    def can_transform(self, target: str, source: str, stamp: float = 0.0) -> bool:
+        """Whether :meth:`lookup` would succeed."""
+        try:
+            self.lookup(target, source, stamp)
+        except TransformError:
+            return False
+        return True
+
+    def lookup(self, target: str, source: str, stamp: float = 0.0) -> Matrix4:
+        """The 4x4 matrix mapping points in ``source`` into ``target`` at ``stamp``.
+
+        Raises:
+            UnknownFrameError: a frame was never mentioned.
+            ConnectivityError: the frames are in different trees.
+            ExtrapolationError: an edge on the path has no samples around ``stamp``.
+        """
+        target, source = target.lstrip("/"), source.lstrip("/")
+        with self._lock:
+            known = set(self._edges) | {edge.parent for edge in self._edges.values()}
+            for frame in (target, source):
+                if frame not in known:
+                    raise UnknownFrameError(f"frame {frame!r} does not exist in the buffer")
+            if target == source:
+                return np.eye(4)
+            up_source = self._chain(source)
+            up_target = self._chain(target)
+            ancestors_target = {frame: i for i, frame in enumerate(up_target)}
+            common = next((f for f in up_source if f in ancestors_target), None)
+            if common is None:
+                raise ConnectivityError(
+                    f"frames {target!r} and {source!r} are not connected (roots "
+                    f"{up_target[-1]!r} and {up_source[-1]!r})"
+                )
+            src_path = up_source[: up_source.index(common)]
+            tgt_path = up_target[: ancestors_target[common]]
+            if stamp == 0.0:
+                stamp = self._latest_common(src_path + tgt_path)
+            common_from_source = np.eye(4)
+            for frame in reversed(src_path):  # from just below the common frame down to source
+                common_from_source = common_from_source @ self._edges[frame].sample(stamp, frame)
+            common_from_target = np.eye(4)
+            for frame in reversed(tgt_path):
+                common_from_target = common_from_target @ self._edges[frame].sample(stamp, frame)
+        return np.linalg.inv(common_from_target) @ common_from_source
+
+    def _chain(self, frame: str) -> list[str]:
+        chain = [frame]
+        seen = {frame}
+        while frame in self._edges:
+            frame = self._edges[frame].parent
+            if frame in seen:
+                raise ConnectivityError(f"transform tree has a cycle through {frame!r}")
+            seen.add(frame)
+            chain.append(frame)
+        return chain
+
+    def _latest_common(self, frames: list[str]) -> float:
+        if not frames:
+            return 0.0
+        latest = min(self._edges[f].latest() for f in frames)
+        earliest = max(self._edges[f].earliest() for f in frames)
+        if latest == float("inf"):
+            return 0.0  # only static edges: any stamp will do
+        if latest < earliest:
+            raise ExtrapolationError("the edges on the path share no common time")
+        return latest

@@ -1,0 +1,1 @@
+"""World memory, keyframe memory and task memory of mimir (no ROS imports in the core)."""

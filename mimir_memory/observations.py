@@ -1,0 +1,95 @@
+"""The 3D object observation: what perception hands to world memory.
+
+Perception (segmentation + registered depth + camera pose) produces these; the scene graph's
+association step consumes them. Everything is expressed in the map frame, in metres.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+Vec3 = npt.NDArray[np.float64]
+
+
+class InvalidObservationError(ValueError):
+    """An observation whose fields are missing, non-finite or inconsistent."""
+
+
+def _vec3(value: object, name: str) -> Vec3:
+    try:
+        arr = np.asarray(value, dtype=np.float64).reshape(3)
+    except (TypeError, ValueError) as err:
+        raise InvalidObservationError(f"{name} must be three numbers, got {value!r}") from err
+    if not np.all(np.isfinite(arr)):
+        raise InvalidObservationError(f"{name} must be finite, got {arr.tolist()}")
+    return arr
+
+
+@dataclass(frozen=True)
+class ObjectObservation:
+    """One segmented instance deprojected into the map frame.
+
+    Attributes:
+        label: Semantic label from the prompt vocabulary (e.g. ``"cabinet"``).
+        centroid: Robust centroid of the instance's points (m, map frame).
+        bbox_min: Minimum corner of the axis-aligned 3D box (m, map frame).
+        bbox_max: Maximum corner of the axis-aligned 3D box (m, map frame).
+        stamp: Stamp of the source image (s, ROS time as float).
+        score: Segmentation confidence in [0, 1].
+        point_count: Number of valid 3D points behind the observation.
+        camera: Name of the camera that saw it (``base``, ``pole``, ``wrist``...).
+        detection_id: Unique id of the detection (evidence reference).
+        frame_id: Frame of the coordinates; world memory only accepts its own map frame.
+        obb_center: Centre of the oriented box (m), when computed.
+        obb_extent: Full side lengths of the oriented box (m), when computed.
+        obb_rotation: 3x3 rotation of the oriented box (columns = box axes in map), when computed.
+    """
+
+    label: str
+    centroid: Vec3
+    bbox_min: Vec3
+    bbox_max: Vec3
+    stamp: float
+    score: float = 1.0
+    point_count: int = 0
+    camera: str = ""
+    detection_id: str = ""
+    frame_id: str = "map"
+    obb_center: Vec3 | None = None
+    obb_extent: Vec3 | None = None
+    obb_rotation: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str) or not self.label.strip():
+            raise InvalidObservationError("label must be a non-empty string")
+        object.__setattr__(self, "centroid", _vec3(self.centroid, "centroid"))
+        lo = _vec3(self.bbox_min, "bbox_min")
+        hi = _vec3(self.bbox_max, "bbox_max")
+        if np.any(lo > hi):
+            raise InvalidObservationError(f"bbox_min {lo.tolist()} exceeds bbox_max {hi.tolist()}")
+        object.__setattr__(self, "bbox_min", lo)
+        object.__setattr__(self, "bbox_max", hi)
+        if not isinstance(self.stamp, (int, float)) or not math.isfinite(self.stamp):
+            raise InvalidObservationError(f"stamp must be a finite number, got {self.stamp!r}")
+        if not (0.0 <= float(self.score) <= 1.0):
+            raise InvalidObservationError(f"score must lie in [0, 1], got {self.score!r}")
+        if int(self.point_count) < 0:
+            raise InvalidObservationError("point_count must be >= 0")
+        if self.obb_center is not None:
+            object.__setattr__(self, "obb_center", _vec3(self.obb_center, "obb_center"))
+        if self.obb_extent is not None:
+            object.__setattr__(self, "obb_extent", _vec3(self.obb_extent, "obb_extent"))
+        if self.obb_rotation is not None:
+            rot = np.asarray(self.obb_rotation, dtype=np.float64)
+            if rot.shape != (3, 3) or not np.all(np.isfinite(rot)):
+                raise InvalidObservationError("obb_rotation must be a finite 3x3 matrix")
+            object.__setattr__(self, "obb_rotation", rot)
+
+    @property
+    def extent(self) -> Vec3:
+        """Side lengths of the axis-aligned box (m)."""
+        return np.asarray(self.bbox_max - self.bbox_min, dtype=np.float64)

@@ -1,0 +1,1 @@
+"""Reasoning (VLM backends, interaction analyzer, verification), retrieval and planning."""

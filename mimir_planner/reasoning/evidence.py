@@ -1,0 +1,274 @@
+"""Plain data records of an interaction: frames, robot state, detections and the evidence bundle.
+
+Stamps are message stamps in seconds (never wall time); positions are in the ``map`` frame.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from mimir_planner.reasoning.errors import EvidenceError
+
+
+def _finite(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise EvidenceError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class CameraFrame:
+    """One camera image of the action window.
+
+    Attributes:
+        camera: camera name, e.g. ``base``, ``side``, ``wrist``.
+        stamp: message stamp, s.
+        rgb: image, shape (H, W, 3), uint8, RGB order.
+        depth: optional registered depth, shape (H, W), metres; 0 or NaN mean no reading.
+        intrinsics: optional 3x3 pinhole matrix of the optical frame.
+        camera_to_map: optional 4x4 pose of the optical frame in ``map``.
+        frame_id: evidence reference of the frame (content id); derived when empty.
+    """
+
+    camera: str
+    stamp: float
+    rgb: np.ndarray
+    depth: np.ndarray | None = None
+    intrinsics: np.ndarray | None = None
+    camera_to_map: np.ndarray | None = None
+    frame_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.camera:
+            raise EvidenceError("a frame needs a camera name")
+        _finite(f"{self.camera} frame stamp", self.stamp)
+        rgb = self.rgb
+        if not isinstance(rgb, np.ndarray) or rgb.ndim != 3 or rgb.shape[2] != 3:
+            raise EvidenceError(f"{self.camera} frame must be an (H, W, 3) array")
+        if rgb.dtype != np.uint8 or rgb.shape[0] < 2 or rgb.shape[1] < 2:
+            raise EvidenceError(f"{self.camera} frame must be uint8 and at least 2x2 pixels")
+        if self.depth is not None and (
+            not isinstance(self.depth, np.ndarray) or self.depth.shape != rgb.shape[:2]
+        ):
+            raise EvidenceError(f"{self.camera} depth must match the image size")
+        if self.intrinsics is not None:
+            k = np.asarray(self.intrinsics, dtype=np.float64)
+            if k.shape != (3, 3) or not np.all(np.isfinite(k)) or k[0, 0] <= 0 or k[1, 1] <= 0:
+                raise EvidenceError(f"{self.camera} intrinsics must be a finite 3x3 matrix")
+            object.__setattr__(self, "intrinsics", k)
+        if self.camera_to_map is not None:
+            t = np.asarray(self.camera_to_map, dtype=np.float64)
+            if t.shape != (4, 4) or not np.all(np.isfinite(t)):
+                raise EvidenceError(f"{self.camera} pose must be a finite 4x4 matrix")
+            object.__setattr__(self, "camera_to_map", t)
+
+    @property
+    def ref(self) -> str:
+        """Evidence reference of this frame."""
+        return self.frame_id or f"frame:{self.camera}@{self.stamp:.3f}"
+
+
+@dataclass(frozen=True)
+class RobotStateSample:
+    """Robot state at one stamp of the window.
+
+    Attributes:
+        stamp: message stamp, s.
+        gripper_opening_m: distance between the jaws, m.
+        gripper_effort_n: grip force (or motor effort) the gripper reports, N.
+        contact: the embodiment's own contact flag.
+        base_pose: base pose in ``map`` as (x m, y m, yaw rad).
+        pull_force_n: magnitude of the wrist force while pulling, N, when a sensor reports it.
+    """
+
+    stamp: float
+    gripper_opening_m: float
+    gripper_effort_n: float
+    contact: bool
+    base_pose: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    pull_force_n: float | None = None
+
+    def __post_init__(self) -> None:
+        _finite("robot state stamp", self.stamp)
+        if _finite("gripper opening", self.gripper_opening_m) < 0:
+            raise EvidenceError("gripper opening must not be negative")
+        _finite("gripper effort", self.gripper_effort_n)
+        if len(self.base_pose) != 3:
+            raise EvidenceError("base pose must be (x, y, yaw)")
+        for value in self.base_pose:
+            _finite("base pose", value)
+        if self.pull_force_n is not None:
+            _finite("pull force", self.pull_force_n)
+
+
+@dataclass(frozen=True)
+class FixtureStateSample:
+    """Joint state of a fixture (drawer slide, door hinge) where the embodiment reports it."""
+
+    fixture_id: str
+    stamp: float
+    position: float
+    joint_type: Literal["prismatic", "revolute"] = "prismatic"
+
+    def __post_init__(self) -> None:
+        if not self.fixture_id:
+            raise EvidenceError("a fixture state needs a fixture id")
+        _finite("fixture state stamp", self.stamp)
+        _finite("fixture joint position", self.position)
+        if self.joint_type not in ("prismatic", "revolute"):
+            raise EvidenceError("joint type must be 'prismatic' or 'revolute'")
+
+
+@dataclass(frozen=True)
+class Detection3D:
+    """A labelled detection deprojected into ``map`` (from segmentation plus depth)."""
+
+    label: str
+    position: np.ndarray
+    score: float
+    stamp: float
+    camera: str = ""
+    ref: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            raise EvidenceError("a detection needs a label")
+        try:
+            pos = np.asarray(self.position, dtype=np.float64).reshape(3)
+        except (TypeError, ValueError) as err:
+            raise EvidenceError("detection position must be three numbers") from err
+        if not np.all(np.isfinite(pos)):
+            raise EvidenceError("detection position must be finite")
+        object.__setattr__(self, "position", pos)
+        if not 0.0 <= _finite("detection score", self.score) <= 1.0:
+            raise EvidenceError("detection score must lie in [0, 1]")
+        _finite("detection stamp", self.stamp)
+        if not self.ref:
+            object.__setattr__(
+                self, "ref", f"det:{self.label}@{self.stamp:.3f}:{self.camera or 'map'}"
+            )
+
+
+@dataclass(frozen=True)
+class PrimitiveRecord:
+    """The primitive that just ran, as the executor reported it."""
+
+    name: str
+    target_id: str
+    start_stamp: float
+    end_stamp: float
+    reported_success: bool | None = None
+    reported_message: str = ""
+    task: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.target_id:
+            raise EvidenceError("a primitive needs a name and a target id")
+        if _finite("primitive end", self.end_stamp) < _finite("primitive start", self.start_stamp):
+            raise EvidenceError("primitive ends before it starts")
+
+
+@dataclass(frozen=True)
+class ActionWindow:
+    """Buffered frames of every camera and robot state samples over one primitive."""
+
+    frames: tuple[CameraFrame, ...]
+    robot_states: tuple[RobotStateSample, ...] = ()
+    fixture_states: tuple[FixtureStateSample, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frames", tuple(self.frames))
+        object.__setattr__(
+            self, "robot_states", tuple(sorted(self.robot_states, key=lambda s: s.stamp))
+        )
+        object.__setattr__(
+            self, "fixture_states", tuple(sorted(self.fixture_states, key=lambda s: s.stamp))
+        )
+        if not self.frames:
+            raise EvidenceError("the action window holds no frames")
+
+    def cameras(self) -> list[str]:
+        """Camera names in order of first appearance."""
+        names: list[str] = []
+        for frame in self.frames:
+            if frame.camera not in names:
+                names.append(frame.camera)
+        return names
+
+    def frames_of(self, camera: str) -> list[CameraFrame]:
+        """Frames of one camera, oldest first."""
+        return sorted((f for f in self.frames if f.camera == camera), key=lambda f: f.stamp)
+
+
+@dataclass(frozen=True)
+class DisplacementMeasurement:
+    """Measured motion of a fixture over the window.
+
+    Attributes:
+        fixture_id: the fixture measured.
+        magnitude: size of the motion, in ``unit``.
+        unit: ``m`` for slides and depth change, ``rad`` for hinges.
+        source: ``joint`` (embodiment report) or ``depth`` (depth change in the fixture region).
+        refs: evidence references (frames, state topics).
+    """
+
+    fixture_id: str
+    magnitude: float
+    unit: Literal["m", "rad"]
+    source: Literal["joint", "depth"]
+    refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Mechanical evidence a verifier may use; grows as new evidence arrives."""
+
+    gripper: tuple[RobotStateSample, ...] = ()
+    displacements: Mapping[str, DisplacementMeasurement] = field(default_factory=dict)
+    detections: tuple[Detection3D, ...] = ()
+    observed_interiors: frozenset[str] = frozenset()
+    refs: tuple[str, ...] = ()
+
+    def merged(self, other: Evidence) -> Evidence:
+        """Evidence of both; the newer (``other``) measurement of a fixture wins."""
+        gripper = {s.stamp: s for s in (*self.gripper, *other.gripper)}
+        detections = {d.ref: d for d in (*self.detections, *other.detections)}
+        refs = dict.fromkeys((*self.refs, *other.refs))
+        return Evidence(
+            gripper=tuple(gripper[k] for k in sorted(gripper)),
+            displacements={**self.displacements, **other.displacements},
+            detections=tuple(detections.values()),
+            observed_interiors=self.observed_interiors | other.observed_interiors,
+            refs=tuple(refs),
+        )
+
+    @staticmethod
+    def collect(parts: Iterable[Evidence]) -> Evidence:
+        """Merges several evidence bundles in order."""
+        result = Evidence()
+        for part in parts:
+            result = result.merged(part)
+        return result
+
+
+@dataclass(frozen=True)
+class ClaimContext:
+    """What a verifier needs to know about the interaction a claim came from."""
+
+    interaction_id: str
+    primitive: str
+    intent: str
+    target_id: str
+    target_label: str
+    target_position: np.ndarray
+    stamp: float
+
+    @property
+    def inspection(self) -> bool:
+        """Whether the primitive only looked (no manipulation)."""
+        return self.intent == "inspection"

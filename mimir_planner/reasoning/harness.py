@@ -1,0 +1,699 @@
+"""The propose-verify harness: every claim gets a verdict before anything reaches memory.
+
+Verifiers are small predicates over generic percepts (gripper contact, measured fixture
+motion, detections inside a fixture volume, node existence):
+
+* ``opened`` / ``closed`` (``openable`` with ``is_opened``) needs measured fixture motion;
+  without it the claim is deferred and re-checked when new evidence arrives.
+* ``locked`` needs gripper contact (and pull force where reported) without motion.
+* a missed grasp needs the absence of contact; an outcome that contradicts the evidence is
+  corrected to the category the evidence supports.
+* "fixture contains X" needs a detection of X inside the opened fixture's 3D box.
+* every cited id must exist; an unknown or misspelt id is rebound to the nearest node with
+  the same label, or the claim is rejected.
+* duplicates, and claims whose type a deterministic extractor owns, are rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from mimir_planner.reasoning.claims import (
+    Claim,
+    ContentClaim,
+    ContentItem,
+    ContentsUpdate,
+    Decision,
+    EmptyClaim,
+    GroundingClaim,
+    OutcomeClaim,
+    OutcomeUpdate,
+    PropertyClaim,
+    PropertyUpdate,
+    Verdict,
+)
+from mimir_planner.reasoning.config import PerceptConfig, VerifierConfig, VocabularyConfig
+from mimir_planner.reasoning.errors import ReasoningConfigError
+from mimir_planner.reasoning.evidence import ClaimContext, Evidence
+from mimir_planner.reasoning.percepts import (
+    ContactSummary,
+    contact_summary,
+    detections_inside,
+    moved,
+    names_match,
+)
+from mimir_planner.reasoning.world import WorldView
+
+LOG = logging.getLogger(__name__)
+
+_ID_SUFFIX = re.compile(r"[_\-]?\d+$")
+
+
+@dataclass(frozen=True)
+class _Check:
+    decision: Decision
+    reason: str
+    refs: tuple[str, ...] = ()
+    corrected: Claim | None = None
+
+
+class EvidenceExtractor(Protocol):
+    """A deterministic reader that owns a claim type and supplies those claims itself."""
+
+    @property
+    def name(self) -> str: ...
+
+    def owns(self, claim: Claim) -> bool:
+        """Whether model claims like this one are this extractor's to make."""
+        ...
+
+    def extract(self, ctx: ClaimContext, evidence: Evidence) -> list[Claim]:
+        """Claims read directly from the evidence."""
+        ...
+
+
+class GraspHoldExtractor:
+    """Owns ``pickable``: after a pick, jaws still closed on something mean it was lifted."""
+
+    def __init__(self, percepts: PerceptConfig) -> None:
+        self._percepts = percepts
+
+    @property
+    def name(self) -> str:
+        return "grasp_hold"
+
+    def owns(self, claim: Claim) -> bool:
+        return (
+            isinstance(claim, PropertyClaim)
+            and claim.name == "pickable"
+            and claim.source == "model"
+        )
+
+    def extract(self, ctx: ClaimContext, evidence: Evidence) -> list[Claim]:
+        if ctx.intent != "pick":
+            return []
+        summary = contact_summary(evidence.gripper, self._percepts)
+        if summary is None or not summary.held_at_end:
+            return []
+        return [
+            PropertyClaim(
+                object_id=ctx.target_id,
+                name="pickable",
+                new_value=True,
+                confidence=0.95,
+                reasoning=(
+                    f"jaws stayed closed on an object {summary.end_opening_m:.3f} m wide "
+                    "at the end of the pick"
+                ),
+                source=f"extractor:{self.name}",
+            )
+        ]
+
+
+@dataclass
+class PendingClaim:
+    """A deferred claim waiting for evidence."""
+
+    claim: Claim
+    ctx: ClaimContext
+    evidence: Evidence
+    rechecks: int = 0
+
+
+class PendingQueue:
+    """Deferred claims, in arrival order."""
+
+    def __init__(self) -> None:
+        self._items: list[PendingClaim] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def items(self) -> tuple[PendingClaim, ...]:
+        """Snapshot of the queue."""
+        return tuple(self._items)
+
+    def add(self, item: PendingClaim) -> None:
+        """Appends a deferred claim."""
+        self._items.append(item)
+
+    def take_all(self) -> list[PendingClaim]:
+        """Removes and returns every pending claim."""
+        items, self._items = self._items, []
+        return items
+
+    def keys(self) -> set[tuple[object, ...]]:
+        """Duplicate keys of the pending claims."""
+        return {p.claim.key() for p in self._items}
+
+
+@dataclass(frozen=True)
+class HarnessResult:
+    """Verdicts of one evaluation and the memory updates built from the admitted claims."""
+
+    verdicts: tuple[Verdict, ...]
+    property_updates: tuple[PropertyUpdate, ...]
+    contents_updates: tuple[ContentsUpdate, ...]
+    outcome_updates: tuple[OutcomeUpdate, ...]
+
+    @property
+    def deferred(self) -> tuple[Verdict, ...]:
+        """Claims held for re-checking."""
+        return tuple(v for v in self.verdicts if v.decision is Decision.DEFER)
+
+    @property
+    def rejected(self) -> tuple[Verdict, ...]:
+        """Claims discarded, with reasons."""
+        return tuple(v for v in self.verdicts if v.decision is Decision.REJECT)
+
+    @property
+    def admitted(self) -> tuple[Verdict, ...]:
+        """Claims that take effect (admitted or corrected)."""
+        return tuple(
+            v
+            for v in self.verdicts
+            if v.effective is not None and not isinstance(v.claim, GroundingClaim)
+        )
+
+
+def _refs_of_contact(summary: ContactSummary) -> tuple[str, ...]:
+    if summary.peak_stamp is None:
+        return ()
+    return (f"gripper@{summary.peak_stamp:.3f}",)
+
+
+def label_of_id(node_id: str) -> str:
+    """Label part of a node id (``drawer_3`` -> ``drawer``)."""
+    return _ID_SUFFIX.sub("", node_id).lower()
+
+
+class Harness:
+    """Applies verifiers to claims and keeps the pending (deferred) queue.
+
+    Args:
+        world: read access to memory.
+        vocabulary: fixture labels, synonyms.
+        percepts: evidence thresholds.
+        config: harness settings.
+        extractors: deterministic extractors; None builds those named in ``config``.
+    """
+
+    def __init__(
+        self,
+        world: WorldView,
+        vocabulary: VocabularyConfig,
+        percepts: PerceptConfig,
+        config: VerifierConfig,
+        extractors: Sequence[EvidenceExtractor] | None = None,
+    ) -> None:
+        self._world = world
+        self._vocab = vocabulary
+        self._percepts = percepts
+        self._cfg = config
+        if extractors is None:
+            registry = {"grasp_hold": GraspHoldExtractor}
+            unknown = [n for n in config.extractors if n not in registry]
+            if unknown:
+                raise ReasoningConfigError(f"unknown extractors {unknown}")
+            extractors = [registry[n](percepts) for n in config.extractors]
+        self._extractors = list(extractors)
+        self.pending = PendingQueue()
+
+    # ----------------------------------------------------------------- public API
+
+    def evaluate(
+        self, claims: Iterable[Claim], ctx: ClaimContext, evidence: Evidence
+    ) -> HarnessResult:
+        """Judges a batch of claims from one interaction and builds the admitted updates."""
+        seen = self.pending.keys()
+        judged: list[tuple[Verdict, ClaimContext]] = []
+        for claim in claims:
+            for verdict in self._judge(claim, ctx, evidence, seen):
+                judged.append((verdict, ctx))
+        for extractor in self._extractors:
+            for claim in extractor.extract(ctx, evidence):
+                for verdict in self._judge(claim, ctx, evidence, seen, extractor=extractor.name):
+                    judged.append((verdict, ctx))
+        for verdict, _ in judged:
+            if verdict.decision is Decision.DEFER:
+                self.pending.add(PendingClaim(verdict.claim, ctx, evidence))
+            LOG.info(
+                "verdict %s on %s (%s): %s",
+                verdict.decision,
+                type(verdict.claim).__name__,
+                verdict.verifier,
+                verdict.reason,
+            )
+        return self._result(judged)
+
+    def recheck(self, new_evidence: Evidence) -> HarnessResult:
+        """Re-judges every pending claim with the evidence that has arrived since.
+
+        Claims still unsupported stay pending; after ``max_rechecks`` they are rejected.
+        """
+        judged: list[tuple[Verdict, ClaimContext]] = []
+        for item in self.pending.take_all():
+            evidence = item.evidence.merged(new_evidence)
+            verdicts = self._judge(item.claim, item.ctx, evidence, set())
+            for judged_verdict in verdicts:
+                verdict = judged_verdict
+                if verdict.decision is Decision.DEFER and verdict.claim == item.claim:
+                    rechecks = item.rechecks + 1
+                    if rechecks >= self._cfg.max_rechecks:
+                        verdict = dataclasses.replace(
+                            judged_verdict,
+                            decision=Decision.REJECT,
+                            reason=f"still unsupported after {rechecks} re-checks: "
+                            + verdict.reason,
+                        )
+                    else:
+                        self.pending.add(PendingClaim(item.claim, item.ctx, evidence, rechecks))
+                judged.append((verdict, item.ctx))
+        return self._result(judged)
+
+    # --------------------------------------------------------------- judgement
+
+    def _judge(
+        self,
+        claim: Claim,
+        ctx: ClaimContext,
+        evidence: Evidence,
+        seen: set[tuple[object, ...]],
+        extractor: str | None = None,
+    ) -> list[Verdict]:
+        iid = ctx.interaction_id
+        if claim.key() in seen:
+            return [
+                Verdict(
+                    claim, Decision.REJECT, "duplicate claim", verifier="dedup", interaction_id=iid
+                )
+            ]
+        if extractor is None:
+            for ex in self._extractors:
+                if ex.owns(claim):
+                    return [
+                        Verdict(
+                            claim,
+                            Decision.REJECT,
+                            f"claim type owned by the deterministic extractor '{ex.name}'",
+                            verifier="ownership",
+                            interaction_id=iid,
+                        )
+                    ]
+        verdicts: list[Verdict] = []
+        grounded = claim
+        for cited in claim.subject_ids:
+            resolved, verdict = self._ground(cited, ctx)
+            if verdict is not None:
+                verdicts.append(verdict)
+            if resolved is None:
+                verdicts.append(
+                    Verdict(
+                        claim,
+                        Decision.REJECT,
+                        f"unknown id '{cited}'",
+                        verifier="grounding",
+                        interaction_id=iid,
+                    )
+                )
+                return verdicts
+            if resolved != cited:
+                grounded = _rebind(grounded, cited, resolved)
+        if grounded is not claim and grounded.key() in seen:
+            verdicts.append(
+                Verdict(
+                    claim,
+                    Decision.REJECT,
+                    "duplicate claim after rebinding",
+                    verifier="dedup",
+                    interaction_id=iid,
+                )
+            )
+            return verdicts
+        seen.add(grounded.key())
+        if extractor is not None:
+            check = _Check(
+                Decision.ADMIT, f"read directly from evidence by '{extractor}'", evidence.refs
+            )
+            name = extractor
+        else:
+            check, name = self._verify(grounded, ctx, evidence)
+        if grounded is not claim and check.decision in (Decision.ADMIT, Decision.CORRECT):
+            final = check.corrected or grounded
+            check = _Check(Decision.CORRECT, "id rebound; " + check.reason, check.refs, final)
+        elif grounded is not claim and check.decision is Decision.DEFER:
+            claim = grounded
+        verdicts.append(
+            Verdict(
+                claim,
+                check.decision,
+                check.reason,
+                check.refs,
+                name,
+                check.corrected,
+                iid,
+            )
+        )
+        return verdicts
+
+    def _ground(self, cited: str, ctx: ClaimContext) -> tuple[str | None, Verdict | None]:
+        if self._world.has_node(cited):
+            return cited, None
+        label = label_of_id(cited)
+        candidates = (
+            self._world.nodes_near(ctx.target_position, self._cfg.rebind_radius_m, label=label)
+            if label
+            else []
+        )
+        claim = GroundingClaim(cited_id=cited, role=label or "unknown")
+        if not candidates:
+            return None, Verdict(
+                claim,
+                Decision.REJECT,
+                f"no node '{cited}' and no '{label}' within {self._cfg.rebind_radius_m} m",
+                verifier="grounding",
+                interaction_id=ctx.interaction_id,
+            )
+        best = candidates[0].node_id
+        return best, Verdict(
+            claim,
+            Decision.CORRECT,
+            f"no node '{cited}'; rebound to nearest '{label}' node '{best}'",
+            verifier="grounding",
+            corrected=GroundingClaim(cited_id=best, role=label),
+            interaction_id=ctx.interaction_id,
+        )
+
+    def _verify(self, claim: Claim, ctx: ClaimContext, ev: Evidence) -> tuple[_Check, str]:
+        if isinstance(claim, PropertyClaim):
+            return self._verify_property(claim, ctx, ev)
+        if isinstance(claim, ContentClaim):
+            return self._verify_content(claim, ev), "contains"
+        if isinstance(claim, EmptyClaim):
+            return self._verify_empty(claim, ev), "empty"
+        if isinstance(claim, OutcomeClaim):
+            return self._verify_outcome(claim, ctx, ev), "outcome"
+        return _Check(Decision.ADMIT, "id exists in memory"), "grounding"
+
+    def _verify_property(
+        self, claim: PropertyClaim, ctx: ClaimContext, ev: Evidence
+    ) -> tuple[_Check, str]:
+        if claim.object_id != ctx.target_id:
+            return _Check(
+                Decision.REJECT,
+                f"property updates apply only to the action's target '{ctx.target_id}'",
+            ), "target"
+        state_change = (claim.name == "openable" and claim.is_opened is not None) or (
+            claim.name == "locked" and claim.new_value is False
+        )
+        locked = (claim.name == "locked" and claim.new_value is True) or (
+            claim.name == "openable" and claim.new_value is False
+        )
+        if state_change:
+            return self._check_motion(claim.object_id, ev), "opened"
+        if locked:
+            return self._check_locked(claim.object_id, ev), "locked"
+        if claim.name == "pickable" and claim.new_value is True:
+            summary = contact_summary(ev.gripper, self._percepts)
+            if summary is None:
+                return _Check(Decision.DEFER, "no gripper samples to confirm a lift"), "lifted"
+            if summary.held_at_end:
+                return _Check(
+                    Decision.ADMIT,
+                    "jaws hold an object after the action",
+                    _refs_of_contact(summary),
+                ), "lifted"
+            return _Check(Decision.REJECT, "jaws hold nothing after the action"), "lifted"
+        if claim.confidence >= self._cfg.min_confidence:
+            return _Check(
+                Decision.ADMIT,
+                f"no mechanical predicate for '{claim.name}'; confidence "
+                f"{claim.confidence:.2f} meets {self._cfg.min_confidence:.2f}",
+            ), "confidence"
+        return _Check(
+            Decision.REJECT,
+            f"confidence {claim.confidence:.2f} below {self._cfg.min_confidence:.2f}",
+        ), "confidence"
+
+    def _check_motion(self, fixture_id: str, ev: Evidence) -> _Check:
+        measure = ev.displacements.get(fixture_id)
+        state = moved(measure, self._percepts)
+        if measure is None or state is None:
+            return _Check(Decision.DEFER, f"no measured motion of '{fixture_id}' yet")
+        if not state:
+            return _Check(
+                Decision.DEFER,
+                f"measured motion {measure.magnitude:.3f} {measure.unit} ({measure.source}) "
+                "is below the threshold",
+                measure.refs,
+            )
+        return _Check(
+            Decision.ADMIT,
+            f"fixture moved {measure.magnitude:.3f} {measure.unit} ({measure.source})",
+            measure.refs,
+        )
+
+    def _check_locked(self, fixture_id: str, ev: Evidence) -> _Check:
+        summary = contact_summary(ev.gripper, self._percepts)
+        if summary is None:
+            return _Check(Decision.DEFER, "no gripper samples to confirm contact")
+        if not summary.contact:
+            return _Check(
+                Decision.REJECT,
+                "the gripper never engaged the handle: a missed grasp, not a locked fixture",
+            )
+        if not summary.pull_ok:
+            return _Check(
+                Decision.REJECT,
+                f"pull force {summary.max_pull_force_n:.1f} N is too weak to call it locked",
+                _refs_of_contact(summary),
+            )
+        measure = ev.displacements.get(fixture_id)
+        state = moved(measure, self._percepts)
+        if measure is None or state is None:
+            return _Check(Decision.DEFER, f"contact seen but no measured motion of '{fixture_id}'")
+        refs = _refs_of_contact(summary) + measure.refs
+        if state:
+            return _Check(
+                Decision.REJECT,
+                f"fixture moved {measure.magnitude:.3f} {measure.unit}: not locked",
+                refs,
+            )
+        return _Check(
+            Decision.ADMIT,
+            f"jaws engaged in {summary.engaged_samples} samples and the fixture moved only "
+            f"{measure.magnitude:.3f} {measure.unit}",
+            refs,
+        )
+
+    def _fixture_problem(self, fixture_id: str, ev: Evidence) -> _Check | None:
+        node = self._world.node(fixture_id)
+        if node is None:
+            return _Check(Decision.REJECT, f"unknown fixture '{fixture_id}'")
+        if node.label not in self._vocab.fixture_labels:
+            return _Check(Decision.REJECT, f"'{fixture_id}' ({node.label}) is not a fixture")
+        if node.bbox is None:
+            return _Check(Decision.REJECT, f"'{fixture_id}' has no 3D volume to check against")
+        if fixture_id not in ev.observed_interiors:
+            return _Check(Decision.DEFER, f"the interior of '{fixture_id}' was not observed open")
+        return None
+
+    def _verify_content(self, claim: ContentClaim, ev: Evidence) -> _Check:
+        problem = self._fixture_problem(claim.fixture_id, ev)
+        if problem is not None:
+            return problem
+        node = self._world.node(claim.fixture_id)
+        box = node.bbox if node is not None else None
+        if box is None:
+            return _Check(Decision.REJECT, "fixture volume vanished")
+        inside = detections_inside(ev.detections, box, self._percepts)
+        hits = [d for d in inside if names_match(claim.name, d.label, self._vocab.synonyms)]
+        if not hits:
+            return _Check(
+                Decision.REJECT,
+                f"no detection of '{claim.name}' inside '{claim.fixture_id}'",
+                tuple(d.ref for d in inside),
+            )
+        return _Check(
+            Decision.ADMIT,
+            f"{len(hits)} detection(s) of '{hits[0].label}' inside '{claim.fixture_id}'",
+            tuple(d.ref for d in hits),
+        )
+
+    def _verify_empty(self, claim: EmptyClaim, ev: Evidence) -> _Check:
+        problem = self._fixture_problem(claim.fixture_id, ev)
+        if problem is not None:
+            return problem
+        node = self._world.node(claim.fixture_id)
+        box = node.bbox if node is not None else None
+        if box is None:
+            return _Check(Decision.REJECT, "fixture volume vanished")
+        inside = detections_inside(ev.detections, box, self._percepts)
+        if inside:
+            labels = sorted({d.label for d in inside})
+            return _Check(
+                Decision.REJECT,
+                f"detections inside '{claim.fixture_id}' contradict empty: {labels}",
+                tuple(d.ref for d in inside),
+            )
+        return _Check(Decision.ADMIT, "interior observed with no detection inside", ev.refs)
+
+    def _verify_outcome(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
+        if ctx.intent in ("open", "close"):
+            return self._outcome_of_fixture_action(claim, ev)
+        if ctx.intent == "pick":
+            summary = contact_summary(ev.gripper, self._percepts)
+            if summary is None:
+                return _Check(Decision.DEFER, "no gripper samples to judge the pick")
+            refs = _refs_of_contact(summary)
+            if claim.success and not summary.held_at_end:
+                return _Check(
+                    Decision.CORRECT,
+                    "jaws hold nothing after the pick",
+                    refs,
+                    dataclasses.replace(
+                        claim,
+                        success=False,
+                        category="missed_grasp",
+                        failure_reason="missed grasp: the jaws hold nothing after the pick",
+                    ),
+                )
+            return _Check(Decision.ADMIT, "consistent with the gripper state", refs)
+        return _Check(Decision.ADMIT, f"no mechanical predicate for intent '{ctx.intent}'")
+
+    def _outcome_of_fixture_action(self, claim: OutcomeClaim, ev: Evidence) -> _Check:
+        measure = ev.displacements.get(claim.target_id)
+        state = moved(measure, self._percepts)
+        summary = contact_summary(ev.gripper, self._percepts)
+        refs = (measure.refs if measure is not None else ()) + (
+            _refs_of_contact(summary) if summary is not None else ()
+        )
+        if state is True:
+            if claim.success:
+                return _Check(Decision.ADMIT, "the fixture moved as intended", refs)
+            return _Check(
+                Decision.CORRECT,
+                "the fixture moved, so the action succeeded",
+                refs,
+                dataclasses.replace(claim, success=True, category="success", failure_reason=None),
+            )
+        if summary is None:
+            return _Check(Decision.DEFER, "no gripper samples to judge the attempt")
+        if not summary.contact:
+            found = "missed_grasp"
+            why = "missed grasp: the gripper never engaged the handle"
+        elif state is None:
+            return _Check(Decision.DEFER, "contact seen but no measured motion yet")
+        else:
+            found = "fixture_locked"
+            why = "locked or stuck: the gripper held the handle and the fixture did not move"
+        if claim.success and state is None:
+            return _Check(Decision.DEFER, "no measured motion to confirm success")
+        if not claim.success and claim.category == found:
+            return _Check(Decision.ADMIT, why, refs)
+        return _Check(
+            Decision.CORRECT,
+            f"evidence says {found}, the claim said "
+            f"{'success' if claim.success else claim.category}",
+            refs,
+            dataclasses.replace(claim, success=False, category=found, failure_reason=why),
+        )
+
+    # ------------------------------------------------------------------ updates
+
+    def _result(self, judged: list[tuple[Verdict, ClaimContext]]) -> HarnessResult:
+        props: list[PropertyUpdate] = []
+        outcomes: list[OutcomeUpdate] = []
+        contents: dict[str, list[tuple[Verdict, ClaimContext]]] = {}
+        for verdict, ctx in judged:
+            effective = verdict.effective
+            if isinstance(verdict.claim, ContentClaim | EmptyClaim) or isinstance(
+                effective, ContentClaim | EmptyClaim
+            ):
+                fixture = (
+                    effective.fixture_id
+                    if isinstance(effective, ContentClaim | EmptyClaim)
+                    else verdict.claim.subject_ids[0]
+                )
+                contents.setdefault(fixture, []).append((verdict, ctx))
+            elif isinstance(effective, PropertyClaim):
+                props.append(
+                    PropertyUpdate(
+                        object_id=effective.object_id,
+                        property=effective.name,
+                        value=effective.new_value,
+                        confidence=effective.confidence,
+                        reasoning=effective.reasoning,
+                        is_opened=effective.is_opened,
+                        verdict=verdict,
+                        evidence_refs=verdict.evidence_refs,
+                        source="interaction" if effective.source == "model" else effective.source,
+                    )
+                )
+            elif isinstance(effective, OutcomeClaim):
+                outcomes.append(
+                    OutcomeUpdate(
+                        target_id=effective.target_id,
+                        primitive=effective.primitive,
+                        success=effective.success,
+                        failure_reason=effective.failure_reason,
+                        category=effective.category,
+                        verdict=verdict,
+                        evidence_refs=verdict.evidence_refs,
+                    )
+                )
+        updates = [u for f, group in contents.items() if (u := _contents_update(f, group))]
+        return HarnessResult(
+            verdicts=tuple(v for v, _ in judged),
+            property_updates=tuple(props),
+            contents_updates=tuple(updates),
+            outcome_updates=tuple(outcomes),
+        )
+
+
+def _contents_update(
+    fixture_id: str, group: list[tuple[Verdict, ClaimContext]]
+) -> ContentsUpdate | None:
+    items: list[ContentItem] = []
+    empty: EmptyClaim | None = None
+    reasons: list[str] = []
+    refs: list[str] = []
+    for verdict, _ in group:
+        effective = verdict.effective
+        if isinstance(effective, ContentClaim):
+            items.append(ContentItem(effective.name, effective.description, verdict.evidence_refs))
+            reasons.append(effective.reasoning)
+        elif isinstance(effective, EmptyClaim):
+            empty = effective
+            reasons.append(effective.reasoning)
+        else:
+            continue
+        refs.extend(verdict.evidence_refs)
+    if not items and empty is None:
+        return None
+    return ContentsUpdate(
+        fixture_id=fixture_id,
+        contents=tuple(items),
+        is_empty=not items,
+        reasoning=next((r for r in reasons if r), ""),
+        source_action=group[0][1].primitive,
+        verdicts=tuple(v for v, _ in group),
+        evidence_refs=tuple(dict.fromkeys(refs)),
+    )
+
+
+def _rebind(claim: Claim, old: str, new: str) -> Claim:
+    if isinstance(claim, PropertyClaim) and claim.object_id == old:
+        return dataclasses.replace(claim, object_id=new)
+    if isinstance(claim, ContentClaim | EmptyClaim) and claim.fixture_id == old:
+        return dataclasses.replace(claim, fixture_id=new)
+    if isinstance(claim, OutcomeClaim) and claim.target_id == old:
+        return dataclasses.replace(claim, target_id=new)
+    if isinstance(claim, GroundingClaim) and claim.cited_id == old:
+        return dataclasses.replace(claim, cited_id=new)
+    return claim

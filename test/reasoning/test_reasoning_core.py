@@ -1,0 +1,251 @@
+"""Config, prompts, percepts, collage, records and harness rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reasoning_scene import CAM_POSE, K, config, make_window, make_world
+
+from mimir_planner.reasoning import (
+    Box3D,
+    CameraFrame,
+    ClaimContext,
+    Decision,
+    Detection3D,
+    Evidence,
+    Harness,
+    OutcomeClaim,
+    PromptLibrary,
+    PropertyClaim,
+    RobotStateSample,
+    load_reasoning_config,
+)
+from mimir_planner.reasoning.collage import build_collage, column_times, fit_max_side
+from mimir_planner.reasoning.config import PerceptConfig, VocabularyConfig
+from mimir_planner.reasoning.errors import (
+    EvidenceError,
+    PromptPlaceholderError,
+    ReasoningConfigError,
+    UnknownPromptError,
+)
+from mimir_planner.reasoning.percepts import (
+    box_region,
+    contact_summary,
+    depth_change,
+    failure_category,
+    names_match,
+    primitive_intent,
+)
+
+CFG = load_reasoning_config()
+
+
+def test_default_config_loads_and_bad_configs_fail(tmp_path: Path) -> None:
+    assert CFG.vlm.backend == "offline"
+    assert (CFG.prompt_dir / "interaction_manipulation.md").is_file()
+    for text in [
+        "vlm: {backend: magic}\n",
+        "vlm: {timeout_s: -1}\n",
+        "vlm: {json_mode: 1}\n",
+        "analyzer: {colour: red}\n",
+        "planner: {}\n",
+        "vocabulary: {fixture_labels: drawer}\n",
+        "percepts: {depth_change_quantile: 2.0}\n",
+        "[1, 2]\n",
+        "vlm: {backend: [unclosed\n",
+    ]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        with pytest.raises(ReasoningConfigError):
+            load_reasoning_config(path)
+    with pytest.raises(ReasoningConfigError):
+        load_reasoning_config(tmp_path / "absent.yaml")
+
+
+def test_prompts_render_strictly(tmp_path: Path) -> None:
+    library = PromptLibrary(CFG.prompt_dir)
+    assert {"interaction_manipulation", "interaction_inspection", "answer_correction"} <= set(
+        library.names()
+    )
+    assert "could not be used: boom" in library.render("answer_correction", {"error": "boom"})
+    with pytest.raises(PromptPlaceholderError, match="missing"):
+        library.render("interaction_manipulation", {"target_id": "drawer_3"})
+    with pytest.raises(PromptPlaceholderError, match="no placeholders"):
+        library.render("answer_correction", {"error": "x", "surplus": 1})
+    with pytest.raises(UnknownPromptError):
+        library.get("does_not_exist")
+    with pytest.raises(UnknownPromptError):
+        library.get("../secrets")
+    (tmp_path / "broken.md").write_text("value {unclosed")
+    with pytest.raises(PromptPlaceholderError):
+        PromptLibrary(tmp_path).get("broken")
+    (tmp_path / "attr.md").write_text("value {obj.attr}")
+    with pytest.raises(PromptPlaceholderError):
+        PromptLibrary(tmp_path).get("attr")
+
+
+def test_words_intents_and_failure_categories() -> None:
+    vocab = CFG.vocabulary
+    assert primitive_intent("OpenCabinet", vocab) == "open"
+    assert primitive_intent("PickPlaceCabinetToCounter", vocab) == "pick"
+    assert primitive_intent("peek", vocab) == "inspection"
+    assert primitive_intent("move_base_to", vocab) == "other"
+    assert failure_category("The drawer is LOCKED.", vocab) == "fixture_locked"
+    assert failure_category("gripper slipped off", vocab) == "missed_grasp"
+    assert failure_category(None, vocab) == "other"
+    assert names_match("red mugs", "mug", {})
+    assert names_match("Scissors", "scissors", {})
+    assert names_match("coffee mug", "cup", vocab.synonyms)
+    assert not names_match("gold watch", "scissors", vocab.synonyms)
+    assert not names_match("", "scissors", {})
+
+
+def test_contact_summary_separates_grip_from_empty_close() -> None:
+    cfg = PerceptConfig()
+    locked = make_window(contact=True, opened_m=None)
+    missed = make_window(contact=False, opened_m=None)
+    a = contact_summary(locked.robot_states, cfg)
+    b = contact_summary(missed.robot_states, cfg)
+    assert a is not None and a.contact and a.peak_stamp is not None
+    assert b is not None and not b.contact and b.peak_stamp is None
+    assert contact_summary((), cfg) is None
+
+
+def test_depth_change_measures_only_the_fixture_region() -> None:
+    cfg = PerceptConfig()
+    window = make_window(contact=True, opened_m=0.2)
+    base = window.frames_of("base")
+    world = make_world()
+    drawer_3 = world.node("drawer_3")
+    cabinet = world.node("cabinet_1")
+    assert drawer_3 is not None and drawer_3.bbox is not None
+    assert cabinet is not None and cabinet.bbox is not None
+    region = box_region(base[0], drawer_3.bbox)
+    assert region is not None
+    moved = depth_change(base[0], base[-1], "drawer_3", drawer_3.bbox, cfg)
+    assert moved is not None and moved.magnitude == pytest.approx(0.2, abs=1e-3)
+    still = make_window(contact=True, opened_m=None).frames_of("base")
+    unmoved = depth_change(still[0], still[-1], "drawer_3", drawer_3.bbox, cfg)
+    assert unmoved is not None and unmoved.magnitude < 1e-6
+    # a box behind the camera is not visible; NaN depth does not count
+    behind = Box3D(np.array([-2.0, -0.1, 0.4]), np.array([-1.5, 0.1, 0.6]))
+    assert depth_change(base[0], base[-1], "x", behind, cfg) is None
+    nan_depth = np.full_like(base[0].depth, np.nan)
+    blank = CameraFrame("base", 100.0, base[0].rgb, nan_depth, K, CAM_POSE)
+    assert depth_change(blank, base[-1], "drawer_3", drawer_3.bbox, cfg) is None
+
+
+def test_collage_layout_and_downscale() -> None:
+    window = make_window(contact=True, opened_m=None)
+    collage = build_collage(
+        window, start=100.0, end=103.0, columns=4, tile_width=32, label_width=40, header_height=16
+    )
+    assert collage.cameras == ("base", "side", "wrist")
+    assert collage.image.shape == (16 + 3 * 24, 40 + 4 * 32, 3)
+    assert len(collage.frame_refs[0]) == 4 and collage.frame_refs[0][0].endswith("@100.000")
+    assert column_times(1.0, 1.0, 5) == [1.0]
+    with pytest.raises(EvidenceError):
+        column_times(0.0, 1.0, 0)
+    big = np.zeros((1000, 2000, 3), dtype=np.uint8)
+    assert fit_max_side(big, 500).shape == (250, 500, 3)
+    assert fit_max_side(big, 5000) is big
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: CameraFrame("base", 1.0, np.zeros((4, 4), dtype=np.uint8)),
+        lambda: CameraFrame("base", float("nan"), np.zeros((4, 4, 3), dtype=np.uint8)),
+        lambda: CameraFrame("base", 1.0, np.zeros((4, 4, 3), dtype=np.float32)),
+        lambda: CameraFrame(
+            "base", 1.0, np.zeros((4, 4, 3), dtype=np.uint8), depth=np.zeros((5, 5))
+        ),
+        lambda: CameraFrame("base", 1.0, np.zeros((4, 4, 3), dtype=np.uint8), intrinsics=np.eye(2)),
+        lambda: CameraFrame("", 1.0, np.zeros((4, 4, 3), dtype=np.uint8)),
+        lambda: RobotStateSample(1.0, -0.1, 0.0, False),
+        lambda: RobotStateSample(1.0, 0.02, float("inf"), False),
+        lambda: Detection3D("mug", np.array([np.nan, 0, 0]), 0.5, 1.0),
+        lambda: Detection3D("mug", np.zeros(3), 1.5, 1.0),
+        lambda: Box3D(np.ones(3), np.zeros(3)),
+    ],
+)
+def test_bad_records_are_typed_errors(build) -> None:
+    with pytest.raises(EvidenceError):
+        build()
+
+
+def _ctx(intent: str = "open") -> ClaimContext:
+    return ClaimContext(
+        "i1", "OpenDrawer", intent, "drawer_3", "drawer", np.array([1.0, 0.0, 0.5]), 103.0
+    )
+
+
+def test_harness_rejects_duplicates_unknown_ids_and_owned_claims() -> None:
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    claim = PropertyClaim("drawer_3", "has_handle", True, 0.9, "bar handle")
+    far = PropertyClaim("sofa_9", "has_handle", True, 0.9, "?")
+    owned = PropertyClaim("drawer_3", "pickable", True, 0.9, "lifted")
+    weak = PropertyClaim("drawer_3", "material", "wood", 0.1, "maybe")
+    result = harness.evaluate([claim, claim, far, owned, weak], _ctx(), Evidence())
+    decisions = [(v.verifier, v.decision) for v in result.verdicts]
+    assert ("confidence", Decision.ADMIT) in decisions
+    assert ("dedup", Decision.REJECT) in decisions
+    assert ("ownership", Decision.REJECT) in decisions
+    assert any(v.verifier == "grounding" and "sofa_9" in v.reason for v in result.rejected)
+    assert [(u.property, u.value) for u in result.property_updates] == [("has_handle", True)]
+    log = result.verdicts[0].to_log()
+    assert log["decision"] == "admit" and log["claim"]["type"] == "PropertyClaim"
+
+
+def test_grasp_hold_extractor_supplies_pickable() -> None:
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    holding = tuple(RobotStateSample(100.0 + i, 0.03, 20.0, True) for i in range(3))
+    ctx = ClaimContext("i2", "PickMug", "pick", "mug_1", "mug", np.array([0.5, 0.5, 0.9]), 103.0)
+    outcome = OutcomeClaim("mug_1", "PickMug", True, None, "success", 0.9)
+    result = harness.evaluate([outcome], ctx, Evidence(gripper=holding))
+    assert [(u.property, u.value, u.source) for u in result.property_updates] == [
+        ("pickable", True, "extractor:grasp_hold")
+    ]
+    empty = tuple(RobotStateSample(100.0 + i, 0.0, 20.0, False) for i in range(3))
+    missed = harness.evaluate([outcome], ctx, Evidence(gripper=empty))
+    assert missed.property_updates == ()
+    assert missed.outcome_updates[0].category == "missed_grasp"
+    assert missed.outcome_updates[0].verdict.decision is Decision.CORRECT
+
+
+def test_unknown_extractor_is_a_config_error() -> None:
+    cfg = config()
+    from dataclasses import replace
+
+    with pytest.raises(ReasoningConfigError):
+        Harness(
+            make_world(),
+            cfg.vocabulary,
+            cfg.percepts,
+            replace(cfg.verifier, extractors=("psychic",)),
+        )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(min_value=-3, max_value=3),
+    st.floats(min_value=-3, max_value=3),
+    st.floats(min_value=-3, max_value=3),
+    st.floats(min_value=0.0, max_value=0.5),
+)
+def test_box_contains_matches_bounds(x: float, y: float, z: float, margin: float) -> None:
+    box = Box3D(np.array([-1.0, -1.0, 0.0]), np.array([1.0, 1.0, 1.0]))
+    inside = -1 - margin <= x <= 1 + margin and -1 - margin <= y <= 1 + margin
+    inside = inside and -margin <= z <= 1 + margin
+    assert box.contains(np.array([x, y, z]), margin) == inside
+
+
+def test_vocabulary_defaults_are_consistent() -> None:
+    vocab = VocabularyConfig()
+    assert "openable" in vocab.seeded_properties and "locked" in vocab.seeded_properties
