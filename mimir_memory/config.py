@@ -1,0 +1,197 @@
+"""Configuration of the memory core, read from ``config/memory.yaml``.
+
+Defaults below match the shipped YAML so the core also works without the file (tests, tools).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mimir_memory.errors import ConfigError
+
+SYNCHRONOUS_LEVELS = ("FULL", "NORMAL", "EXTRA")
+IMAGE_FORMATS = ("jpg", "png")
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a finite positive number, got {value!r}")
+    return float(value)
+
+
+def _nonneg(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _posint(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def normalize_label(label: str) -> str:
+    """Canonical form of a semantic label: stripped, lower case, inner spaces as underscores."""
+    return "_".join(label.strip().lower().split())
+
+
+@dataclass(frozen=True)
+class AssociationConfig:
+    """Association radii of the scene graph.
+
+    Attributes:
+        default_radius_m: Radius for labels without their own entry (m).
+        label_radius_m: Per-label radius (m), keyed by normalised label.
+        hypothesis_factor: New nodes within ``factor * radius`` of a same-label node become
+            alternative hypotheses of it.
+    """
+
+    default_radius_m: float = 0.30
+    label_radius_m: dict[str, float] = field(default_factory=dict)
+    hypothesis_factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        _positive("association.default_radius_m", self.default_radius_m)
+        if not isinstance(self.label_radius_m, dict):
+            raise ConfigError("association.label_radius_m must be a mapping")
+        cleaned = {
+            normalize_label(str(k)): _positive(f"association.label_radius_m.{k}", v)
+            for k, v in self.label_radius_m.items()
+        }
+        object.__setattr__(self, "label_radius_m", cleaned)
+        if _positive("association.hypothesis_factor", self.hypothesis_factor) < 1.0:
+            raise ConfigError("association.hypothesis_factor must be >= 1")
+
+    def radius(self, label: str) -> float:
+        """Association radius of ``label`` (m)."""
+        return self.label_radius_m.get(normalize_label(label), self.default_radius_m)
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """SQLite settings shared by the world and keyframe databases."""
+
+    synchronous: str = "FULL"
+    busy_timeout_ms: int = 5000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.synchronous, str) or self.synchronous.upper() not in (
+            SYNCHRONOUS_LEVELS
+        ):
+            raise ConfigError(f"storage.synchronous must be one of {SYNCHRONOUS_LEVELS}")
+        object.__setattr__(self, "synchronous", self.synchronous.upper())
+        _posint("storage.busy_timeout_ms", self.busy_timeout_ms)
+
+
+@dataclass(frozen=True)
+class KeyframeConfig:
+    """Keyframe store settings (filters, image encoding, limits)."""
+
+    max_pixels: int = 3840 * 2160
+    thumbnail_width: int = 160
+    image_format: str = "jpg"
+    jpeg_quality: int = 92
+    thumbnail_quality: int = 80
+    blank_std_threshold: float = 3.0
+    blur_threshold: float = 25.0
+    dedup_hamming_threshold: int = 5
+    dedup_window_s: float = 60.0
+    dedup_recent_count: int = 64
+
+    def __post_init__(self) -> None:
+        _posint("keyframes.max_pixels", self.max_pixels)
+        _posint("keyframes.thumbnail_width", self.thumbnail_width)
+        if self.image_format not in IMAGE_FORMATS:
+            raise ConfigError(f"keyframes.image_format must be one of {IMAGE_FORMATS}")
+        for name in ("jpeg_quality", "thumbnail_quality"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+                raise ConfigError(f"keyframes.{name} must be an integer in [1, 100]")
+        _nonneg("keyframes.blank_std_threshold", self.blank_std_threshold)
+        _nonneg("keyframes.blur_threshold", self.blur_threshold)
+        value = self.dedup_hamming_threshold
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
+            raise ConfigError("keyframes.dedup_hamming_threshold must be an integer in [0, 64]")
+        _nonneg("keyframes.dedup_window_s", self.dedup_window_s)
+        _posint("keyframes.dedup_recent_count", self.dedup_recent_count)
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    """Bounds of the planner-prompt rendering."""
+
+    max_chars: int = 6000
+
+    def __post_init__(self) -> None:
+        _posint("render.max_chars", self.max_chars)
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """All memory-core settings."""
+
+    association: AssociationConfig = field(default_factory=AssociationConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
+
+
+def _section(cls: type[Any], data: object, name: str) -> Any:
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise ConfigError(f"section {name!r} must be a mapping, got {type(data).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown keys in section {name!r}: {unknown}")
+    try:
+        return cls(**data)
+    except TypeError as err:
+        raise ConfigError(f"bad section {name!r}: {err}") from err
+
+
+def memory_config_from_dict(data: object) -> MemoryConfig:
+    """Build a :class:`MemoryConfig` from parsed YAML (unknown keys are an error)."""
+    if data is None:
+        return MemoryConfig()
+    if not isinstance(data, dict):
+        raise ConfigError("memory configuration must be a mapping")
+    sections = {
+        "association": AssociationConfig,
+        "storage": StorageConfig,
+        "keyframes": KeyframeConfig,
+        "render": RenderConfig,
+    }
+    unknown = sorted(set(data) - set(sections))
+    if unknown:
+        raise ConfigError(f"unknown sections in memory configuration: {unknown}")
+    parts = {key: _section(cls, data.get(key), key) for key, cls in sections.items()}
+    return MemoryConfig(**parts)
+
+
+def load_memory_config(path: str | Path) -> MemoryConfig:
+    """Read a memory configuration YAML file.
+
+    Raises:
+        ConfigError: The file cannot be read, is not YAML, or holds bad values.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read memory configuration {path}: {err}") from err
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"memory configuration {path} is not valid YAML: {err}") from err
+    return memory_config_from_dict(data)

@@ -1,0 +1,80 @@
+"""Typed errors raised by the memory core.
+
+Every error derives from :class:`MemoryStoreError` so a node can catch the whole family in one
+place and turn it into an error code, while tests can check for the precise cause.
+"""
+
+from __future__ import annotations
+
+
+class MemoryStoreError(Exception):
+    """Base class of every error raised by ``mimir_memory``."""
+
+
+class InvalidEventError(MemoryStoreError, ValueError):
+    """An event whose fields have the wrong type or an unknown kind, source or verdict."""
+
+
+class DuplicateEventError(MemoryStoreError):
+    """An event id that is already in the log with different content."""
+
+
+class UnknownNodeError(MemoryStoreError, KeyError):
+    """A node id that is not in the scene graph."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown node"
+
+
+class InvalidValueError(MemoryStoreError, ValueError):
+    """A value (position, confidence, property, label...) that is malformed or not finite."""
+
+
+class GraphConsistencyError(MemoryStoreError):
+    """An update that would break the graph's invariants (e.g. a parent cycle)."""
+
+
+class SchemaVersionError(MemoryStoreError):
+    """A database written by a newer schema version, or of the wrong kind."""
+
+
+class StorageError(MemoryStoreError, OSError):
+    """The database or the image folder cannot be written (read-only, disk full...)."""
+
+
+class ReadOnlyStoreError(MemoryStoreError):
+    """A write attempted through a store opened read-only."""
+
+
+class WriterBusyError(MemoryStoreError):
+    """Another process already holds the single writer lock of a database."""
+
+
+class InvalidImageError(MemoryStoreError, ValueError):
+    """An image that is not an 8-bit grey/BGR array, or is empty."""
+
+
+class ImageTooLargeError(InvalidImageError):
+    """An image with more pixels than the configured maximum."""
+
+
+class UnknownKeyframeError(MemoryStoreError, KeyError):
+    """A keyframe id that is not in the keyframe index."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown keyframe"
+
+
+class UnknownGoalError(MemoryStoreError, KeyError):
+    """A goal id that is not in task memory."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown goal"
+
+
+class InvalidGoalError(MemoryStoreError, ValueError):
+    """A goal or predicate that is malformed (unknown prerequisite, cycle, bad arguments)."""
+
+
+class ConfigError(MemoryStoreError, ValueError):
+    """A memory configuration file or value that is malformed."""

@@ -1,0 +1,556 @@
+"""Scene graph projection: the current world state rebuilt from world events.
+
+The node record follows messymem.md appendix A.3 (label, position, 3D box, first seen,
+properties, contents, task history) plus mimir.md's single active parent and the alternative
+hypotheses kept for same-name instances that may be different objects.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mimir_memory.config import AssociationConfig, normalize_label
+from mimir_memory.errors import (
+    GraphConsistencyError,
+    InvalidEventError,
+    InvalidValueError,
+    UnknownNodeError,
+)
+from mimir_memory.events import WORLD_KINDS, EventKind, MemoryEvent
+
+HAND_PARENT = "hand"
+"""Reserved parent id meaning "held by the robot's gripper"."""
+
+PARENT_RELATIONS = ("room", "surface", "container", "hand")
+SEEDED_PROPERTIES: dict[str, float] = {
+    "accessible": 0.5,
+    "pickable": 0.5,
+    "pushable": 0.5,
+    "fullness": 0.3,
+    "openable": 0.5,
+}
+"""Seeded property names and the confidence of their initial ``unknown`` value."""
+
+Point = tuple[float, float, float]
+
+
+def finite_point(value: object, name: str) -> Point:
+    """Three finite floats from a sequence.
+
+    Raises:
+        InvalidValueError: Wrong length, wrong type, or NaN/inf.
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidValueError(f"{name} must be three numbers, got {value!r}")
+    items = list(value)
+    if len(items) != 3:
+        raise InvalidValueError(f"{name} must have three components, got {len(items)}")
+    out: list[float] = []
+    for item in items:
+        if isinstance(item, bool):
+            raise InvalidValueError(f"{name} components must be numbers, got {item!r}")
+        try:
+            number = float(item)
+        except (TypeError, ValueError) as err:
+            raise InvalidValueError(f"{name} components must be numbers, got {item!r}") from err
+        if not math.isfinite(number):
+            raise InvalidValueError(f"{name} must be finite, got {items!r}")
+        out.append(number)
+    return (out[0], out[1], out[2])
+
+
+def node_id_prefix(label: str) -> str:
+    """Id prefix of a label: ``"coffee mug"`` gives ``"coffee_mug"``."""
+    return normalize_label(label)
+
+
+@dataclass
+class PropertyValue:
+    """Current value of one node property with its provenance."""
+
+    value: Any
+    confidence: float
+    source: str
+    reasoning: str = ""
+    stamp: float | None = None
+    is_opened: bool | None = None
+    event_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (A.3 property record)."""
+        data: dict[str, Any] = {
+            "value": self.value,
+            "confidence": self.confidence,
+            "source": self.source,
+            "reasoning": self.reasoning,
+            "stamp": self.stamp,
+        }
+        if self.is_opened is not None:
+            data["is_opened"] = self.is_opened
+        return data
+
+
+@dataclass
+class SceneNode:
+    """One entity (hypothesis) of the scene graph."""
+
+    node_id: str
+    label: str
+    centroid: Point
+    bbox_min: Point
+    bbox_max: Point
+    first_seen: float
+    last_seen: float
+    observation_count: int
+    first_seen_frame: str | None = None
+    properties: dict[str, PropertyValue] = field(default_factory=dict)
+    contents: list[dict[str, Any]] = field(default_factory=list)
+    contents_empty: bool | None = None
+    contents_source_action: str | None = None
+    contents_reasoning: str = ""
+    contents_stamp: float | None = None
+    task_history: list[dict[str, Any]] = field(default_factory=list)
+    parent: str | None = None
+    parent_relation: str | None = None
+    alternatives: set[str] = field(default_factory=set)
+    keyframes: list[str] = field(default_factory=list)
+    history: dict[str, list[str]] = field(default_factory=dict)
+    """Event ids that shaped each field (property name, ``contents``, ``parent``...)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON record of the node (messymem A.3 fields plus parent and hypotheses)."""
+        return {
+            "label": self.label,
+            "pos": list(self.centroid),
+            "bbox_3d": [*self.bbox_min, *self.bbox_max],
+            "first_seen": self.first_seen,
+            "first_seen_frame": self.first_seen_frame,
+            "last_seen": self.last_seen,
+            "observations": self.observation_count,
+            "properties": {k: self.properties[k].to_dict() for k in sorted(self.properties)},
+            "contents": copy.deepcopy(self.contents),
+            "contents_empty": self.contents_empty,
+            "contents_source_action": self.contents_source_action,
+            "contents_reasoning": self.contents_reasoning,
+            "contents_stamp": self.contents_stamp,
+            "task_history": copy.deepcopy(self.task_history),
+            "parent": self.parent,
+            "parent_relation": self.parent_relation,
+            "hypotheses": sorted(self.alternatives),
+            "keyframes": list(self.keyframes),
+        }
+
+
+class GridIndex:
+    """Uniform-grid spatial hash of node centroids, one grid per label.
+
+    The cell size of a label is its association radius, so a radius query looks at 27 cells
+    whatever the size of the graph.
+    """
+
+    def __init__(self, association: AssociationConfig) -> None:
+        self.association = association
+        self._cells: dict[str, dict[tuple[int, int, int], set[str]]] = {}
+        self._where: dict[str, tuple[str, tuple[int, int, int]]] = {}
+        self._cell_size: dict[str, float] = {}
+
+    def _size(self, key: str) -> float:
+        if key not in self._cell_size:
+            self._cell_size[key] = self.association.radius(key)
+        return self._cell_size[key]
+
+    def _cell(self, key: str, point: Point) -> tuple[int, int, int]:
+        size = self._size(key)
+        return (
+            math.floor(point[0] / size),
+            math.floor(point[1] / size),
+            math.floor(point[2] / size),
+        )
+
+    def insert(self, node_id: str, label: str, point: Point) -> None:
+        """Add or move a node."""
+        key = normalize_label(label)
+        cell = self._cell(key, point)
+        old = self._where.get(node_id)
+        if old is not None:
+            if old == (key, cell):
+                return
+            old_members = self._cells[old[0]].get(old[1])
+            if old_members is not None:
+                old_members.discard(node_id)
+        self._cells.setdefault(key, {}).setdefault(cell, set()).add(node_id)
+        self._where[node_id] = (key, cell)
+
+    def candidates(self, label: str, point: Point, radius: float) -> Iterator[str]:
+        """Node ids of ``label`` whose cell may hold points within ``radius`` of ``point``."""
+        key = normalize_label(label)
+        grid = self._cells.get(key)
+        if not grid:
+            return
+        size = self._size(key)
+        reach = max(1, math.ceil(radius / size))
+        if (2 * reach + 1) ** 3 > 4 * len(grid):
+            for cell_members in grid.values():
+                yield from cell_members
+            return
+        cx, cy, cz = self._cell(key, point)
+        for dx in range(-reach, reach + 1):
+            for dy in range(-reach, reach + 1):
+                for dz in range(-reach, reach + 1):
+                    members = grid.get((cx + dx, cy + dy, cz + dz))
+                    if members:
+                        yield from members
+
+    def labels(self) -> list[str]:
+        """Normalised labels present in the index."""
+        return [k for k, grid in self._cells.items() if any(grid.values())]
+
+
+def _pt(value: Any) -> Point:
+    """Point from stored (already validated) JSON."""
+    return (float(value[0]), float(value[1]), float(value[2]))
+
+
+def _dist(a: Point, b: Point) -> float:
+    return math.sqrt((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2 + (a[2] - b[2]) ** 2)
+
+
+def _require_str(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidValueError(f"{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _confidence(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidValueError(f"confidence must be a number, got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise InvalidValueError(f"confidence must lie in [0, 1], got {value!r}")
+    return float(value)
+
+
+@dataclass
+class _BatchContext:
+    created: set[str] = field(default_factory=set)
+    parents: dict[str, str | None] = field(default_factory=dict)
+
+
+class SceneGraphState:
+    """The scene graph as a projection of world events.
+
+    ``apply`` is the only mutator; ``check`` validates an event (or a batch) before it is
+    written so that a stored event always applies.
+    """
+
+    def __init__(self, association: AssociationConfig | None = None) -> None:
+        self.association = association or AssociationConfig()
+        self.nodes: dict[str, SceneNode] = {}
+        self.children: dict[str, set[str]] = {}
+        self.index = GridIndex(self.association)
+        self.label_counters: dict[str, int] = {}
+        self.keyframe_links: dict[str, list[str]] = {}
+        self.evidence_keyframes: set[str] = set()
+        """Keyframes cited as evidence by an admitted world event (protected from retention)."""
+        self.revision = 0
+
+    # ------------------------------------------------------------------ queries
+    def node(self, node_id: str) -> SceneNode:
+        """The node with this id.
+
+        Raises:
+            UnknownNodeError: No such node.
+        """
+        if not isinstance(node_id, str):
+            raise UnknownNodeError(f"node id must be a string, got {node_id!r}")
+        try:
+            return self.nodes[node_id]
+        except KeyError as err:
+            raise UnknownNodeError(f"unknown node {node_id!r}") from err
+
+    def next_node_id(self, label: str, reserved: Mapping[str, int] | None = None) -> str:
+        """The id the next node of ``label`` would get (``<label>_<n>``)."""
+        prefix = node_id_prefix(label)
+        count = (reserved or {}).get(prefix, self.label_counters.get(prefix, 0))
+        return f"{prefix}_{count + 1}"
+
+    def within(self, label: str, point: Point, radius: float) -> list[tuple[float, str]]:
+        """(distance, id) of ``label`` nodes within ``radius`` of ``point``, nearest first."""
+        found = []
+        for node_id in self.index.candidates(label, point, radius):
+            distance = _dist(self.nodes[node_id].centroid, point)
+            if distance <= radius:
+                found.append((distance, node_id))
+        found.sort()
+        return found
+
+    def ancestors(
+        self, node_id: str, overrides: Mapping[str, str | None] | None = None
+    ) -> list[str]:
+        """Parent chain of a node, nearest first."""
+        chain: list[str] = []
+        current: str | None = node_id
+        seen = {node_id}
+        while current is not None:
+            if overrides is not None and current in overrides:
+                parent = overrides[current]
+            else:
+                node = self.nodes.get(current)
+                parent = node.parent if node is not None else None
+            if parent is None or parent == HAND_PARENT or parent in seen:
+                if parent == HAND_PARENT:
+                    chain.append(parent)
+                break
+            chain.append(parent)
+            seen.add(parent)
+            current = parent
+        return chain
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON form of the whole graph (stable key order)."""
+        return {
+            "revision": self.revision,
+            "nodes": {nid: self.nodes[nid].to_dict() for nid in sorted(self.nodes)},
+        }
+
+    # --------------------------------------------------------------- validation
+    def check(self, events: Iterable[MemoryEvent]) -> None:
+        """Validate a batch of events against the state and each other.
+
+        Raises:
+            InvalidEventError: A kind that is not a world event.
+            InvalidValueError: A malformed or non-finite payload.
+            UnknownNodeError: A reference to a node that does not exist.
+            GraphConsistencyError: A duplicate node id or a parent cycle.
+        """
+        ctx = _BatchContext()
+        for event in events:
+            self._check_one(event, ctx)
+
+    def _exists(self, node_id: object, ctx: _BatchContext) -> str:
+        known = isinstance(node_id, str) and (node_id in self.nodes or node_id in ctx.created)
+        if not known or not isinstance(node_id, str):
+            raise UnknownNodeError(f"unknown node {node_id!r}")
+        return node_id
+
+    def _check_one(self, event: MemoryEvent, ctx: _BatchContext) -> None:
+        if event.kind not in WORLD_KINDS:
+            raise InvalidEventError(f"{event.kind.value} is not a world memory event")
+        data = event.payload
+        kind = event.kind
+        if kind is EventKind.NODE_CREATED:
+            node_id = _require_str(data, "node_id")
+            if node_id in self.nodes or node_id in ctx.created or node_id == HAND_PARENT:
+                raise GraphConsistencyError(f"node {node_id!r} already exists")
+            _require_str(data, "label")
+            self._check_geometry(data)
+            for alt in data.get("alternatives", []):
+                self._exists(alt, ctx)
+            ctx.created.add(node_id)
+        elif kind is EventKind.OBSERVATION_FUSED:
+            self._exists(data.get("node_id"), ctx)
+            self._check_geometry(data)
+        elif kind is EventKind.PROPERTY_SET:
+            self._exists(data.get("node_id"), ctx)
+            _require_str(data, "name")
+            if "value" not in data:
+                raise InvalidValueError("property_set needs a value")
+            _confidence(data.get("confidence"))
+            if not isinstance(data.get("reasoning", ""), str):
+                raise InvalidValueError("reasoning must be a string")
+            opened = data.get("is_opened")
+            if opened is not None and not isinstance(opened, bool):
+                raise InvalidValueError("is_opened must be a boolean or null")
+        elif kind is EventKind.CONTENTS_SET:
+            self._exists(data.get("node_id"), ctx)
+            contents = data.get("contents")
+            if not isinstance(contents, list):
+                raise InvalidValueError("contents must be a list")
+            for item in contents:
+                if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                    raise InvalidValueError(f"content item needs a name: {item!r}")
+            if not isinstance(data.get("is_empty"), bool):
+                raise InvalidValueError("is_empty must be a boolean")
+        elif kind is EventKind.PARENT_CHANGED:
+            node_id = self._exists(data.get("node_id"), ctx)
+            parent = data.get("parent_id")
+            relation = data.get("relation")
+            if parent is None:
+                if relation is not None:
+                    raise InvalidValueError("a cleared parent takes no relation")
+            else:
+                if relation not in PARENT_RELATIONS:
+                    raise InvalidValueError(
+                        f"relation must be one of {PARENT_RELATIONS}, got {relation!r}"
+                    )
+                if (parent == HAND_PARENT) != (relation == "hand"):
+                    raise InvalidValueError("the hand parent goes with the 'hand' relation only")
+                if parent != HAND_PARENT:
+                    self._exists(parent, ctx)
+                    if parent == node_id or node_id in self.ancestors(parent, ctx.parents):
+                        raise GraphConsistencyError(
+                            f"making {parent!r} the parent of {node_id!r} creates a cycle"
+                        )
+            ctx.parents[node_id] = parent
+        elif kind is EventKind.TASK_OUTCOME_RECORDED:
+            self._exists(data.get("node_id"), ctx)
+            _require_str(data, "task")
+            if not isinstance(data.get("success"), bool):
+                raise InvalidValueError("success must be a boolean")
+        elif kind is EventKind.KEYFRAME_LINKED:
+            _require_str(data, "frame_id")
+            node_ids = data.get("node_ids")
+            if not isinstance(node_ids, list) or not node_ids:
+                raise InvalidValueError("node_ids must be a non-empty list")
+            for node_id in node_ids:
+                self._exists(node_id, ctx)
+        elif kind is EventKind.HYPOTHESES_LINKED:
+            node_ids = data.get("node_ids")
+            if not isinstance(node_ids, list) or len(set(map(str, node_ids))) < 2:
+                raise InvalidValueError("hypotheses_linked needs at least two node ids")
+            for node_id in node_ids:
+                self._exists(node_id, ctx)
+
+    @staticmethod
+    def _check_geometry(data: Mapping[str, Any]) -> None:
+        finite_point(data.get("centroid"), "centroid")
+        lo = finite_point(data.get("bbox_min"), "bbox_min")
+        hi = finite_point(data.get("bbox_max"), "bbox_max")
+        if any(a > b for a, b in zip(lo, hi, strict=True)):
+            raise InvalidValueError(f"bbox_min {lo} exceeds bbox_max {hi}")
+
+    # --------------------------------------------------------------- projection
+    def apply(self, event: MemoryEvent) -> None:
+        """Fold one stored event into the state (non-world kinds only advance the revision)."""
+        if event.seq is not None:
+            self.revision = max(self.revision, event.seq)
+        if event.kind not in WORLD_KINDS or not event.verdict.effective:
+            return
+        self.evidence_keyframes.update(event.evidence.keyframe_ids)
+        data = event.payload
+        kind = event.kind
+        if kind is EventKind.NODE_CREATED:
+            self._apply_created(event, data)
+            return
+        node: SceneNode | None = None
+        if kind not in (EventKind.KEYFRAME_LINKED, EventKind.HYPOTHESES_LINKED):
+            node = self.nodes[data["node_id"]]
+        if kind is EventKind.OBSERVATION_FUSED and node is not None:
+            n = node.observation_count + 1
+            c = _pt(data["centroid"])
+            node.centroid = (
+                node.centroid[0] + (c[0] - node.centroid[0]) / n,
+                node.centroid[1] + (c[1] - node.centroid[1]) / n,
+                node.centroid[2] + (c[2] - node.centroid[2]) / n,
+            )
+            lo = data["bbox_min"]
+            hi = data["bbox_max"]
+            node.bbox_min = (
+                min(node.bbox_min[0], lo[0]),
+                min(node.bbox_min[1], lo[1]),
+                min(node.bbox_min[2], lo[2]),
+            )
+            node.bbox_max = (
+                max(node.bbox_max[0], hi[0]),
+                max(node.bbox_max[1], hi[1]),
+                max(node.bbox_max[2], hi[2]),
+            )
+            node.observation_count = n
+            node.last_seen = max(node.last_seen, event.stamp)
+            self.index.insert(node.node_id, node.label, node.centroid)
+            node.history.setdefault("position", []).append(event.event_id)
+        elif kind is EventKind.PROPERTY_SET and node is not None:
+            name = data["name"]
+            node.history.setdefault(name, []).append(event.event_id)
+            current = node.properties.get(name)
+            if current is not None and current.stamp is not None and event.stamp < current.stamp:
+                return  # older evidence arriving late: kept in the log, does not overwrite
+            node.properties[name] = PropertyValue(
+                value=data["value"],
+                confidence=float(data["confidence"]),
+                source=event.source.value,
+                reasoning=data.get("reasoning", ""),
+                stamp=event.stamp,
+                is_opened=data.get("is_opened"),
+                event_id=event.event_id,
+            )
+        elif kind is EventKind.CONTENTS_SET and node is not None:
+            node.history.setdefault("contents", []).append(event.event_id)
+            if node.contents_stamp is not None and event.stamp < node.contents_stamp:
+                return
+            node.contents_stamp = event.stamp
+            node.contents = [dict(item) for item in data["contents"]]
+            node.contents_empty = bool(data["is_empty"])
+            node.contents_source_action = data.get("source_action")
+            node.contents_reasoning = data.get("reasoning", "")
+        elif kind is EventKind.PARENT_CHANGED and node is not None:
+            if node.parent is not None:
+                self.children.get(node.parent, set()).discard(node.node_id)
+            node.parent = data.get("parent_id")
+            node.parent_relation = data.get("relation")
+            if node.parent is not None:
+                self.children.setdefault(node.parent, set()).add(node.node_id)
+            node.history.setdefault("parent", []).append(event.event_id)
+        elif kind is EventKind.TASK_OUTCOME_RECORDED and node is not None:
+            node.task_history.append(
+                {
+                    "task": data["task"],
+                    "success": data["success"],
+                    "failure_reason": data.get("failure_reason"),
+                    "stamp": event.stamp,
+                }
+            )
+            node.history.setdefault("task_history", []).append(event.event_id)
+        elif kind is EventKind.HYPOTHESES_LINKED:
+            ids = list(dict.fromkeys(data["node_ids"]))
+            for node_id in ids:
+                self.nodes[node_id].alternatives.update(i for i in ids if i != node_id)
+                self.nodes[node_id].history.setdefault("hypotheses", []).append(event.event_id)
+        elif kind is EventKind.KEYFRAME_LINKED:
+            frame_id = data["frame_id"]
+            for node_id in dict.fromkeys(data["node_ids"]):
+                target = self.nodes[node_id]
+                if frame_id not in target.keyframes:
+                    target.keyframes.append(frame_id)
+                if target.first_seen_frame is None:
+                    target.first_seen_frame = frame_id
+                links = self.keyframe_links.setdefault(frame_id, [])
+                if node_id not in links:
+                    links.append(node_id)
+
+    def _apply_created(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node_id = data["node_id"]
+        label = data["label"]
+        centroid = _pt(data["centroid"])
+        node = SceneNode(
+            node_id=node_id,
+            label=label,
+            centroid=centroid,
+            bbox_min=_pt(data["bbox_min"]),
+            bbox_max=_pt(data["bbox_max"]),
+            first_seen=event.stamp,
+            last_seen=event.stamp,
+            observation_count=1 if data.get("observed", True) else 0,
+            first_seen_frame=data.get("first_seen_frame"),
+        )
+        for name, confidence in SEEDED_PROPERTIES.items():
+            node.properties[name] = PropertyValue(
+                value="unknown",
+                confidence=confidence,
+                source="perception",
+                stamp=event.stamp,
+                event_id=event.event_id,
+            )
+        node.history["created"] = [event.event_id]
+        self.nodes[node_id] = node
+        self.index.insert(node_id, label, centroid)
+        prefix, _, number = node_id.rpartition("_")
+        if number.isdigit() and prefix == node_id_prefix(label):
+            self.label_counters[prefix] = max(self.label_counters.get(prefix, 0), int(number))
+        for alt in data.get("alternatives", []):
+            node.alternatives.add(alt)
+            self.nodes[alt].alternatives.add(node_id)

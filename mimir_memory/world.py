@@ -1,0 +1,748 @@
+"""World memory: the scene graph owned by the scene graph node.
+
+Writes go through the append-only event log; the in-memory :class:`SceneGraphState` is its
+projection and is updated only after the events are committed. A reader opened with
+``readonly=True`` replays the same log and follows the writer with :meth:`WorldMemory.refresh`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from mimir_memory.config import MemoryConfig
+from mimir_memory.errors import InvalidValueError
+from mimir_memory.events import (
+    WORLD_KINDS,
+    EventKind,
+    EventLog,
+    Evidence,
+    MemoryEvent,
+    Source,
+    Verdict,
+    new_event_id,
+)
+from mimir_memory.graph import (
+    HAND_PARENT,
+    Point,
+    SceneGraphState,
+    SceneNode,
+    finite_point,
+    node_id_prefix,
+)
+from mimir_memory.locking import synchronized
+from mimir_memory.observations import ObjectObservation
+from mimir_memory.render import render_graph
+from mimir_memory.schema import DatabaseHandle, open_database
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Association:
+    """Outcome of associating one observation.
+
+    Attributes:
+        index: Position of the observation in the batch.
+        node_id: Matched node, or the id the new node will get.
+        created: True when the observation starts a new node.
+        distance: Centroid distance to the matched node (m); 0 for a new node.
+        alternatives: Same-label nodes close enough to be the same object (new nodes only).
+    """
+
+    index: int
+    node_id: str
+    created: bool
+    distance: float
+    alternatives: tuple[str, ...] = ()
+
+
+class WorldMemory:
+    """Scene graph with an append-only event log in its own SQLite database."""
+
+    def __init__(
+        self,
+        handle: DatabaseHandle,
+        config: MemoryConfig | None = None,
+        *,
+        map_frame: str = "map",
+    ) -> None:
+        self.handle = handle
+        self.lock = threading.RLock()
+        self.config = config or MemoryConfig()
+        self.map_frame = map_frame
+        self.log = EventLog(handle)
+        self.state = SceneGraphState(self.config.association)
+        self._last_seq = 0
+        self.refresh()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        config: MemoryConfig | None = None,
+        readonly: bool = False,
+        map_frame: str = "map",
+    ) -> WorldMemory:
+        """Open (or create) a world database and rebuild the graph from its log.
+
+        Raises:
+            SchemaVersionError: The database is of a newer schema version or another kind.
+            WriterBusyError: Another writer holds the database.
+            StorageError: The file cannot be opened or created.
+        """
+        config = config or MemoryConfig()
+        handle = open_database(path, "world", readonly=readonly, storage=config.storage)
+        try:
+            return cls(handle, config, map_frame=map_frame)
+        except BaseException:
+            handle.close()
+            raise
+
+    def close(self) -> None:
+        """Close the database (and release the writer lock)."""
+        self.handle.close()
+
+    def __enter__(self) -> WorldMemory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def revision(self) -> int:
+        """Sequence number of the last event folded into the graph."""
+        return self.state.revision
+
+    @synchronized
+    def refresh(self) -> int:
+        """Fold events appended since the last call (by another process, for a reader).
+
+        Returns:
+            Number of events applied.
+        """
+        count = 0
+        for event in self.log.iter_events(after_seq=self._last_seq):
+            self.state.apply(event)
+            self._last_seq = event.seq or self._last_seq
+            count += 1
+        return count
+
+    # -------------------------------------------------------------------- writes
+    @synchronized
+    def append(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        """Validate, store and apply world events in one transaction.
+
+        Events with a ``defer``/``reject`` verdict are stored for audit without validation
+        against the graph and without effect.
+
+        Returns:
+            The newly stored events (idempotent repeats are left out).
+
+        Raises:
+            InvalidEventError, InvalidValueError, UnknownNodeError, GraphConsistencyError: The
+                batch does not fit the graph (nothing is written).
+            DuplicateEventError: An id is stored with different content (nothing is written).
+            StorageError, ReadOnlyStoreError: The database cannot be written.
+        """
+        for event in events:
+            if not isinstance(event, MemoryEvent):
+                raise InvalidValueError(f"expected MemoryEvent, got {type(event).__name__}")
+        self.refresh()
+        self.state.check(e for e in events if e.verdict.effective or e.kind not in WORLD_KINDS)
+        stored = self.log.append(events)
+        for event in stored:
+            self.state.apply(event)
+            self._last_seq = max(self._last_seq, event.seq or 0)
+        return stored
+
+    @synchronized
+    def associate(self, observations: Sequence[ObjectObservation]) -> list[Association]:
+        """Match observations to same-label nodes by 3D proximity (no write).
+
+        Each node takes at most one observation of a batch; pairs are assigned nearest first.
+
+        Raises:
+            InvalidValueError: An element is not an ObjectObservation or is in another frame.
+        """
+        pairs: list[tuple[float, int, str]] = []
+        for index, obs in enumerate(observations):
+            if not isinstance(obs, ObjectObservation):
+                raise InvalidValueError(
+                    f"observation {index} is a {type(obs).__name__}, not an ObjectObservation"
+                )
+            if obs.frame_id != self.map_frame:
+                raise InvalidValueError(
+                    f"observation {index} is in frame {obs.frame_id!r}, expected {self.map_frame!r}"
+                )
+            point = _as_point(obs.centroid)
+            radius = self.config.association.radius(obs.label)
+            for distance, node_id in self.state.within(obs.label, point, radius):
+                pairs.append((distance, index, node_id))
+        pairs.sort()
+        matched: dict[int, tuple[str, float]] = {}
+        taken: set[str] = set()
+        for distance, index, node_id in pairs:
+            if index in matched or node_id in taken:
+                continue
+            matched[index] = (node_id, distance)
+            taken.add(node_id)
+        counters: dict[str, int] = {}
+        result: list[Association] = []
+        factor = self.config.association.hypothesis_factor
+        for index, obs in enumerate(observations):
+            if index in matched:
+                node_id, distance = matched[index]
+                result.append(Association(index, node_id, False, distance))
+                continue
+            prefix = node_id_prefix(obs.label)
+            number = counters.get(prefix, self.state.label_counters.get(prefix, 0)) + 1
+            counters[prefix] = number
+            point = _as_point(obs.centroid)
+            reach = self.config.association.radius(obs.label) * factor
+            alternatives = tuple(sorted(i for _, i in self.state.within(obs.label, point, reach)))
+            result.append(Association(index, f"{prefix}_{number}", True, 0.0, alternatives))
+        return result
+
+    @synchronized
+    def ingest(
+        self,
+        observations: Sequence[ObjectObservation],
+        *,
+        source: Source = Source.PERCEPTION,
+        keyframe_ids: Sequence[str] = (),
+    ) -> list[MemoryEvent]:
+        """Associate and store a batch of observations (one transaction).
+
+        Returns:
+            One ``node_created`` or ``observation_fused`` event per observation.
+        """
+        if isinstance(observations, ObjectObservation):
+            observations = [observations]
+        associations = self.associate(observations)
+        events: list[MemoryEvent] = []
+        for assoc in associations:
+            obs = observations[assoc.index]
+            payload: dict[str, Any] = {
+                "node_id": assoc.node_id,
+                "centroid": obs.centroid.tolist(),
+                "bbox_min": obs.bbox_min.tolist(),
+                "bbox_max": obs.bbox_max.tolist(),
+                "score": float(obs.score),
+                "point_count": int(obs.point_count),
+                "camera": obs.camera,
+            }
+            if assoc.created:
+                payload["label"] = obs.label.strip()
+                payload["alternatives"] = list(assoc.alternatives)
+            evidence = Evidence(
+                keyframe_ids=tuple(keyframe_ids),
+                detection_ids=(obs.detection_id,) if obs.detection_id else (),
+            )
+            kind = EventKind.NODE_CREATED if assoc.created else EventKind.OBSERVATION_FUSED
+            events.append(
+                MemoryEvent(
+                    kind=kind,
+                    stamp=float(obs.stamp),
+                    source=source,
+                    payload=payload,
+                    evidence=evidence,
+                )
+            )
+        return self.append(events)
+
+    def add_node(
+        self,
+        label: str,
+        position: Iterable[float],
+        *,
+        stamp: float,
+        bbox_min: Iterable[float] | None = None,
+        bbox_max: Iterable[float] | None = None,
+        source: Source = Source.OPERATOR,
+        evidence: Evidence | None = None,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Create a node without association (rooms, operator-declared fixtures).
+
+        Raises:
+            InvalidValueError: Empty label or non-finite geometry.
+        """
+        if not isinstance(label, str) or not label.strip():
+            raise InvalidValueError(f"label must be a non-empty string, got {label!r}")
+        point = finite_point(position, "position")
+        lo = finite_point(bbox_min if bbox_min is not None else point, "bbox_min")
+        hi = finite_point(bbox_max if bbox_max is not None else point, "bbox_max")
+        payload = {
+            "node_id": self.state.next_node_id(label),
+            "label": label.strip(),
+            "centroid": list(point),
+            "bbox_min": list(lo),
+            "bbox_max": list(hi),
+            "alternatives": [],
+            "observed": False,
+        }
+        return self._one(
+            EventKind.NODE_CREATED,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=None,
+            event_id=event_id,
+        )
+
+    def set_property(
+        self,
+        node_id: str,
+        name: str,
+        value: Any,
+        *,
+        confidence: float,
+        stamp: float,
+        source: Source = Source.INTERACTION,
+        reasoning: str = "",
+        is_opened: bool | None = None,
+        evidence: Evidence | None = None,
+        verdict: Verdict = Verdict.ADMIT,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Set a seeded or open-vocabulary property; newer admitted evidence overwrites."""
+        payload: dict[str, Any] = {
+            "node_id": node_id,
+            "name": name,
+            "value": value,
+            "confidence": confidence,
+            "reasoning": reasoning,
+        }
+        if is_opened is not None:
+            payload["is_opened"] = is_opened
+        return self._one(
+            EventKind.PROPERTY_SET,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=verdict,
+            event_id=event_id,
+        )
+
+    def set_contents(
+        self,
+        node_id: str,
+        contents: Sequence[Mapping[str, Any]],
+        *,
+        is_empty: bool,
+        stamp: float,
+        source_action: str | None = None,
+        reasoning: str = "",
+        source: Source = Source.INTERACTION,
+        evidence: Evidence | None = None,
+        verdict: Verdict = Verdict.ADMIT,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Replace the contents of a fixture (items are ``{"name": ..., ...}`` mappings)."""
+        if isinstance(contents, (str, bytes)) or not isinstance(contents, Sequence):
+            raise InvalidValueError("contents must be a sequence of mappings")
+        items = []
+        for item in contents:
+            if not isinstance(item, Mapping):
+                raise InvalidValueError(f"content item must be a mapping, got {item!r}")
+            items.append(dict(item))
+        payload = {
+            "node_id": node_id,
+            "contents": items,
+            "is_empty": is_empty,
+            "source_action": source_action,
+            "reasoning": reasoning,
+        }
+        return self._one(
+            EventKind.CONTENTS_SET,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=verdict,
+            event_id=event_id,
+        )
+
+    def set_parent(
+        self,
+        node_id: str,
+        parent_id: str | None,
+        relation: str | None,
+        *,
+        stamp: float,
+        source: Source = Source.INTERACTION,
+        evidence: Evidence | None = None,
+        verdict: Verdict = Verdict.ADMIT,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Set the single active parent (room, surface, container, or ``hand``) of a node."""
+        payload = {"node_id": node_id, "parent_id": parent_id, "relation": relation}
+        return self._one(
+            EventKind.PARENT_CHANGED,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=verdict,
+            event_id=event_id,
+        )
+
+    def record_outcome(
+        self,
+        node_id: str,
+        task: str,
+        success: bool,
+        *,
+        stamp: float,
+        failure_reason: str | None = None,
+        source: Source = Source.INTERACTION,
+        evidence: Evidence | None = None,
+        verdict: Verdict = Verdict.ADMIT,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Append a task outcome to a node's task history."""
+        payload = {
+            "node_id": node_id,
+            "task": task,
+            "success": success,
+            "failure_reason": failure_reason,
+        }
+        return self._one(
+            EventKind.TASK_OUTCOME_RECORDED,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=verdict,
+            event_id=event_id,
+        )
+
+    def link_keyframe(
+        self,
+        frame_id: str,
+        node_ids: Sequence[str],
+        *,
+        stamp: float,
+        source: Source = Source.PERCEPTION,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Link a stored keyframe to graph nodes."""
+        payload = {"frame_id": frame_id, "node_ids": list(node_ids)}
+        evidence = None
+        return self._one(
+            EventKind.KEYFRAME_LINKED,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=None,
+            event_id=event_id,
+        )
+
+    def link_hypotheses(
+        self,
+        node_ids: Sequence[str],
+        *,
+        stamp: float,
+        source: Source = Source.OPERATOR,
+        evidence: Evidence | None = None,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Mark nodes as alternative hypotheses of one object."""
+        payload = {"node_ids": list(node_ids)}
+        return self._one(
+            EventKind.HYPOTHESES_LINKED,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=None,
+            event_id=event_id,
+        )
+
+    def update_node(
+        self,
+        node_id: str,
+        *,
+        stamp: float,
+        source: Source = Source.INTERACTION,
+        properties: Mapping[str, Mapping[str, Any]] | None = None,
+        contents: Mapping[str, Any] | None = None,
+        parent: tuple[str | None, str | None] | None = None,
+        outcome: Mapping[str, Any] | None = None,
+        evidence: Evidence | None = None,
+        verdict: Verdict = Verdict.ADMIT,
+    ) -> list[MemoryEvent]:
+        """Apply several updates to one node in one transaction (an analyzer result).
+
+        Args:
+            node_id: Target node.
+            stamp: Stamp of the evidence.
+            source: Source of every update.
+            properties: ``name -> {"value", "confidence", "reasoning"?, "is_opened"?}``.
+            contents: ``{"contents": [...], "is_empty": bool, "source_action"?, "reasoning"?}``.
+            parent: ``(parent_id, relation)``.
+            outcome: ``{"task", "success", "failure_reason"?}``.
+            evidence: Evidence shared by all updates.
+            verdict: Verdict shared by all updates.
+        """
+        if verdict.effective:
+            self.state.node(node_id)
+        events: list[MemoryEvent] = []
+        ev = evidence or Evidence()
+        for name, spec in (properties or {}).items():
+            if not isinstance(spec, Mapping):
+                raise InvalidValueError(f"property {name!r} update must be a mapping")
+            payload: dict[str, Any] = {
+                "node_id": node_id,
+                "name": name,
+                "value": spec.get("value"),
+                "confidence": spec.get("confidence"),
+                "reasoning": spec.get("reasoning", ""),
+            }
+            if "value" not in spec:
+                raise InvalidValueError(f"property {name!r} update needs a value")
+            if spec.get("is_opened") is not None:
+                payload["is_opened"] = spec["is_opened"]
+            events.append(
+                self._event(
+                    EventKind.PROPERTY_SET,
+                    payload,
+                    stamp=stamp,
+                    source=source,
+                    evidence=ev,
+                    verdict=verdict,
+                )
+            )
+        if contents is not None:
+            payload = {
+                "node_id": node_id,
+                "contents": [
+                    dict(i) if isinstance(i, Mapping) else i for i in contents.get("contents", [])
+                ],
+                "is_empty": contents.get("is_empty"),
+                "source_action": contents.get("source_action"),
+                "reasoning": contents.get("reasoning", ""),
+            }
+            events.append(
+                self._event(
+                    EventKind.CONTENTS_SET,
+                    payload,
+                    stamp=stamp,
+                    source=source,
+                    evidence=ev,
+                    verdict=verdict,
+                )
+            )
+        if parent is not None:
+            payload = {"node_id": node_id, "parent_id": parent[0], "relation": parent[1]}
+            events.append(
+                self._event(
+                    EventKind.PARENT_CHANGED,
+                    payload,
+                    stamp=stamp,
+                    source=source,
+                    evidence=ev,
+                    verdict=verdict,
+                )
+            )
+        if outcome is not None:
+            payload = {
+                "node_id": node_id,
+                "task": outcome.get("task"),
+                "success": outcome.get("success"),
+                "failure_reason": outcome.get("failure_reason"),
+            }
+            events.append(
+                self._event(
+                    EventKind.TASK_OUTCOME_RECORDED,
+                    payload,
+                    stamp=stamp,
+                    source=source,
+                    evidence=ev,
+                    verdict=verdict,
+                )
+            )
+        return self.append(events)
+
+    def _event(
+        self,
+        kind: EventKind,
+        payload: Mapping[str, Any],
+        *,
+        stamp: float,
+        source: Source,
+        evidence: Evidence | None,
+        verdict: Verdict | None,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        return MemoryEvent(
+            kind=kind,
+            stamp=stamp,
+            source=source,
+            payload=payload,
+            evidence=evidence or Evidence(),
+            verdict=verdict or Verdict.ADMIT,
+            event_id=event_id or new_event_id(),
+        )
+
+    def _one(
+        self,
+        kind: EventKind,
+        payload: Mapping[str, Any],
+        *,
+        stamp: float,
+        source: Source,
+        evidence: Evidence | None,
+        verdict: Verdict | None,
+        event_id: str | None,
+    ) -> MemoryEvent:
+        event = self._event(
+            kind,
+            payload,
+            stamp=stamp,
+            source=source,
+            evidence=evidence,
+            verdict=verdict,
+            event_id=event_id,
+        )
+        stored = self.append([event])
+        if stored:
+            return stored[0]
+        existing = self.log.get(event.event_id)
+        return existing if existing is not None else event
+
+    # ------------------------------------------------------------------- queries
+    @synchronized
+    def node(self, node_id: str) -> SceneNode:
+        """Node by id (raises UnknownNodeError)."""
+        return self.state.node(node_id)
+
+    @synchronized
+    def nodes_by_label(self, label: str) -> list[SceneNode]:
+        """Nodes whose label matches (case and spacing insensitive), by id."""
+        key = node_id_prefix(label)
+        return [
+            self.state.nodes[i]
+            for i in sorted(self.state.nodes)
+            if node_id_prefix(self.state.nodes[i].label) == key
+        ]
+
+    @synchronized
+    def nodes_near(
+        self, point: Iterable[float], radius: float, label: str | None = None
+    ) -> list[SceneNode]:
+        """Nodes within ``radius`` metres of ``point`` (optionally of one label), nearest first."""
+        centre = finite_point(point, "point")
+        if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not radius >= 0:
+            raise InvalidValueError(f"radius must be a number >= 0, got {radius!r}")
+        if radius == float("inf"):
+            raise InvalidValueError("radius must be finite")
+        labels = [label] if label is not None else self.state.index.labels()
+        found: list[tuple[float, str]] = []
+        for lab in labels:
+            found.extend(self.state.within(lab, centre, float(radius)))
+        found.sort()
+        return [self.state.nodes[i] for _, i in found]
+
+    @synchronized
+    def nodes_inside(
+        self, container_id: str, *, recursive: bool = False, relation: str | None = None
+    ) -> list[SceneNode]:
+        """Children of a node (or of the hand: ``"hand"``), sorted by id.
+
+        Args:
+            container_id: Parent node id.
+            recursive: Include children of children.
+            relation: Only children attached with this relation (``container``, ``surface``...).
+        """
+        if container_id != HAND_PARENT:
+            self.state.node(container_id)
+        result: list[SceneNode] = []
+        frontier = [container_id]
+        seen = {container_id}
+        while frontier:
+            current = frontier.pop()
+            for child_id in self.state.children.get(current, set()):
+                if child_id in seen:
+                    continue
+                seen.add(child_id)
+                child = self.state.nodes[child_id]
+                if relation is None or child.parent_relation == relation:
+                    result.append(child)
+                if recursive:
+                    frontier.append(child_id)
+        result.sort(key=lambda n: n.node_id)
+        return result
+
+    @synchronized
+    def why(self, node_id: str, field: str) -> list[MemoryEvent]:
+        """Admitted events (oldest first) behind a node field, with their evidence.
+
+        Args:
+            node_id: Node id.
+            field: A property name, or ``contents``, ``parent``, ``position``, ``task_history``,
+                ``hypotheses``, ``created``.
+
+        Raises:
+            UnknownNodeError: No such node.
+            InvalidValueError: The node has no such field.
+        """
+        node = self.state.node(node_id)
+        ids = node.history.get(field)
+        if ids is None and field in node.properties:
+            ids = node.history["created"]
+        if ids is None:
+            raise InvalidValueError(f"node {node_id!r} has no recorded field {field!r}")
+        return self.log.get_many(ids)
+
+    @synchronized
+    def as_of(self, stamp: float) -> SceneGraphState:
+        """The graph as it stood with every event stamped at or before ``stamp``."""
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+            raise InvalidValueError(f"stamp must be a number, got {stamp!r}")
+        if math.isnan(stamp):
+            raise InvalidValueError("stamp must not be NaN")
+        past = SceneGraphState(self.config.association)
+        for event in self.log.iter_events(until_stamp=float(stamp), kinds=WORLD_KINDS):
+            past.apply(event)
+        return past
+
+    @synchronized
+    def referenced_keyframes(self) -> frozenset[str]:
+        """Keyframes retention must keep: evidence of admitted events and each node's newest frame.
+
+        Pass the result (or a lambda calling this method) as ``protected`` to
+        :meth:`KeyframeStore.enforce_budget`.
+        """
+        newest = {n.keyframes[-1] for n in self.state.nodes.values() if n.keyframes}
+        return frozenset(self.state.evidence_keyframes | newest)
+
+    @synchronized
+    def graph_snapshot(self) -> dict[str, Any]:
+        """JSON-ready graph (revision + node records)."""
+        return self.state.snapshot()
+
+    @synchronized
+    def render(self, max_chars: int | None = None, focus: Iterable[str] = ()) -> str:
+        """Bounded planner-prompt text of the graph (see :func:`render_graph`)."""
+        return render_graph(self.state, max_chars or self.config.render.max_chars, focus)
+
+
+def _as_point(values: Any) -> Point:
+    return (float(values[0]), float(values[1]), float(values[2]))

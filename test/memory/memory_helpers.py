@@ -1,0 +1,38 @@
+"""Builders shared by the memory tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mimir_memory.observations import ObjectObservation
+
+
+def obs(
+    label: str,
+    centre: Sequence[float] | np.ndarray,
+    stamp: float = 1.0,
+    *,
+    half: float = 0.05,
+    detection_id: str = "",
+    frame_id: str = "map",
+) -> ObjectObservation:
+    """An observation with a cubic box of half side ``half`` around ``centre``."""
+    c = np.asarray(centre, dtype=np.float64)
+    return ObjectObservation(
+        label=label,
+        centroid=c,
+        bbox_min=c - half,
+        bbox_max=c + half,
+        stamp=stamp,
+        detection_id=detection_id,
+        frame_id=frame_id,
+    )
+
+
+def textured(seed: int, height: int = 120, width: int = 160) -> np.ndarray:
+    """A sharp, non-blank BGR test image that differs strongly between seeds."""
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(height // 8, width // 8, 3), dtype=np.uint8)
+    return np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
