@@ -1,0 +1,277 @@
+"""Stamp-based matching of segmentation results, depth images and camera infos (no ROS).
+
+Segmentation arrives late (the model is slow) and may skip frames; depth and camera info
+arrive at camera rate. Each camera has three queues keyed by stamp. A segmentation result is
+matched with the depth image and camera info whose stamps lie closest to its own within
+``tolerance``; a matched triple is emitted once and its entries leave the queues.
+
+Entries are dropped, and counted by reason, when:
+
+* ``stale``: older than the newest stamp seen on that camera minus ``max_age``;
+* ``queue_full``: a queue exceeds ``max_queue`` (oldest first);
+* ``duplicate``: an entry repeats a stamp already queued for that stream;
+* ``late``: it arrives already older than ``max_age`` relative to the newest stamp;
+* ``superseded``: a depth image or camera info older than an emitted segmentation (minus the
+  tolerance) when ``in_order`` is True, since no later segmentation can use it.
+
+Out-of-order arrivals within ``max_age`` are accepted and matched normally. All times are
+message stamps in seconds; wall time is never consulted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from mimir_perception.camera import Intrinsics
+from mimir_perception.errors import SynchronizationError
+from mimir_perception.segmentation import SegmentationResult
+
+LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+STREAMS = ("segmentation", "depth", "camera_info")
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """Settings of the synchroniser.
+
+    Attributes:
+        tolerance: Largest stamp difference between matched entries (s).
+        max_age: Entries older than the newest stamp of the camera minus this are dropped (s).
+        max_queue: Most entries kept per stream and camera.
+        latch_camera_info: Match the newest camera info at or before the stamp regardless of
+            tolerance (intrinsics rarely change); if none precedes it, the oldest after it.
+        in_order: Segmentation results of a camera arrive in stamp order, so depth and infos
+            older than an emitted result can be released early.
+    """
+
+    tolerance: float = 0.02
+    max_age: float = 2.0
+    max_queue: int = 60
+    latch_camera_info: bool = True
+    in_order: bool = True
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.tolerance) and self.tolerance >= 0.0):
+            raise SynchronizationError("tolerance must be finite and >= 0")
+        if not (math.isfinite(self.max_age) and self.max_age > self.tolerance):
+            raise SynchronizationError("max_age must be finite and larger than tolerance")
+        if self.max_queue < 1:
+            raise SynchronizationError("max_queue must be >= 1")
+
+
+@dataclass(frozen=True)
+class SyncedFrame:
+    """A matched triple ready for deprojection."""
+
+    camera: str
+    stamp: float
+    segmentation: SegmentationResult
+    depth: npt.NDArray[np.generic]
+    intrinsics: Intrinsics
+    depth_stamp: float
+    info_stamp: float
+
+
+@dataclass
+class _Queue(Generic[T]):
+    stamps: list[float] = field(default_factory=list)
+    items: list[T] = field(default_factory=list)
+
+    def insert(self, stamp: float, item: T) -> bool:
+        i = bisect.bisect_left(self.stamps, stamp)
+        if i < len(self.stamps) and self.stamps[i] == stamp:
+            return False
+        self.stamps.insert(i, stamp)
+        self.items.insert(i, item)
+        return True
+
+    def pop(self, i: int) -> tuple[float, T]:
+        return self.stamps.pop(i), self.items.pop(i)
+
+    def nearest(self, stamp: float) -> int | None:
+        if not self.stamps:
+            return None
+        i = bisect.bisect_left(self.stamps, stamp)
+        candidates = [j for j in (i - 1, i) if 0 <= j < len(self.stamps)]
+        return min(candidates, key=lambda j: abs(self.stamps[j] - stamp))
+
+    def drop_before(self, limit: float) -> int:
+        i = bisect.bisect_left(self.stamps, limit)
+        del self.stamps[:i]
+        del self.items[:i]
+        return i
+
+    def __len__(self) -> int:
+        return len(self.stamps)
+
+
+@dataclass
+class _CameraQueues:
+    segmentation: _Queue[SegmentationResult] = field(default_factory=_Queue)
+    depth: _Queue[npt.NDArray[np.generic]] = field(default_factory=_Queue)
+    camera_info: _Queue[Intrinsics] = field(default_factory=_Queue)
+    newest: float = -math.inf
+    last_emitted: float = -math.inf
+
+
+class FrameSynchronizer:
+    """Matches segmentation, depth and camera info per camera by stamp."""
+
+    def __init__(self, config: SyncConfig | None = None) -> None:
+        self._config = config or SyncConfig()
+        self._cameras: dict[str, _CameraQueues] = {}
+        self._drops: Counter[tuple[str, str, str]] = Counter()
+        self._emitted: Counter[str] = Counter()
+
+    @property
+    def config(self) -> SyncConfig:
+        """The synchroniser settings."""
+        return self._config
+
+    def _camera(self, camera: str) -> _CameraQueues:
+        if not isinstance(camera, str) or not camera:
+            raise SynchronizationError(f"camera name must be a non-empty string, got {camera!r}")
+        return self._cameras.setdefault(camera, _CameraQueues())
+
+    @staticmethod
+    def _check_stamp(stamp: float) -> float:
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+            raise SynchronizationError(f"stamp must be a number, got {stamp!r}")
+        if not math.isfinite(stamp) or stamp < 0.0:
+            raise SynchronizationError(f"stamp must be finite and >= 0, got {stamp!r}")
+        return float(stamp)
+
+    def _drop(self, camera: str, stream: str, reason: str, count: int = 1) -> None:
+        if count > 0:
+            self._drops[(camera, stream, reason)] += count
+            LOG.debug("dropped %d %s of %s (%s)", count, stream, camera, reason)
+
+    def _add(self, camera: str, stream: str, stamp: float, item: object) -> list[SyncedFrame]:
+        cfg = self._config
+        stamp = self._check_stamp(stamp)
+        cams = self._camera(camera)
+        if stamp < cams.newest - cfg.max_age:
+            self._drop(camera, stream, "late")
+            return []
+        queue: _Queue[object] = getattr(cams, stream)
+        if not queue.insert(stamp, item):
+            self._drop(camera, stream, "duplicate")
+            return []
+        if len(queue) > cfg.max_queue:
+            queue.pop(0)
+            self._drop(camera, stream, "queue_full")
+        cams.newest = max(cams.newest, stamp)
+        self._expire(camera, cams)
+        return self._match(camera, cams)
+
+    def add_segmentation(
+        self, result: SegmentationResult, camera: str | None = None
+    ) -> list[SyncedFrame]:
+        """Queue a segmentation result (stamp and camera from the result unless given)."""
+        if not isinstance(result, SegmentationResult):
+            raise SynchronizationError("expected a SegmentationResult")
+        return self._add(camera or result.camera, "segmentation", result.stamp, result)
+
+    def add_depth(
+        self, camera: str, stamp: float, depth: npt.NDArray[np.generic]
+    ) -> list[SyncedFrame]:
+        """Queue a depth image."""
+        if not isinstance(depth, np.ndarray) or depth.ndim != 2:
+            raise SynchronizationError("depth must be a 2D array")
+        return self._add(camera, "depth", stamp, depth)
+
+    def add_camera_info(
+        self, camera: str, stamp: float, intrinsics: Intrinsics
+    ) -> list[SyncedFrame]:
+        """Queue a camera info."""
+        if not isinstance(intrinsics, Intrinsics):
+            raise SynchronizationError("expected Intrinsics")
+        return self._add(camera, "camera_info", stamp, intrinsics)
+
+    def _expire(self, camera: str, cams: _CameraQueues) -> None:
+        limit = cams.newest - self._config.max_age
+        for stream in STREAMS:
+            queue: _Queue[object] = getattr(cams, stream)
+            if stream == "camera_info" and self._config.latch_camera_info and len(queue):
+                # Keep the newest info before the limit: it still describes later frames.
+                i = bisect.bisect_left(queue.stamps, limit)
+                dropped = queue.drop_before(queue.stamps[i - 1]) if i > 0 else 0
+            else:
+                dropped = queue.drop_before(limit)
+            self._drop(camera, stream, "stale", dropped)
+
+    def _info_index(self, queue: _Queue[Intrinsics], stamp: float) -> int | None:
+        if not len(queue):
+            return None
+        if self._config.latch_camera_info:
+            i = bisect.bisect_right(queue.stamps, stamp + self._config.tolerance)
+            return i - 1 if i > 0 else 0
+        j = queue.nearest(stamp)
+        if j is not None and abs(queue.stamps[j] - stamp) <= self._config.tolerance:
+            return j
+        return None
+
+    def _match(self, camera: str, cams: _CameraQueues) -> list[SyncedFrame]:
+        cfg = self._config
+        out: list[SyncedFrame] = []
+        i = 0
+        while i < len(cams.segmentation):
+            stamp = cams.segmentation.stamps[i]
+            d = cams.depth.nearest(stamp)
+            if d is None or abs(cams.depth.stamps[d] - stamp) > cfg.tolerance:
+                i += 1
+                continue
+            c = self._info_index(cams.camera_info, stamp)
+            if c is None:
+                i += 1
+                continue
+            _, seg = cams.segmentation.pop(i)
+            depth_stamp, depth = cams.depth.pop(d)
+            info_stamp = cams.camera_info.stamps[c]
+            intrinsics = cams.camera_info.items[c]
+            if not cfg.latch_camera_info:
+                cams.camera_info.pop(c)
+            out.append(SyncedFrame(camera, stamp, seg, depth, intrinsics, depth_stamp, info_stamp))
+            self._emitted[camera] += 1
+            cams.last_emitted = max(cams.last_emitted, stamp)
+        if out and cfg.in_order:
+            limit = cams.last_emitted - cfg.tolerance
+            self._drop(camera, "depth", "superseded", cams.depth.drop_before(limit))
+            if not cfg.latch_camera_info:
+                self._drop(camera, "camera_info", "superseded", cams.camera_info.drop_before(limit))
+        return out
+
+    def drop_counts(self) -> dict[str, int]:
+        """Drops by reason over all cameras and streams."""
+        totals: Counter[str] = Counter()
+        for (_, _, reason), count in self._drops.items():
+            totals[reason] += count
+        return dict(totals)
+
+    def diagnostics(self) -> dict[str, dict[str, int]]:
+        """Per camera: emitted count, queue lengths and drops as ``<stream>.<reason>``."""
+        report: dict[str, dict[str, int]] = {}
+        for camera, cams in self._cameras.items():
+            entry: dict[str, int] = {"emitted": self._emitted[camera]}
+            for stream in STREAMS:
+                entry[f"queued.{stream}"] = len(getattr(cams, stream))
+            for (cam, stream, reason), count in self._drops.items():
+                if cam == camera:
+                    entry[f"{stream}.{reason}"] = count
+            report[camera] = entry
+        return report
+
+    def reset(self) -> None:
+        """Forget all queues (counters are kept), e.g. after a jump back in time (bag loop)."""
+        self._cameras.clear()
