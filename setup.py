@@ -14,23 +14,7 @@ HERE = Path(__file__).resolve().parent
 NODES = {
     "scene_graph_node": "mimir_memory.scene_graph_node:main",
     "keyframe_node": "mimir_memory.keyframe_node:main",
-    "segmentation_node": "mimir_perception.segmentation_node:main",
-    "localization_node": "mimir_perception.localization_node:main",
-    "zed_node": "mimir_perception.zed_node:main",
-    "analyzer_node": "mimir_planner.analyzer_node:main",
-    "planner_node": "mimir_planner.planner_node:main",
-    "sim_bridge_node": "mimir_sim.bridge_node:main",
 }
-
-
-def _existing_nodes() -> list[str]:
-    """Entry points whose module exists, so a partial checkout still installs."""
-    scripts = []
-    for name, target in NODES.items():
-        module = target.split(":", 1)[0]
-        if (HERE / (module.replace(".", "/") + ".py")).is_file():
-            scripts.append(f"{name} = {target}")
-    return scripts
 
 
 def _tree(folder: str) -> list[tuple[str, list[str]]]:
@@ -67,7 +51,7 @@ setup(
     entry_points={
         "console_scripts": [
             "mimir = mimir.cli:main",
-            *_existing_nodes(),
+            *(f"{name} = {target}" for name, target in NODES.items()),
         ],
     },
 )

@@ -11,7 +11,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -487,6 +487,7 @@ class WorldMemory:
         outcome: Mapping[str, Any] | None = None,
         evidence: Evidence | None = None,
         verdict: Verdict = Verdict.ADMIT,
+        event_id: str | None = None,
     ) -> list[MemoryEvent]:
         """Apply several updates to one node in one transaction (an analyzer result).
 
@@ -500,6 +501,8 @@ class WorldMemory:
             outcome: ``{"task", "success", "failure_reason"?}``.
             evidence: Evidence shared by all updates.
             verdict: Verdict shared by all updates.
+            event_id: Caller's id for the update; the events get ``<event_id>:<n>`` so that
+                replaying the same update is recognised (see :meth:`update_applied`).
         """
         if verdict.effective:
             self.state.node(node_id)
@@ -578,7 +581,16 @@ class WorldMemory:
                     verdict=verdict,
                 )
             )
+        if event_id:
+            events = [replace(e, event_id=f"{event_id}:{i}") for i, e in enumerate(events)]
         return self.append(events)
+
+    def update_applied(self, event_id: str) -> list[MemoryEvent]:
+        """Events already stored for an :meth:`update_node` call with this ``event_id``."""
+        found: list[MemoryEvent] = []
+        while (event := self.log.get(f"{event_id}:{len(found)}")) is not None:
+            found.append(event)
+        return found
 
     def _event(
         self,

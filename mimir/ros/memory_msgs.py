@@ -1,0 +1,379 @@
+"""Conversions between the memory cores and mimir_msgs.
+
+Used by the scene graph node, the keyframe node and every node that reads memory through
+services (analyzer, planner). Values of properties travel as JSON text (``value_json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import Point, Pose
+
+from mimir.ros.time import from_seconds, to_seconds
+from mimir.transforms import decompose
+from mimir_memory.events import Evidence, MemoryEvent, Verdict
+from mimir_memory.graph import PropertyValue
+from mimir_memory.graph import SceneNode as CoreNode
+from mimir_memory.keyframes import KeyframeRecord, Trigger
+from mimir_memory.observations import ObjectObservation as CoreObservation
+from mimir_msgs.msg import (
+    ContentItem,
+    EvidenceRef,
+    KeyframeLabel,
+    KeyframeMetadata,
+    ObjectObservation,
+    ObjectObservationArray,
+    Property,
+    SceneGraph,
+    SceneNode,
+    TaskRecord,
+)
+from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
+
+
+class MessageValueError(ValueError):
+    """A message field whose content cannot be converted (bad JSON, non-finite number...)."""
+
+
+def _stamp_or_zero(seconds: float | None) -> Any:
+    if seconds is None or not math.isfinite(seconds) or seconds < 0.0:
+        return from_seconds(0.0)
+    return from_seconds(seconds)
+
+
+def _point(values: Iterable[float]) -> Point:
+    x, y, z = (float(v) for v in values)
+    return Point(x=x, y=y, z=z)
+
+
+def property_to_msg(name: str, prop: PropertyValue) -> Property:
+    """One property with provenance as a message."""
+    return Property(
+        name=name,
+        value_json=json.dumps(prop.value),
+        confidence=float(prop.confidence),
+        source=str(prop.source),
+        reasoning=prop.reasoning or "",
+        stamp=_stamp_or_zero(prop.stamp),
+        event_id=prop.event_id or "",
+    )
+
+
+def node_to_msg(node: CoreNode) -> SceneNode:
+    """A core scene-graph node as a SceneNode message.
+
+    ``is_opened``, which the core keeps on the ``openable`` property, travels as its own
+    ``is_opened`` property entry with the same provenance.
+    """
+    properties = []
+    for name in sorted(node.properties):
+        prop = node.properties[name]
+        properties.append(property_to_msg(name, prop))
+        if name == "openable" and prop.is_opened is not None:
+            opened = property_to_msg("is_opened", prop)
+            opened.value_json = json.dumps(bool(prop.is_opened))
+            properties.append(opened)
+    contents = [
+        ContentItem(
+            name=str(item.get("name", "")),
+            description=str(item.get("description", "") or ""),
+            node_id=str(item.get("node_id", "") or ""),
+            reasoning=str(item.get("reasoning", "") or node.contents_reasoning or ""),
+        )
+        for item in node.contents
+    ]
+    history = [
+        TaskRecord(
+            task=str(rec.get("task", "") or ""),
+            primitive=str(rec.get("primitive", "") or rec.get("task", "") or ""),
+            success=bool(rec.get("success", False)),
+            failure_reason=str(rec.get("failure_reason", "") or ""),
+            interaction_id=str(rec.get("interaction_id", "") or ""),
+            stamp=_stamp_or_zero(rec.get("stamp")),
+        )
+        for rec in node.task_history
+    ]
+    return SceneNode(
+        id=node.node_id,
+        label=node.label,
+        position=_point(node.centroid),
+        bbox_min=_point(node.bbox_min),
+        bbox_max=_point(node.bbox_max),
+        parent_id=node.parent or "",
+        parent_relation=node.parent_relation or "",
+        properties=properties,
+        contents=contents,
+        contents_known=node.contents_empty is not None or bool(node.contents),
+        contents_source_action=node.contents_source_action or "",
+        task_history=history,
+        hypotheses=sorted(node.alternatives),
+        first_seen=_stamp_or_zero(node.first_seen),
+        last_seen=_stamp_or_zero(node.last_seen),
+        observation_count=int(node.observation_count),
+    )
+
+
+def graph_to_msg(nodes: Iterable[CoreNode], revision: int, frame_id: str,
+                 stamp: float) -> SceneGraph:
+    """The whole graph, nodes sorted by id."""
+    msg = SceneGraph(revision=int(revision),
+                     nodes=[node_to_msg(n) for n in sorted(nodes, key=lambda n: n.node_id)])
+    msg.header.frame_id = frame_id
+    msg.header.stamp = _stamp_or_zero(stamp)
+    return msg
+
+
+def properties_from_msgs(props: Iterable[Property]) -> dict[str, dict[str, Any]]:
+    """Property messages as the core's ``update_node(properties=...)`` mapping.
+
+    An ``is_opened`` entry is folded into the ``openable`` update, as the core stores it.
+
+    Raises:
+        MessageValueError: bad JSON, a non-finite confidence, or ``is_opened`` without
+            ``openable``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    is_opened: Any = None
+    for prop in props:
+        if not prop.name:
+            raise MessageValueError("a property has an empty name")
+        try:
+            value = json.loads(prop.value_json)
+        except json.JSONDecodeError as err:
+            raise MessageValueError(
+                f"property {prop.name!r}: value_json is not JSON ({prop.value_json!r})"
+            ) from err
+        if not math.isfinite(prop.confidence) or not 0.0 <= prop.confidence <= 1.0:
+            raise MessageValueError(f"property {prop.name!r}: confidence must lie in [0, 1]")
+        if prop.name == "is_opened":
+            if not isinstance(value, bool):
+                raise MessageValueError("is_opened must be true or false")
+            is_opened = value
+            continue
+        out[prop.name] = {"value": value, "confidence": float(prop.confidence),
+                          "reasoning": prop.reasoning}
+    if is_opened is not None:
+        if "openable" not in out:
+            raise MessageValueError("is_opened can only be set together with openable")
+        out["openable"]["is_opened"] = is_opened
+    return out
+
+
+def evidence_from_msgs(refs: Iterable[EvidenceRef]) -> Evidence:
+    """Evidence references as the core's Evidence (keyframes, detections, events)."""
+    keyframes, detections, events = [], [], []
+    for ref in refs:
+        if not ref.id:
+            raise MessageValueError("an evidence reference has an empty id")
+        if ref.kind == "keyframe":
+            keyframes.append(ref.id)
+        elif ref.kind == "detection":
+            detections.append(ref.id)
+        elif ref.kind in ("event", "interaction", "robot_state"):
+            events.append(ref.id if ref.kind == "event" else f"{ref.kind}:{ref.id}")
+        else:
+            raise MessageValueError(f"unknown evidence kind {ref.kind!r}")
+    return Evidence(keyframe_ids=tuple(keyframes), detection_ids=tuple(detections),
+                    event_ids=tuple(events))
+
+
+def evidence_to_msgs(evidence: Evidence) -> list[EvidenceRef]:
+    """The core's Evidence as references."""
+    refs = [EvidenceRef(kind="keyframe", id=k) for k in evidence.keyframe_ids]
+    refs += [EvidenceRef(kind="detection", id=d) for d in evidence.detection_ids]
+    for ident in evidence.event_ids:
+        kind, _, rest = ident.partition(":")
+        if rest and kind in ("interaction", "robot_state"):
+            refs.append(EvidenceRef(kind=kind, id=rest))
+        else:
+            refs.append(EvidenceRef(kind="event", id=ident))
+    return refs
+
+
+def _subject(event: MemoryEvent) -> str:
+    payload = event.payload
+    for key in ("node_id", "frame_id", "goal_id"):
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def event_to_msg(event: MemoryEvent, reason: str = "") -> MemoryEventMsg:
+    """A logged memory event as a MemoryEvent message."""
+    msg = MemoryEventMsg(
+        event_id=event.event_id,
+        sequence=int(event.seq or 0),
+        kind=str(event.kind.value),
+        source=str(event.source.value),
+        subject_id=_subject(event),
+        payload_json=json.dumps(dict(event.payload), sort_keys=True),
+        evidence=evidence_to_msgs(event.evidence),
+        verdict=str(event.verdict.value),
+        verdict_reason=reason,
+    )
+    msg.header.stamp = _stamp_or_zero(event.stamp)
+    return msg
+
+
+def verdict_from_text(text: str) -> Verdict:
+    """A verdict string ('' means admit)."""
+    try:
+        return Verdict(text or "admit")
+    except ValueError as err:
+        raise MessageValueError(f"unknown verdict {text!r}") from err
+
+
+def observation_to_msg(obs: CoreObservation) -> ObjectObservation:
+    """A core observation as a message (header frame = the observation's frame)."""
+    msg = ObjectObservation(
+        label=obs.label,
+        detection_id=obs.detection_id,
+        camera=obs.camera,
+        centroid=_point(obs.centroid),
+        bbox_min=_point(obs.bbox_min),
+        bbox_max=_point(obs.bbox_max),
+        score=float(obs.score),
+        point_count=int(obs.point_count),
+    )
+    msg.header.frame_id = obs.frame_id
+    msg.header.stamp = _stamp_or_zero(obs.stamp)
+    if obs.obb_center is not None and obs.obb_extent is not None:
+        rot = obs.obb_rotation if obs.obb_rotation is not None else np.eye(3)
+        mat = np.eye(4)
+        mat[:3, :3] = rot
+        mat[:3, 3] = obs.obb_center
+        _, quat = decompose(mat)
+        msg.oriented_box.center.position = _point(obs.obb_center)
+        (msg.oriented_box.center.orientation.x, msg.oriented_box.center.orientation.y,
+         msg.oriented_box.center.orientation.z, msg.oriented_box.center.orientation.w) = (
+            float(q) for q in quat)
+        msg.oriented_box.size.x, msg.oriented_box.size.y, msg.oriented_box.size.z = (
+            float(v) for v in obs.obb_extent)
+    return msg
+
+
+def observations_from_msg(msg: ObjectObservationArray) -> list[CoreObservation]:
+    """An observation array as core observations (validated by the core's constructor)."""
+    out = []
+    for item in msg.observations:
+        c, lo, hi = item.centroid, item.bbox_min, item.bbox_max
+        out.append(CoreObservation(
+            label=item.label,
+            centroid=np.array([c.x, c.y, c.z]),
+            bbox_min=np.array([lo.x, lo.y, lo.z]),
+            bbox_max=np.array([hi.x, hi.y, hi.z]),
+            stamp=to_seconds(item.header.stamp) or to_seconds(msg.header.stamp),
+            score=float(item.score),
+            point_count=int(item.point_count),
+            camera=item.camera or msg.camera,
+            detection_id=item.detection_id,
+            frame_id=item.header.frame_id or msg.header.frame_id,
+        ))
+    return out
+
+
+_PHASES = {
+    Trigger.INTERACTION_PRE: "before",
+    Trigger.INTERACTION_DURING: "during",
+    Trigger.INTERACTION_POST: "after",
+    Trigger.INTERACTION_PEAK: "peak",
+}
+_TRIGGER_OF_PHASE = {phase: trigger for trigger, phase in _PHASES.items()}
+
+
+def trigger_to_msg(trigger: Trigger) -> tuple[str, str]:
+    """A store trigger as the message's (trigger, phase) pair."""
+    if trigger.interaction:
+        return KeyframeMetadata.TRIGGER_INTERACTION, _PHASES[trigger]
+    return KeyframeMetadata.TRIGGER_PERCEPTION, ""
+
+
+def trigger_from_msg(trigger: str, phase: str) -> Trigger:
+    """The store trigger for a message's (trigger, phase); perception frames are node updates.
+
+    Raises:
+        MessageValueError: an unknown trigger or interaction phase.
+    """
+    if trigger in ("", KeyframeMetadata.TRIGGER_INTERACTION):
+        try:
+            return _TRIGGER_OF_PHASE[phase or "peak"]
+        except KeyError as err:
+            raise MessageValueError(f"unknown interaction phase {phase!r}") from err
+    if trigger == KeyframeMetadata.TRIGGER_PERCEPTION:
+        return Trigger.NEW_NODE if phase == "new_node" else Trigger.NODE_UPDATE
+    raise MessageValueError(f"unsupported keyframe trigger {trigger!r}")
+
+
+def triggers_for_query(trigger: str) -> list[Trigger] | None:
+    """Store triggers that a query's trigger filter covers (None: any)."""
+    if not trigger:
+        return None
+    if trigger == KeyframeMetadata.TRIGGER_INTERACTION:
+        return [t for t in Trigger if t.interaction]
+    if trigger == KeyframeMetadata.TRIGGER_PERCEPTION:
+        return [t for t in Trigger if not t.interaction]
+    raise MessageValueError(f"unsupported keyframe trigger {trigger!r}")
+
+
+def keyframe_to_msg(record: KeyframeRecord, root: Path | None = None) -> KeyframeMetadata:
+    """A stored keyframe's metadata as a message; paths relative to the store ``root``."""
+
+    def rel(path: Path) -> str:
+        if root is not None:
+            try:
+                return str(Path(path).relative_to(root))
+            except ValueError:
+                return str(path)
+        return str(path)
+
+    msg = KeyframeMetadata(
+        keyframe_id=record.frame_id,
+        session=record.session,
+        camera=record.camera,
+        trigger=trigger_to_msg(record.trigger)[0],
+        action=record.action or "",
+        phase=trigger_to_msg(record.trigger)[1],
+        parent_keyframe_id=record.parent_frame or "",
+        interaction_id=_tag_value(record.tags, "interaction"),
+        linked_nodes=list(record.node_ids),
+        tags=list(record.tags),
+        labels=[KeyframeLabel(text=lab.label, source=lab.source) for lab in record.labels],
+        caption=record.caption,
+        width=int(record.width),
+        height=int(record.height),
+        image_path=rel(record.image_path),
+        thumbnail_path=rel(record.thumb_path),
+    )
+    msg.header.stamp = _stamp_or_zero(record.timestamp)
+    if record.robot_pose is not None:
+        msg.has_robot_pose = True
+        msg.robot_pose = _pose_from_list([float(v) for v in record.robot_pose])
+    return msg
+
+
+def _tag_value(tags: Any, key: str) -> str:
+    for tag in tags or []:
+        if isinstance(tag, str) and tag.startswith(key + ":"):
+            return tag.split(":", 1)[1]
+    return ""
+
+
+def _pose_from_list(values: list[float]) -> Pose:
+    """[x, y, yaw] or [x, y, z, qx, qy, qz, qw] as a Pose."""
+    pose = Pose()
+    if len(values) == 3:
+        pose.position.x, pose.position.y = values[0], values[1]
+        pose.orientation.z = math.sin(values[2] / 2.0)
+        pose.orientation.w = math.cos(values[2] / 2.0)
+    elif len(values) >= 7:
+        pose.position.x, pose.position.y, pose.position.z = values[:3]
+        (pose.orientation.x, pose.orientation.y, pose.orientation.z,
+         pose.orientation.w) = values[3:7]
+    return pose

@@ -1,0 +1,440 @@
+"""Keyframe node: owns the keyframe store.
+
+Keeps a short buffer of recent color frames per camera. When a primitive ends
+(``interaction_events``, phase ENDED) it saves, for every camera, the frames just before, in the
+middle of and just after the action window, linked to the primitive's target (interaction frames
+are always kept). When world memory creates or updates a node (``memory_events``) it saves the
+newest frame of the perception camera linked to the nodes involved, subject to the store's
+blank/blurry/near-duplicate filters. Serves ``query_keyframes``, ``get_keyframe_image``,
+``save_keyframe`` (e.g. the analyzer's peak frame) and ``add_keyframe_labels``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import sys
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from scipy.spatial.transform import Rotation
+from sensor_msgs.msg import Image
+
+from mimir.paths import config_file, data_dir
+from mimir.ros import qos
+from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
+from mimir.ros.memory_msgs import (
+    MessageValueError,
+    keyframe_to_msg,
+    trigger_from_msg,
+    trigger_to_msg,
+    triggers_for_query,
+)
+from mimir.ros.params import declare_config
+from mimir.ros.runtime import run_node
+from mimir.ros.tf import make_transform_source
+from mimir.ros.time import to_seconds
+from mimir.transforms import TransformError
+from mimir_memory.config import load_memory_config
+from mimir_memory.errors import MemoryStoreError, UnknownKeyframeError
+from mimir_memory.keyframes import KeyframeLabel, KeyframeStore, Trigger
+from mimir_msgs.msg import InteractionEvent
+from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
+from mimir_msgs.srv import AddKeyframeLabels, GetKeyframeImage, QueryKeyframes, SaveKeyframe
+
+RgbImage = npt.NDArray[np.uint8]
+
+#: Memory events after which a perception keyframe is worth taking.
+_GRAPH_CHANGES = {"node_created", "property_set", "contents_set"}
+
+
+@dataclass(frozen=True)
+class KeyframeConfig:
+    """Parameters of the keyframe node."""
+
+    memory_dir: str = field(
+        default="~/.local/share/mimir/default",
+        metadata={"description": "folder of the memory (keyframes/ is created inside)",
+                  "read_only": True},
+    )
+    memory_config: str = field(
+        default="", metadata={"description": "memory settings YAML; empty for the installed one",
+                              "read_only": True})
+    session: str = field(default="", metadata={"description": "session id; empty for a new one"})
+    cameras: tuple[str, ...] = field(default=("base", "pole", "wrist"),
+                                     metadata={"description": "cameras to buffer"})
+    buffer_seconds: float = field(default=20.0,
+                                  metadata={"description": "length of the frame buffer (s)"})
+    buffer_max_frames: int = field(default=200,
+                                   metadata={"description": "frames kept per camera at most"})
+    perception_camera: str = field(
+        default="pole", metadata={"description": "camera saved when the scene graph changes"})
+    perception_min_period_s: float = field(
+        default=1.0, metadata={"description": "shortest period between perception keyframes (s)"})
+    after_wait_s: float = field(
+        default=1.5, metadata={"description": "wait this long for a frame after an action (s)"})
+    max_offset_s: float = field(
+        default=0.5, metadata={"description": "furthest a saved frame may be from its stamp (s)"})
+    map_frame: str = field(default="map", metadata={"description": "frame of robot poses"})
+    base_frame: str = field(default="base_link", metadata={"description": "robot base frame"})
+    disk_budget_mb: float = field(
+        default=0.0, metadata={"description": "keyframe disk budget (MB); 0 for no limit"})
+    query_limit: int = field(default=50, metadata={"description": "default query result size"})
+
+    def __post_init__(self) -> None:
+        if self.buffer_seconds <= 0 or self.buffer_max_frames <= 0:
+            raise ValueError("the frame buffer must hold something")
+        if self.query_limit <= 0:
+            raise ValueError("query_limit must be positive")
+
+
+class FrameBuffer:
+    """Recent frames of one camera, ordered by stamp."""
+
+    def __init__(self, seconds: float, max_frames: int) -> None:
+        self._seconds = seconds
+        self._frames: deque[tuple[float, RgbImage, str]] = deque(maxlen=max_frames)
+        self._lock = threading.Lock()
+
+    def add(self, stamp: float, image: RgbImage, frame_id: str) -> None:
+        """Insert a frame (out-of-order stamps are placed in order)."""
+        with self._lock:
+            if self._frames and stamp < self._frames[-1][0]:
+                items = list(self._frames)
+                stamps = [f[0] for f in items]
+                items.insert(bisect.bisect_left(stamps, stamp), (stamp, image, frame_id))
+                self._frames.clear()
+                self._frames.extend(items)
+            else:
+                self._frames.append((stamp, image, frame_id))
+            newest = self._frames[-1][0]
+            while self._frames and self._frames[0][0] < newest - self._seconds:
+                self._frames.popleft()
+
+    def latest_stamp(self) -> float | None:
+        with self._lock:
+            return self._frames[-1][0] if self._frames else None
+
+    def nearest(self, stamp: float, side: str = "any") -> tuple[float, RgbImage, str] | None:
+        """The frame nearest ``stamp``; ``side`` "before"/"after" restricts the direction."""
+        with self._lock:
+            candidates = [f for f in self._frames
+                          if side == "any" or (side == "before" and f[0] <= stamp)
+                          or (side == "after" and f[0] >= stamp)]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda f: abs(f[0] - stamp))
+
+
+@dataclass
+class _PendingInteraction:
+    event: InteractionEvent
+    received: float
+
+
+class KeyframeNode(Node):
+    """Owns the keyframe store; see the module docstring for its interfaces."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("keyframes", **kwargs)
+        self.config = declare_config(self, KeyframeConfig)
+        memory_config = load_memory_config(config_file("memory.yaml", self.config.memory_config))
+        root = data_dir(self.config.memory_dir) / "keyframes"
+        self.store = KeyframeStore.open(root, config=memory_config)
+        self.root = root
+        self.session = self.config.session or uuid.uuid4().hex[:12]
+        self.buffers = {cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames)
+                        for cam in self.config.cameras}
+        self.counters: dict[str, int] = {}
+        self._pending: list[_PendingInteraction] = []
+        self._pending_lock = threading.Lock()
+        self._last_perception = -math.inf
+        self._tf = make_transform_source(self)
+        camera_group = ReentrantCallbackGroup()
+        store_group = MutuallyExclusiveCallbackGroup()
+        for cam in self.config.cameras:
+            self.create_subscription(
+                Image, f"cameras/{cam}/color/image_raw",
+                lambda msg, cam=cam: self._on_image(cam, msg), qos.SENSOR,
+                callback_group=camera_group)
+        self.create_subscription(InteractionEvent, "interaction_events", self._on_interaction,
+                                 qos.EVENTS, callback_group=store_group)
+        self.create_subscription(MemoryEventMsg, "memory_events", self._on_memory_event,
+                                 qos.EVENTS, callback_group=store_group)
+        self.create_service(QueryKeyframes, "query_keyframes", self._on_query,
+                            callback_group=store_group)
+        self.create_service(GetKeyframeImage, "get_keyframe_image", self._on_get_image,
+                            callback_group=store_group)
+        self.create_service(SaveKeyframe, "save_keyframe", self._on_save,
+                            callback_group=store_group)
+        self.create_service(AddKeyframeLabels, "add_keyframe_labels", self._on_add_labels,
+                            callback_group=store_group)
+        self.create_timer(0.2, self._flush_interactions, callback_group=store_group)
+        self.get_logger().info(f"keyframe store at {root}: {self.store.count()} keyframes, "
+                               f"session {self.session}")
+
+    def destroy_node(self) -> None:
+        """Close the store before the node goes."""
+        self.store.close()
+        super().destroy_node()
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    # ------------------------------------------------------------------- frames
+    def _on_image(self, camera: str, msg: Image) -> None:
+        try:
+            rgb = image_to_rgb(msg)
+        except ImageConversionError as err:
+            self._count(f"bad_image_{camera}")
+            self.get_logger().warning(f"ignoring {camera} image: {err}", throttle_duration_sec=5.0)
+            return
+        self.buffers[camera].add(to_seconds(msg.header.stamp), rgb, msg.header.frame_id)
+
+    def _robot_pose(self, stamp: float) -> list[float] | None:
+        try:
+            mat = self._tf.lookup(self.config.map_frame, self.config.base_frame, stamp)
+        except TransformError:
+            return None
+        yaw = float(Rotation.from_matrix(mat[:3, :3]).as_euler("xyz")[2])
+        return [float(mat[0, 3]), float(mat[1, 3]), yaw]
+
+    def _save(self, camera: str, stamp: float, side: str, *, trigger: Trigger,
+              action: str | None, nodes: list[str], tags: list[str],
+              labels: tuple[tuple[str, str], ...] = (), parent: str | None = None,
+              caption: str = "", max_offset: float | None = None) -> tuple[str, str]:
+        """Save the buffered frame of ``camera`` nearest ``stamp``; returns (id, result)."""
+        buffer = self.buffers.get(camera)
+        if buffer is None:
+            raise KeyError(f"camera {camera!r} is not buffered")
+        found = buffer.nearest(stamp, side)
+        offset = self.config.max_offset_s if max_offset is None else max_offset
+        if found is None or abs(found[0] - stamp) > offset:
+            self._count("no_frame")
+            return "", "no_frame"
+        frame_stamp, rgb, _ = found
+        result = self.store.save(
+            np.ascontiguousarray(rgb[:, :, ::-1]), timestamp=frame_stamp, camera=camera,
+            trigger=trigger, session=self.session, action=action, parent_frame=parent,
+            node_ids=nodes,
+            robot_pose=self._robot_pose(frame_stamp), tags=tags, labels=labels, caption=caption,
+        )
+        self._count(f"save_{result.reason}")
+        return result.frame_id or "", result.reason
+
+    # ------------------------------------------------------------- interactions
+    def _on_interaction(self, msg: InteractionEvent) -> None:
+        if msg.phase != InteractionEvent.PHASE_ENDED:
+            return
+        with self._pending_lock:
+            self._pending.append(_PendingInteraction(msg, to_seconds(msg.window_end)))
+
+    def _flush_interactions(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        keep = []
+        for item in pending:
+            end = to_seconds(item.event.window_end)
+            ready = all((b.latest_stamp() or -math.inf) >= end for b in self.buffers.values())
+            newest = max((b.latest_stamp() or -math.inf) for b in self.buffers.values())
+            if ready or newest >= end + self.config.after_wait_s or not math.isfinite(newest):
+                self._save_interaction(item.event)
+            else:
+                keep.append(item)
+        with self._pending_lock:
+            self._pending.extend(keep)
+
+    def _save_interaction(self, event: InteractionEvent) -> None:
+        start, end = to_seconds(event.window_start), to_seconds(event.window_end)
+        nodes = [event.target_id] if event.target_id else []
+        base_tags = [f"interaction:{event.interaction_id}", f"outcome:{event.outcome}"]
+        for camera in self.config.cameras:
+            parent = ""
+            for trigger, stamp, side in ((Trigger.INTERACTION_PRE, start, "before"),
+                                         (Trigger.INTERACTION_DURING, (start + end) / 2.0, "any"),
+                                         (Trigger.INTERACTION_POST, end, "after")):
+                phase = trigger_to_msg(trigger)[1]
+                try:
+                    frame_id, result = self._save(
+                        camera, stamp, side, trigger=trigger, action=event.primitive,
+                        nodes=nodes, tags=base_tags, parent=parent or None,
+                        max_offset=max(self.config.after_wait_s, (end - start) / 2.0 + 0.5),
+                    )
+                except MemoryStoreError as err:
+                    self._count("store_error")
+                    self.get_logger().error(f"could not save {phase} frame of {camera}: {err}")
+                    continue
+                if frame_id and not parent:
+                    parent = frame_id
+                self.get_logger().debug(f"{event.interaction_id} {camera} {phase}: {result}")
+        self._enforce_budget(end)
+
+    def _enforce_budget(self, stamp: float) -> None:
+        if self.config.disk_budget_mb <= 0:
+            return
+        removed = self.store.enforce_budget(int(self.config.disk_budget_mb * 1e6), (),
+                                            stamp=stamp)
+        if removed:
+            self.get_logger().info(f"retention removed {len(removed)} perception keyframes")
+
+    # ----------------------------------------------------------- graph changes
+    def _on_memory_event(self, msg: MemoryEventMsg) -> None:
+        if msg.kind not in _GRAPH_CHANGES or msg.verdict not in ("admit", "correct", ""):
+            return
+        stamp = to_seconds(msg.header.stamp)
+        if stamp - self._last_perception < self.config.perception_min_period_s:
+            return
+        camera = self.config.perception_camera
+        if camera not in self.buffers:
+            return
+        try:
+            payload = json.loads(msg.payload_json or "{}")
+        except json.JSONDecodeError:
+            payload = {}
+        nodes = [msg.subject_id] if msg.subject_id else []
+        try:
+            _, result = self._save(
+                camera, stamp, "any",
+                trigger=Trigger.NEW_NODE if msg.kind == "node_created" else Trigger.NODE_UPDATE,
+                action=None, nodes=nodes,
+                tags=[f"event:{msg.kind}"], caption=str(payload.get("label", "")),
+            )
+        except MemoryStoreError as err:
+            self._count("store_error")
+            self.get_logger().error(f"could not save a perception keyframe: {err}",
+                                    throttle_duration_sec=5.0)
+            return
+        if result == "saved":
+            self._last_perception = stamp
+        self._enforce_budget(stamp)
+
+    # ----------------------------------------------------------------- services
+    def _on_query(self, request: QueryKeyframes.Request,
+                  response: QueryKeyframes.Response) -> QueryKeyframes.Response:
+        start = to_seconds(request.start) or None
+        end = to_seconds(request.end) or None
+        if start is not None and end is not None and start > end:
+            response.error_code = QueryKeyframes.Response.INVALID_REQUEST
+            response.error_msg = "start is after end"
+            return response
+        try:
+            triggers = triggers_for_query(request.trigger)
+        except MessageValueError as err:
+            response.error_code = QueryKeyframes.Response.INVALID_REQUEST
+            response.error_msg = str(err)
+            return response
+        limit = int(request.limit) or self.config.query_limit
+        try:
+            records = []
+            labels = list(request.labels) or [None]
+            seen: set[str] = set()
+            for label in labels:
+                for rec in self.store.query(node_ids=list(request.node_ids) or None, label=label,
+                                            start=start, end=end,
+                                            trigger=triggers, limit=limit):
+                    if rec.frame_id not in seen:
+                        seen.add(rec.frame_id)
+                        records.append(rec)
+        except MemoryStoreError as err:
+            response.error_code = QueryKeyframes.Response.STORAGE_ERROR
+            response.error_msg = str(err)
+            return response
+        records.sort(key=lambda r: r.timestamp, reverse=True)
+        response.keyframes = [keyframe_to_msg(r, self.root) for r in records[:limit]]
+        return response
+
+    def _on_get_image(self, request: GetKeyframeImage.Request,
+                      response: GetKeyframeImage.Response) -> GetKeyframeImage.Response:
+        try:
+            record = self.store.get(request.keyframe_id)
+            bgr = self.store.load_image(request.keyframe_id, thumbnail=request.thumbnail)
+        except UnknownKeyframeError as err:
+            response.error_code = GetKeyframeImage.Response.UNKNOWN_KEYFRAME
+            response.error_msg = str(err)
+            return response
+        except MemoryStoreError as err:
+            response.error_code = GetKeyframeImage.Response.STORAGE_ERROR
+            response.error_msg = str(err)
+            return response
+        rgb = np.ascontiguousarray(np.asarray(bgr)[:, :, ::-1]) if np.ndim(bgr) == 3 else bgr
+        metadata = keyframe_to_msg(record, self.root)
+        response.image = numpy_to_image(rgb, "rgb8" if np.ndim(rgb) == 3 else "mono8",
+                                        metadata.header)
+        response.metadata = metadata
+        return response
+
+    def _on_save(self, request: SaveKeyframe.Request,
+                 response: SaveKeyframe.Response) -> SaveKeyframe.Response:
+        try:
+            trigger = trigger_from_msg(request.trigger, request.phase)
+        except MessageValueError as err:
+            response.error_code = SaveKeyframe.Response.INVALID_REQUEST
+            response.error_msg = str(err)
+            return response
+        if request.camera not in self.buffers:
+            response.error_code = SaveKeyframe.Response.INVALID_REQUEST
+            response.error_msg = f"camera {request.camera!r} is not buffered"
+            return response
+        tags = [f"interaction:{request.interaction_id}"] if request.interaction_id else []
+        try:
+            frame_id, result = self._save(
+                request.camera, to_seconds(request.stamp), "any", trigger=trigger,
+                action=request.action or None, nodes=list(request.linked_nodes), tags=tags,
+                labels=tuple((lab.text, lab.source or "analyzer") for lab in request.labels),
+                caption=request.caption, max_offset=request.max_offset_s or None,
+            )
+        except MemoryStoreError as err:
+            response.error_code = (SaveKeyframe.Response.INVALID_REQUEST
+                                   if isinstance(err, ValueError)
+                                   else SaveKeyframe.Response.STORAGE_ERROR)
+            response.error_msg = str(err)
+            return response
+        response.result = result
+        response.keyframe_id = frame_id
+        if result == "no_frame":
+            response.error_code = SaveKeyframe.Response.NO_FRAME
+            response.error_msg = f"no {request.camera} frame near the requested stamp"
+        elif not frame_id:
+            response.error_code = SaveKeyframe.Response.REJECTED
+            response.error_msg = f"frame rejected as {result}"
+        return response
+
+    def _on_add_labels(self, request: AddKeyframeLabels.Request,
+                       response: AddKeyframeLabels.Response) -> AddKeyframeLabels.Response:
+        labels = [KeyframeLabel(lab.text, lab.source or "analyzer", 0.0) for lab in request.labels]
+        if not labels or any(not lab.label.strip() for lab in labels):
+            response.error_code = AddKeyframeLabels.Response.INVALID_REQUEST
+            response.error_msg = "labels must be non-empty text"
+            return response
+        try:
+            record = self.store.get(request.keyframe_id)
+            self.store.add_labels(request.keyframe_id, [(lab.label, lab.source) for lab in labels],
+                                  stamp=record.timestamp)
+            record = self.store.get(request.keyframe_id)
+        except UnknownKeyframeError as err:
+            response.error_code = AddKeyframeLabels.Response.UNKNOWN_KEYFRAME
+            response.error_msg = str(err)
+            return response
+        except MemoryStoreError as err:
+            response.error_code = AddKeyframeLabels.Response.STORAGE_ERROR
+            response.error_msg = str(err)
+            return response
+        response.metadata = keyframe_to_msg(record, self.root)
+        return response
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``keyframe_node``."""
+    return run_node(KeyframeNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

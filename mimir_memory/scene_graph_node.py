@@ -1,0 +1,284 @@
+"""Scene graph node: owns world memory.
+
+Subscribes to 3D observations (``observations``), fuses them into the event-sourced scene graph
+(:class:`mimir_memory.world.WorldMemory`), serves ``get_scene_graph`` and ``update_node``, and
+publishes the graph latched on ``scene_graph``, as RViz/Foxglove markers on
+``scene_graph/markers``, and every appended event on ``memory_events``. The database lives in
+``memory_dir``; restarting the node rebuilds the same graph from its log.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from visualization_msgs.msg import Marker, MarkerArray
+
+from mimir.paths import config_file, data_dir
+from mimir.ros import qos
+from mimir.ros.memory_msgs import (
+    MessageValueError,
+    event_to_msg,
+    evidence_from_msgs,
+    graph_to_msg,
+    node_to_msg,
+    observations_from_msg,
+    properties_from_msgs,
+    verdict_from_text,
+)
+from mimir.ros.params import declare_config
+from mimir.ros.runtime import run_node
+from mimir.ros.time import to_seconds
+from mimir_memory.config import load_memory_config
+from mimir_memory.errors import DuplicateEventError, MemoryStoreError, UnknownNodeError
+from mimir_memory.events import MemoryEvent, Source
+from mimir_memory.graph import SceneNode as CoreNode
+from mimir_memory.observations import InvalidObservationError
+from mimir_memory.world import WorldMemory
+from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
+from mimir_msgs.msg import ObjectObservationArray, SceneGraph
+from mimir_msgs.srv import GetSceneGraph, UpdateNode
+
+
+@dataclass(frozen=True)
+class SceneGraphConfig:
+    """Parameters of the scene graph node."""
+
+    memory_dir: str = field(
+        default="~/.local/share/mimir/default",
+        metadata={"description": "folder of the memory databases (world.db here)",
+                  "read_only": True},
+    )
+    memory_config: str = field(
+        default="",
+        metadata={"description": "memory settings YAML; empty for the installed memory.yaml",
+                  "read_only": True},
+    )
+    map_frame: str = field(default="map", metadata={"description": "fixed frame of the graph"})
+    publish_period_s: float = field(
+        default=0.5, metadata={"description": "shortest period between graph publications (s)"}
+    )
+    markers: bool = field(default=True, metadata={"description": "publish RViz markers"})
+
+    def __post_init__(self) -> None:
+        if self.publish_period_s <= 0.0:
+            raise ValueError("publish_period_s must be positive")
+
+
+def _colour(label: str) -> tuple[float, float, float]:
+    hue = int(hashlib.sha1(label.encode()).hexdigest()[:6], 16) / 0xFFFFFF
+    return colorsys.hsv_to_rgb(hue, 0.65, 0.95)
+
+
+def markers_for(nodes: list[CoreNode], frame_id: str) -> MarkerArray:
+    """One box and one text label per node, replacing every earlier marker."""
+    array = MarkerArray(markers=[Marker(action=Marker.DELETEALL)])
+    for index, node in enumerate(sorted(nodes, key=lambda n: n.node_id)):
+        r, g, b = _colour(node.label)
+        box = Marker(ns="nodes", id=index, type=Marker.CUBE, action=Marker.ADD)
+        box.header.frame_id = frame_id
+        lo, hi = node.bbox_min, node.bbox_max
+        box.pose.position.x, box.pose.position.y, box.pose.position.z = (
+            (lo[i] + hi[i]) / 2.0 for i in range(3))
+        box.pose.orientation.w = 1.0
+        box.scale.x, box.scale.y, box.scale.z = (max(hi[i] - lo[i], 0.01) for i in range(3))
+        box.color.r, box.color.g, box.color.b, box.color.a = r, g, b, 0.35
+        text = Marker(ns="labels", id=index, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD)
+        text.header.frame_id = frame_id
+        text.pose.position.x, text.pose.position.y = node.centroid[0], node.centroid[1]
+        text.pose.position.z = hi[2] + 0.08
+        text.pose.orientation.w = 1.0
+        text.scale.z = 0.08
+        text.color.r = text.color.g = text.color.b = text.color.a = 1.0
+        locked = node.properties.get("locked")
+        text.text = node.node_id + (" (locked)" if locked is not None and locked.value else "")
+        array.markers.extend([box, text])
+    return array
+
+
+class SceneGraphNode(Node):
+    """Owns world memory; see the module docstring for its interfaces."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("scene_graph", **kwargs)
+        self.config = declare_config(self, SceneGraphConfig)
+        memory_config = load_memory_config(config_file("memory.yaml", self.config.memory_config))
+        folder = data_dir(self.config.memory_dir)
+        self.world = WorldMemory.open(folder / "world.db", config=memory_config,
+                                      map_frame=self.config.map_frame)
+        self._lock = threading.Lock()
+        self._dirty = True
+        self._last_stamp = 0.0
+        self.dropped_observations = 0
+        db_group = MutuallyExclusiveCallbackGroup()
+        self._graph_pub = self.create_publisher(SceneGraph, "scene_graph", qos.LATCHED)
+        self._marker_pub = self.create_publisher(MarkerArray, "scene_graph/markers", qos.LATCHED)
+        self._event_pub = self.create_publisher(MemoryEventMsg, "memory_events", qos.EVENTS)
+        self.create_subscription(ObjectObservationArray, "observations", self._on_observations,
+                                 qos.EVENTS, callback_group=db_group)
+        self.create_service(GetSceneGraph, "get_scene_graph", self._on_get_graph,
+                            callback_group=db_group)
+        self.create_service(UpdateNode, "update_node", self._on_update_node,
+                            callback_group=db_group)
+        self.create_timer(self.config.publish_period_s, self._publish_graph,
+                          callback_group=db_group)
+        self.get_logger().info(
+            f"world memory at {Path(folder) / 'world.db'}: {len(self.world.state.nodes)} nodes, "
+            f"revision {self.world.revision}"
+        )
+
+    def destroy_node(self) -> None:
+        """Close the database before the node goes."""
+        self.world.close()
+        super().destroy_node()
+
+    # ----------------------------------------------------------------- publishing
+    def _emit(self, events: list[MemoryEvent]) -> None:
+        for event in events:
+            self._event_pub.publish(event_to_msg(event))
+            self._last_stamp = max(self._last_stamp, event.stamp)
+        if events:
+            self._dirty = True
+
+    def _publish_graph(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        nodes = list(self.world.state.nodes.values())
+        self._graph_pub.publish(graph_to_msg(nodes, self.world.revision, self.config.map_frame,
+                                             self._last_stamp))
+        if self.config.markers:
+            self._marker_pub.publish(markers_for(nodes, self.config.map_frame))
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_observations(self, msg: ObjectObservationArray) -> None:
+        frame = msg.header.frame_id or self.config.map_frame
+        if frame != self.config.map_frame:
+            self.dropped_observations += len(msg.observations)
+            self.get_logger().warning(
+                f"dropping observations in frame {frame!r}; world memory is in "
+                f"{self.config.map_frame!r}", throttle_duration_sec=5.0)
+            return
+        try:
+            observations = observations_from_msg(msg)
+        except InvalidObservationError as err:
+            self.dropped_observations += len(msg.observations)
+            self.get_logger().warning(f"dropping invalid observations: {err}",
+                                      throttle_duration_sec=5.0)
+            return
+        if not observations:
+            return
+        try:
+            events = self.world.ingest(observations, source=Source.PERCEPTION)
+        except MemoryStoreError as err:
+            self.dropped_observations += len(observations)
+            self.get_logger().error(f"could not store observations: {err}",
+                                    throttle_duration_sec=5.0)
+            return
+        self._emit(events)
+
+    def _on_get_graph(self, request: GetSceneGraph.Request,
+                      response: GetSceneGraph.Response) -> GetSceneGraph.Response:
+        try:
+            state = (self.world.as_of(to_seconds(request.as_of)) if request.use_as_of
+                     else self.world.state)
+        except MemoryStoreError as err:
+            response.error_code = GetSceneGraph.Response.STORAGE_ERROR
+            response.error_msg = str(err)
+            return response
+        nodes = list(state.nodes.values())
+        unknown = [i for i in request.node_ids if i not in state.nodes]
+        if unknown:
+            response.error_code = GetSceneGraph.Response.UNKNOWN_NODE
+            response.error_msg = f"unknown node ids: {', '.join(unknown)}"
+            return response
+        if request.node_ids:
+            nodes = [state.nodes[i] for i in request.node_ids]
+        if request.label:
+            nodes = [n for n in nodes if n.label == request.label]
+        response.graph = graph_to_msg(nodes, state.revision, self.config.map_frame,
+                                      self._last_stamp)
+        return response
+
+    def _on_update_node(self, request: UpdateNode.Request,
+                        response: UpdateNode.Response) -> UpdateNode.Response:
+        try:
+            source = Source(request.source or "operator")
+            properties = properties_from_msgs(request.properties)
+            evidence = evidence_from_msgs(request.evidence)
+            verdict = verdict_from_text(request.verdict)
+        except (MessageValueError, ValueError) as err:
+            response.error_code = UpdateNode.Response.INVALID_REQUEST
+            response.error_msg = str(err)
+            return response
+        if request.event_id:
+            earlier = self.world.update_applied(request.event_id)
+            if earlier and any(e.payload.get("node_id") != request.node_id for e in earlier):
+                response.error_code = UpdateNode.Response.DUPLICATE_EVENT
+                response.error_msg = f"event id {request.event_id!r} was used for another node"
+                return response
+            if earlier:  # a replayed request: report what it did the first time, change nothing
+                response.events = [event_to_msg(e, request.verdict_reason) for e in earlier]
+                response.node = node_to_msg(self.world.node(request.node_id))
+                response.revision = self.world.revision
+                return response
+        stamp = max(self._last_stamp, to_seconds(self.get_clock().now().to_msg()))
+        contents = None
+        if request.set_contents:
+            contents = {
+                "contents": [{"name": c.name, "description": c.description,
+                              **({"node_id": c.node_id} if c.node_id else {})}
+                             for c in request.contents],
+                "is_empty": not request.contents,
+                "source_action": request.contents_source_action or None,
+                "reasoning": "; ".join(c.reasoning for c in request.contents if c.reasoning),
+            }
+        parent = None
+        if request.set_parent:
+            parent = (request.parent_id or None, request.parent_relation or None)
+        outcome = None
+        if request.add_task_record:
+            rec = request.task_record
+            outcome = {"task": rec.task or rec.primitive, "success": bool(rec.success),
+                       "failure_reason": rec.failure_reason or None}
+        try:
+            events = self.world.update_node(
+                request.node_id, stamp=stamp, source=source, properties=properties,
+                contents=contents, parent=parent, outcome=outcome, evidence=evidence,
+                verdict=verdict, event_id=request.event_id or None,
+            )
+        except DuplicateEventError as err:
+            response.error_code = UpdateNode.Response.DUPLICATE_EVENT
+            response.error_msg = str(err)
+            return response
+        except UnknownNodeError as err:
+            response.error_code = UpdateNode.Response.UNKNOWN_NODE
+            response.error_msg = str(err)
+            return response
+        except MemoryStoreError as err:
+            response.error_code = (UpdateNode.Response.INVALID_REQUEST
+                                   if isinstance(err, ValueError)
+                                   else UpdateNode.Response.STORAGE_ERROR)
+            response.error_msg = str(err)
+            return response
+        self._emit(events)
+        response.events = [event_to_msg(e, request.verdict_reason) for e in events]
+        response.node = node_to_msg(self.world.node(request.node_id))
+        response.revision = self.world.revision
+        return response
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``scene_graph_node``."""
+    return run_node(SceneGraphNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Exception classes of the simulation core."""
+
+from __future__ import annotations
+
+
+class SimError(Exception):
+    """Base class of every error raised by ``mimir_sim``."""
+
+
+class ScenarioError(SimError):
+    """A scenario could not be found or parsed."""
+
+
+class UnknownScenarioError(ScenarioError):
+    """No scenario file carries the requested name."""
+
+
+class MalformedScenarioError(ScenarioError):
+    """A scenario file is not valid; the message names the offending key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class ModelDirError(SimError):
+    """The robot model folder is missing or incomplete."""
+
+
+class SceneBuildError(SimError):
+    """MuJoCo refused the generated scene."""
+
+
+class UnknownEntityError(SimError):
+    """A fixture, object or camera id is not part of the scene."""
+
+
+class UnreachablePoseError(SimError):
+    """A base pose lies outside the room or inside a fixture."""
+
+
+class RenderError(SimError):
+    """Offscreen rendering failed or was asked for bad parameters."""
+
+
+class PrimitiveError(SimError):
+    """A primitive was called with arguments it cannot act on."""

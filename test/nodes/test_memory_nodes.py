@@ -1,0 +1,277 @@
+"""The scene graph and keyframe nodes over real DDS, including restarts and bad requests."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from geometry_msgs.msg import Point
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from mimir.ros import qos
+from mimir.ros.images import numpy_to_image
+from mimir.ros.time import from_seconds
+from mimir_memory.keyframe_node import KeyframeNode
+from mimir_memory.scene_graph_node import SceneGraphNode
+from mimir_msgs.msg import (
+    ContentItem,
+    EvidenceRef,
+    InteractionEvent,
+    KeyframeLabel,
+    ObjectObservation,
+    ObjectObservationArray,
+    Property,
+    SceneGraph,
+)
+from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
+from mimir_msgs.srv import (
+    AddKeyframeLabels,
+    GetKeyframeImage,
+    GetSceneGraph,
+    QueryKeyframes,
+    SaveKeyframe,
+    UpdateNode,
+)
+
+pytestmark = pytest.mark.ros
+
+Wait = Callable[..., bool]
+
+
+def _call(node: Node, srv_type: Any, name: str, request: Any, wait_for: Wait) -> Any:
+    client = node.create_client(srv_type, name)
+    assert client.wait_for_service(timeout_sec=20.0), f"service {name} not available"
+    future = client.call_async(request)
+    assert wait_for(future.done, 20.0), f"service {name} did not answer"
+    node.destroy_client(client)
+    return future.result()
+
+
+def _observation(label: str, xyz: tuple[float, float, float], half: float = 0.1,
+                 stamp: float = 5.0) -> ObjectObservation:
+    msg = ObjectObservation(label=label, camera="pole", score=0.9, point_count=500,
+                            detection_id=f"det-{label}-{xyz[0]}")
+    msg.header.frame_id = "map"
+    msg.header.stamp = from_seconds(stamp)
+    msg.centroid = Point(x=xyz[0], y=xyz[1], z=xyz[2])
+    msg.bbox_min = Point(x=xyz[0] - half, y=xyz[1] - half, z=xyz[2] - half)
+    msg.bbox_max = Point(x=xyz[0] + half, y=xyz[1] + half, z=xyz[2] + half)
+    return msg
+
+
+def _batch(*observations: ObjectObservation, frame: str = "map") -> ObjectObservationArray:
+    msg = ObjectObservationArray(camera="pole", observations=list(observations))
+    msg.header.frame_id = frame
+    msg.header.stamp = from_seconds(5.0)
+    return msg
+
+
+def _start_scene_graph(context: Context, executor: MultiThreadedExecutor,
+                       memory_dir: Path) -> SceneGraphNode:
+    node = SceneGraphNode(context=context, parameter_overrides=[
+        Parameter("memory_dir", value=str(memory_dir)),
+        Parameter("publish_period_s", value=0.1),
+    ])
+    executor.add_node(node)
+    return node
+
+
+def test_scene_graph_fuses_updates_and_restarts(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    graph_node = _start_scene_graph(ros_context, ros_executor, tmp_path)
+    graphs: list[SceneGraph] = []
+    events: list[MemoryEventMsg] = []
+    spin_node.create_subscription(SceneGraph, "scene_graph", graphs.append, qos.LATCHED)
+    spin_node.create_subscription(MemoryEventMsg, "memory_events", events.append, qos.EVENTS)
+    pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
+    assert wait_for(lambda: pub.get_subscription_count() > 0)
+
+    pub.publish(_batch(_observation("cabinet", (1.0, 0.0, 1.2)),
+                       _observation("mug", (2.0, 0.5, 0.9), half=0.04)))
+    pub.publish(_batch(_observation("cabinet", (1.1, 0.0, 1.2), stamp=6.0)))
+    assert wait_for(lambda: graphs and graphs[-1].revision >= 3)
+    latest = graphs[-1]
+    assert [n.id for n in latest.nodes] == ["cabinet_1", "mug_1"]
+    cabinet = latest.nodes[0]
+    assert cabinet.observation_count == 2
+    assert cabinet.position.x == pytest.approx(1.05)
+    assert latest.header.frame_id == "map"
+    assert {e.kind for e in events} >= {"node_created", "observation_fused"}
+
+    # Bad input: a batch in the wrong frame and a NaN centroid are dropped, nothing is written.
+    pub.publish(_batch(_observation("cabinet", (9.0, 9.0, 1.0)), frame="odom"))
+    pub.publish(_batch(_observation("bowl", (math.nan, 0.0, 0.0))))
+    revision = latest.revision
+
+    request = UpdateNode.Request(
+        node_id="cabinet_1", event_id="analysis-1", source="interaction",
+        properties=[Property(name="openable", value_json="false", confidence=0.9,
+                             reasoning="grasped and pulled, no motion"),
+                    Property(name="is_opened", value_json="false", confidence=0.9),
+                    Property(name="locked", value_json="true", confidence=0.85,
+                             reasoning="contact without displacement")],
+        set_contents=True, contents=[ContentItem(name="banana", description="yellow")],
+        contents_source_action="inspect",
+        evidence=[EvidenceRef(kind="keyframe", id="kf1"), EvidenceRef(kind="detection", id="d1")],
+        verdict="admit", verdict_reason="contact evidence",
+    )
+    response = _call(spin_node, UpdateNode, "update_node", request, wait_for)
+    assert response.error_code == UpdateNode.Response.NONE, response.error_msg
+    props = {p.name: json.loads(p.value_json) for p in response.node.properties}
+    assert props["locked"] is True and props["openable"] is False and props["is_opened"] is False
+    assert [c.name for c in response.node.contents] == ["banana"]
+    assert response.revision > revision
+    assert response.events[0].evidence[0].id == "kf1"
+
+    # Replaying the same request changes nothing.
+    again = _call(spin_node, UpdateNode, "update_node", request, wait_for)
+    assert again.error_code == UpdateNode.Response.NONE
+    assert again.revision == response.revision
+    assert [e.event_id for e in again.events] == [e.event_id for e in response.events]
+
+    # Bad requests: unknown node, malformed JSON, unknown verdict, id reused for another node.
+    unknown = _call(spin_node, UpdateNode, "update_node",
+                    UpdateNode.Request(node_id="ghost_3", properties=request.properties),
+                    wait_for)
+    assert unknown.error_code == UpdateNode.Response.UNKNOWN_NODE
+    bad_json = _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(
+        node_id="cabinet_1", properties=[Property(name="fullness", value_json="{half",
+                                                  confidence=0.5)]), wait_for)
+    assert bad_json.error_code == UpdateNode.Response.INVALID_REQUEST
+    bad_verdict = _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(
+        node_id="cabinet_1", verdict="maybe"), wait_for)
+    assert bad_verdict.error_code == UpdateNode.Response.INVALID_REQUEST
+    reused = _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(
+        node_id="mug_1", event_id="analysis-1", properties=request.properties[2:]), wait_for)
+    assert reused.error_code == UpdateNode.Response.DUPLICATE_EVENT
+
+    before = _call(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request(),
+                   wait_for)
+    assert before.error_code == GetSceneGraph.Response.NONE
+    past = _call(spin_node, GetSceneGraph, "get_scene_graph",
+                 GetSceneGraph.Request(use_as_of=True, as_of=from_seconds(5.5)), wait_for)
+    assert [n.observation_count for n in past.graph.nodes] == [1, 1]
+    missing = _call(spin_node, GetSceneGraph, "get_scene_graph",
+                    GetSceneGraph.Request(node_ids=["nope_1"]), wait_for)
+    assert missing.error_code == GetSceneGraph.Response.UNKNOWN_NODE
+
+    # Restart on the same database: the same graph comes back.
+    ros_executor.remove_node(graph_node)
+    graph_node.destroy_node()
+    _start_scene_graph(ros_context, ros_executor, tmp_path)
+    after = _call(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request(), wait_for)
+    assert after.graph.revision == before.graph.revision
+    assert after.graph.nodes == before.graph.nodes
+
+
+def _textured(seed: int, height: int = 192, width: int = 256) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(height // 8, width // 8, 3), dtype=np.uint8)
+    return np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
+
+
+def test_keyframe_node_saves_interactions_and_serves_queries(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    node = KeyframeNode(context=ros_context, parameter_overrides=[
+        Parameter("memory_dir", value=str(tmp_path)),
+        Parameter("cameras", value=["base", "wrist"]),
+        Parameter("after_wait_s", value=0.5),
+    ])
+    ros_executor.add_node(node)
+    image_pubs = {cam: spin_node.create_publisher(
+        type(numpy_to_image(np.zeros((2, 2, 3), np.uint8), "rgb8")),
+        f"cameras/{cam}/color/image_raw", qos.SENSOR) for cam in ("base", "wrist")}
+    events = spin_node.create_publisher(InteractionEvent, "interaction_events", qos.EVENTS)
+    assert wait_for(lambda: all(p.get_subscription_count() > 0 for p in image_pubs.values()))
+    assert wait_for(lambda: events.get_subscription_count() > 0)
+
+    for i in range(12):  # 10.0 .. 12.2 s, every 0.2 s
+        stamp = 10.0 + 0.2 * i
+        for k, (cam, pub) in enumerate(image_pubs.items()):
+            msg = numpy_to_image(_textured(100 * k + i), "rgb8")
+            msg.header.stamp = from_seconds(stamp)
+            msg.header.frame_id = f"{cam}_color_optical_frame"
+            pub.publish(msg)
+        # Camera streams are best effort with a shallow queue: pace the frames like a camera.
+        assert wait_for(lambda s=stamp: all((b.latest_stamp() or 0) >= s - 1e-6
+                                            for b in node.buffers.values()))
+    assert wait_for(lambda: all((b.latest_stamp() or 0) >= 12.1 for b in node.buffers.values()))
+
+    ended = InteractionEvent(interaction_id="int-7", phase=InteractionEvent.PHASE_ENDED,
+                             primitive="open", target_id="cabinet_1", success=False,
+                             outcome="NO_MOTION", window_start=from_seconds(10.4),
+                             window_end=from_seconds(11.6))
+    events.publish(ended)
+
+    def interaction_frames() -> list[Any]:
+        res = _call(spin_node, QueryKeyframes, "query_keyframes",
+                    QueryKeyframes.Request(node_ids=["cabinet_1"], trigger="interaction"),
+                    wait_for)
+        return list(res.keyframes)
+
+    assert wait_for(lambda: len(interaction_frames()) == 6, 20.0), node.counters
+    frames = interaction_frames()
+    assert {(f.camera, f.phase) for f in frames} == {
+        (cam, phase) for cam in ("base", "wrist") for phase in ("before", "during", "after")}
+    assert all(f.action == "open" and f.interaction_id == "int-7" for f in frames)
+    before = next(f for f in frames if f.camera == "base" and f.phase == "before")
+    assert before.header.stamp.sec == 10 and before.header.stamp.nanosec == pytest.approx(4e8,
+                                                                                          abs=1e3)
+
+    # The analyzer's peak frame with labels, then more labels, then a label query.
+    saved = _call(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+        camera="wrist", stamp=from_seconds(11.0), trigger="interaction", phase="peak",
+        interaction_id="int-7", action="open", linked_nodes=["cabinet_1"],
+        labels=[KeyframeLabel(text="gripper closed on handle", source="analyzer")],
+        caption="the door stays shut"), wait_for)
+    assert saved.error_code == SaveKeyframe.Response.NONE, saved.error_msg
+    labelled = _call(spin_node, AddKeyframeLabels, "add_keyframe_labels",
+                     AddKeyframeLabels.Request(keyframe_id=saved.keyframe_id, labels=[
+                         KeyframeLabel(text="locked cabinet", source="analyzer")]), wait_for)
+    assert labelled.error_code == AddKeyframeLabels.Response.NONE
+    assert {lab.text for lab in labelled.metadata.labels} >= {"locked cabinet"}
+    by_label = _call(spin_node, QueryKeyframes, "query_keyframes",
+                     QueryKeyframes.Request(labels=["LOCKED"]), wait_for)
+    assert [f.keyframe_id for f in by_label.keyframes] == [saved.keyframe_id]
+
+    image = _call(spin_node, GetKeyframeImage, "get_keyframe_image",
+                  GetKeyframeImage.Request(keyframe_id=before.keyframe_id), wait_for)
+    assert image.error_code == GetKeyframeImage.Response.NONE
+    assert (image.image.height, image.image.width, image.image.encoding) == (192, 256, "rgb8")
+    thumb = _call(spin_node, GetKeyframeImage, "get_keyframe_image",
+                  GetKeyframeImage.Request(keyframe_id=before.keyframe_id, thumbnail=True),
+                  wait_for)
+    assert 0 < thumb.image.width < 256
+
+    # Bad requests.
+    unknown = _call(spin_node, GetKeyframeImage, "get_keyframe_image",
+                    GetKeyframeImage.Request(keyframe_id="0" * 16), wait_for)
+    assert unknown.error_code == GetKeyframeImage.Response.UNKNOWN_KEYFRAME
+    bad_trigger = _call(spin_node, QueryKeyframes, "query_keyframes",
+                        QueryKeyframes.Request(trigger="dream"), wait_for)
+    assert bad_trigger.error_code == QueryKeyframes.Response.INVALID_REQUEST
+    reversed_window = _call(spin_node, QueryKeyframes, "query_keyframes", QueryKeyframes.Request(
+        start=from_seconds(20.0), end=from_seconds(10.0)), wait_for)
+    assert reversed_window.error_code == QueryKeyframes.Response.INVALID_REQUEST
+    no_frame = _call(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+        camera="wrist", stamp=from_seconds(500.0), trigger="interaction", phase="peak"), wait_for)
+    assert no_frame.error_code == SaveKeyframe.Response.NO_FRAME
+    bad_camera = _call(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+        camera="ceiling", stamp=from_seconds(11.0)), wait_for)
+    assert bad_camera.error_code == SaveKeyframe.Response.INVALID_REQUEST
+    empty_label = _call(spin_node, AddKeyframeLabels, "add_keyframe_labels",
+                        AddKeyframeLabels.Request(keyframe_id=saved.keyframe_id,
+                                                  labels=[KeyframeLabel(text=" ")]), wait_for)
+    assert empty_label.error_code == AddKeyframeLabels.Response.INVALID_REQUEST
