@@ -14,6 +14,10 @@ HERE = Path(__file__).resolve().parent
 NODES = {
     "scene_graph_node": "mimir_memory.scene_graph_node:main",
     "keyframe_node": "mimir_memory.keyframe_node:main",
+    "segmentation_node": "mimir_perception.segmentation_node:main",
+    "deprojection_node": "mimir_perception.deprojection_node:main",
+    "localization_node": "mimir_perception.localization_node:main",
+    "zed_node": "mimir_perception.zed_node:main",
 }
 
 

@@ -71,6 +71,7 @@ PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)
 
 req_hash="$(hash_of "$ROOT/requirements.txt" "$ROOT/requirements-ros.txt" "$ROOT/requirements-dev.txt")"
+ros_hash="$(hash_of "$ROOT/requirements-ros.txt")"  # what the interface builds depend on
 if ! stamp_ok requirements "$req_hash"; then
   say "installing Python packages (ROS 2 wheels, mimir dependencies, test tools)"
   "${PIP[@]}" install -q --upgrade pip setuptools wheel
@@ -83,7 +84,7 @@ fi
 # 4. Include paths in the generators' cmake exports -----------------------------------------
 py_include="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 np_include="$("$PY" -c 'import numpy; print(numpy.get_include())')"
-paths_key="$py_include|$np_include|$req_hash"
+paths_key="$py_include|$np_include|$ros_hash"
 if ! stamp_ok cmake-paths "$paths_key"; then
   say "rewriting Python include paths in the ROS cmake exports"
   # The wheels were built under /opt/python/cp311-cp311 (manylinux); point at this interpreter.
@@ -101,7 +102,7 @@ build_interfaces() {  # name source_dir
   local name="$1" src="$2"
   local key
   key="$(find "$src" -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' \
-    -o -name 'CMakeLists.txt' -o -name 'package.xml' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)|$req_hash"
+    -o -name 'CMakeLists.txt' -o -name 'package.xml' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)|$ros_hash"
   if stamp_ok "iface-$name" "$key" && "$PY" -c "import $name.msg" 2>/dev/null; then
     return
   fi

@@ -1,0 +1,356 @@
+"""Fiducial localization node: wall-mounted tags seen by one camera -> robot pose in the map.
+
+Subscribes ``cameras/<camera>/color/image_raw`` and ``cameras/<camera>/color/camera_info``
+(sensor QoS). The camera's mounting (``base_frame`` <- the image's optical frame) comes from TF
+at the image stamp; the known tags come from ``fiducial_map`` (a file under ``config/`` such as
+``fiducials/lab.yaml``, or a path). Each fresh estimate of ``base_frame`` in ``map_frame``
+(:class:`mimir_perception.fiducials.FiducialLocalizer`) is published as
+
+* ``localization/pose`` (geometry_msgs/PoseWithCovarianceStamped, events QoS; stamp = image
+  stamp, frame = ``map_frame``), and
+* a transform on /tf: ``map_frame -> odom_frame`` (``publish: map_to_odom``, the default; uses
+  ``odom_frame -> base_frame`` from TF at the image stamp, REP-105) or ``map_frame ->
+  base_frame`` (``publish: map_to_base``, for robots without odometry).
+
+The last transform is held when no tag is seen: it is re-sent every ``1 / publish_rate_hz`` s
+with a fresh stamp (node clock + ``transform_tolerance``), as AMCL does, until a new estimate
+replaces it. Images are processed at most ``max_rate_hz`` (newest frame wins) in their own
+callback group. Bad input (no camera info yet, size mismatch, unsupported encoding, missing
+mounting or odometry transform) is skipped with a rate-limited warning and counted on
+``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseWithCovarianceStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from mimir import transforms as tfm
+from mimir.paths import config_dir
+from mimir.ros import qos
+from mimir.ros.camera import (
+    CameraInfoError,
+    CameraModel,
+    NodeCounters,
+    PerceptionNodeError,
+    parse_camera_info,
+)
+from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
+from mimir.ros.params import declare_config
+from mimir.ros.runtime import run_node
+from mimir.ros.tf import TransformPublisher, make_transform_source, matrix_to_transform
+from mimir.ros.time import from_seconds, to_seconds
+from mimir_perception.camera import matrix_to_quaternion
+from mimir_perception.errors import FiducialError, FiducialMapError, IntrinsicsError
+from mimir_perception.fiducials import (
+    FiducialLocalizer,
+    FiducialMap,
+    LocalizationConfig,
+    load_fiducial_map,
+    map_to_odom,
+)
+
+PUBLISH_MODES = ("map_to_odom", "map_to_base")
+_WARN_KEYS = (
+    "missing_camera_info",
+    "bad_camera_info",
+    "unsupported_encoding",
+    "bad_image",
+    "size_mismatch",
+    "mount_unavailable",
+    "odom_unavailable",
+    "fiducial_error",
+)
+
+
+@dataclass(frozen=True)
+class LocalizationNodeConfig:
+    """Parameters of the localization node (defaults mirror config/params/localization.yaml)."""
+
+    camera: str = field(
+        default="base", metadata={"description": "camera that sees the tags", "read_only": True}
+    )
+    fiducial_map: str = field(
+        default="fiducials/lab.yaml",
+        metadata={"description": "tag map: a file under the config folder or a path",
+                  "read_only": True},
+    )
+    map_frame: str = field(default="map", metadata={"description": "map frame",
+                                                     "read_only": True})
+    odom_frame: str = field(default="odom", metadata={"description": "odometry frame",
+                                                       "read_only": True})
+    base_frame: str = field(default="base_link", metadata={"description": "robot base frame",
+                                                            "read_only": True})
+    publish: str = field(
+        default="map_to_odom",
+        metadata={"description": "transform to publish: map_to_odom or map_to_base",
+                  "read_only": True},
+    )
+    publish_rate_hz: float = field(
+        default=10.0, metadata={"description": "rate of re-sending the held transform (Hz)",
+                                "read_only": True}
+    )
+    transform_tolerance: float = field(
+        default=0.1, metadata={"description": "re-sent transforms are stamped this far ahead "
+                               "of the node clock (s)", "read_only": True}
+    )
+    max_rate_hz: float = field(
+        default=10.0, metadata={"description": "most images processed per second (Hz)",
+                                "read_only": True}
+    )
+    rectified: bool = field(
+        default=True, metadata={"description": "camera info describes rectified images (use P, "
+                                "no distortion); false passes D to the pose solver",
+                                "read_only": True}
+    )
+    max_translation_disagreement: float = field(
+        default=0.25, metadata={"description": "tags farther than this from the consensus "
+                                "are rejected (m)", "read_only": True}
+    )
+    max_rotation_disagreement: float = field(
+        default=0.2, metadata={"description": "same for orientation (rad)", "read_only": True}
+    )
+    max_reprojection_error: float = field(
+        default=3.0, metadata={"description": "tags fitting worse are rejected (pixels RMS)",
+                               "read_only": True}
+    )
+    min_tag_pixels: float = field(
+        default=12.0, metadata={"description": "tags with a shorter side are ignored (pixels)",
+                                "read_only": True}
+    )
+    planar: bool = field(
+        default=True, metadata={"description": "estimate x, y, yaw only", "read_only": True}
+    )
+    position_stddev: float = field(
+        default=0.05, metadata={"description": "reported position standard deviation (m)",
+                                "read_only": True}
+    )
+    yaw_stddev: float = field(
+        default=0.03, metadata={"description": "reported orientation standard deviation (rad)",
+                                "read_only": True}
+    )
+    tf_cache: float = field(
+        default=10.0, metadata={"description": "transform history kept (s)", "read_only": True}
+    )
+    diagnostics_period: float = field(
+        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
+                               "read_only": True}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.camera or "/" in self.camera:
+            raise ValueError(f"camera must be a plain non-empty name, got {self.camera!r}")
+        if self.publish not in PUBLISH_MODES:
+            raise ValueError(f"publish must be one of {PUBLISH_MODES}, got {self.publish!r}")
+        rates = (self.publish_rate_hz, self.max_rate_hz, self.diagnostics_period, self.tf_cache)
+        if any(not (math.isfinite(r) and r > 0.0) for r in rates):
+            raise ValueError("rates, periods and tf_cache must be positive")
+        if not (self.position_stddev > 0.0 and self.yaw_stddev > 0.0):
+            raise ValueError("standard deviations must be positive")
+        if self.transform_tolerance < 0.0:
+            raise ValueError("transform_tolerance must be >= 0")
+
+    def localization(self) -> LocalizationConfig:
+        """The core localiser settings."""
+        return LocalizationConfig(
+            max_translation_disagreement=self.max_translation_disagreement,
+            max_rotation_disagreement=self.max_rotation_disagreement,
+            max_reprojection_error=self.max_reprojection_error,
+            min_tag_pixels=self.min_tag_pixels,
+            planar=self.planar,
+        )
+
+
+def resolve_fiducial_map(value: str) -> FiducialMap:
+    """Load the tag map from a path, or from a file relative to the config folder.
+
+    Raises:
+        PerceptionNodeError: Missing or malformed map.
+    """
+    path = Path(value).expanduser()
+    if not path.is_absolute() and not path.is_file():
+        path = config_dir() / value
+    try:
+        return load_fiducial_map(path)
+    except FiducialMapError as err:
+        raise PerceptionNodeError(f"cannot load fiducial map {value!r}: {err}") from err
+
+
+def pose_message(
+    map_from_base: npt.NDArray[np.float64], stamp: float, frame: str, position_var: float,
+    angle_var: float,
+) -> PoseWithCovarianceStamped:
+    """A PoseWithCovarianceStamped of the base with a diagonal covariance."""
+    msg = PoseWithCovarianceStamped()
+    msg.header.frame_id = frame
+    msg.header.stamp = from_seconds(stamp)
+    pose = msg.pose.pose
+    pose.position.x, pose.position.y, pose.position.z = (float(v) for v in map_from_base[:3, 3])
+    qx, qy, qz, qw = (float(v) for v in matrix_to_quaternion(map_from_base[:3, :3]))
+    pose.orientation.x, pose.orientation.y = qx, qy
+    pose.orientation.z, pose.orientation.w = qz, qw
+    msg.pose.covariance = np.diag([position_var] * 3 + [angle_var] * 3).ravel().tolist()
+    return msg
+
+
+class LocalizationNode(Node):
+    """Publishes the robot's pose in the map from fiducial tags."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        """Create the node; ``kwargs`` go to :class:`rclpy.node.Node`."""
+        super().__init__("localization", **kwargs)
+        try:
+            self.config = declare_config(self, LocalizationNodeConfig)
+            self._loc_config = self.config.localization()
+        except (ValueError, FiducialError) as err:
+            raise PerceptionNodeError(f"invalid localization parameters: {err}") from err
+        cfg = self.config
+        self.tag_map = resolve_fiducial_map(cfg.fiducial_map)
+        self.counters = NodeCounters(_WARN_KEYS)
+        self._lock = threading.Lock()
+        self._pending: Image | None = None
+        self._camera: CameraModel | None = None
+        self._localizer: FiducialLocalizer | None = None
+        self._mount: npt.NDArray[np.float64] | None = None
+        self._estimate: tuple[npt.NDArray[np.float64], str] | None = None
+        self._tf = make_transform_source(self, cfg.tf_cache)
+        self._tf_pub = TransformPublisher(self)
+        self._work_group = MutuallyExclusiveCallbackGroup()
+        self._pose_pub = self.create_publisher(
+            PoseWithCovarianceStamped, "localization/pose", qos.EVENTS
+        )
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        prefix = f"cameras/{cfg.camera}/color"
+        self.create_subscription(Image, f"{prefix}/image_raw", self._on_image, qos.SENSOR)
+        self.create_subscription(CameraInfo, f"{prefix}/camera_info", self._on_info, qos.SENSOR)
+        self.create_timer(1.0 / cfg.max_rate_hz, self._work, callback_group=self._work_group)
+        self.create_timer(1.0 / cfg.publish_rate_hz, self._republish)
+        self.create_timer(cfg.diagnostics_period, self._report)
+        self.get_logger().info(
+            f"localizing from {len(self.tag_map.tags)} tags seen by {cfg.camera!r}, "
+            f"publishing {cfg.publish}"
+        )
+
+    def _skip(self, key: str, text: str) -> None:
+        self.counters.add(key)
+        self.get_logger().warning(text, throttle_duration_sec=5.0)
+
+    def _on_info(self, msg: CameraInfo) -> None:
+        try:
+            camera = parse_camera_info(msg, rectified=self.config.rectified)
+        except CameraInfoError as err:
+            self._skip("bad_camera_info", f"skipping camera info: {err}")
+            return
+        with self._lock:
+            self._camera = camera
+
+    def _on_image(self, msg: Image) -> None:
+        self.counters.add("received")
+        with self._lock:
+            if self._pending is not None:
+                self.counters.add("dropped")
+            self._pending = msg
+
+    def _work(self) -> None:
+        with self._lock:
+            msg, self._pending = self._pending, None
+            camera = self._camera
+        if msg is None:
+            return
+        if camera is None:
+            self._skip("missing_camera_info", "image arrived before any valid camera info")
+            return
+        try:
+            rgb = image_to_rgb(msg)
+        except UnsupportedEncodingError as err:
+            self._skip("unsupported_encoding", f"skipping image: {err}")
+            return
+        except ImageConversionError as err:
+            self._skip("bad_image", f"skipping image: {err}")
+            return
+        stamp = to_seconds(msg.header.stamp)
+        cfg = self.config
+        optical = msg.header.frame_id or camera.frame_id or f"{cfg.camera}_color_optical_frame"
+        try:
+            mount = self._tf.lookup(cfg.base_frame, optical, stamp)
+        except tfm.TransformError as err:
+            self._skip("mount_unavailable", f"no {cfg.base_frame} <- {optical} transform: {err}")
+            return
+        localizer = self._localizer_for(mount)
+        distortion = None if camera.distortion.size == 0 else camera.distortion
+        try:
+            result = localizer.localize(rgb, camera.intrinsics, stamp, distortion)
+        except IntrinsicsError as err:
+            self._skip("size_mismatch", f"skipping image: {err}")
+            return
+        except FiducialError as err:
+            self._skip("fiducial_error", f"skipping image: {err}")
+            return
+        if result is None or result.held:
+            self.counters.add("no_tag")
+            return
+        if cfg.publish == "map_to_odom":
+            try:
+                odom_from_base = self._tf.lookup(cfg.odom_frame, cfg.base_frame, stamp)
+            except tfm.TransformError as err:
+                self._skip("odom_unavailable",
+                           f"no {cfg.odom_frame} <- {cfg.base_frame} transform at {stamp:.3f}: "
+                           f"{err}")
+                return
+            estimate = (map_to_odom(result.map_from_base, odom_from_base), cfg.odom_frame)
+        else:
+            estimate = (result.map_from_base, cfg.base_frame)
+        with self._lock:
+            self._estimate = estimate
+        self.counters.add("estimates")
+        self._pose_pub.publish(
+            pose_message(result.map_from_base, stamp, cfg.map_frame, cfg.position_stddev**2,
+                         cfg.yaw_stddev**2)
+        )
+        self._republish()
+
+    def _localizer_for(self, mount: npt.NDArray[np.float64]) -> FiducialLocalizer:
+        """The localiser for the current mounting (rebuilt when the mounting moves)."""
+        if self._localizer is None or self._mount is None or not np.allclose(
+            mount, self._mount, atol=1e-6
+        ):
+            self._localizer = FiducialLocalizer(self.tag_map, mount, self._loc_config)
+            self._mount = mount
+        return self._localizer
+
+    def _republish(self) -> None:
+        with self._lock:
+            estimate = self._estimate
+        if estimate is None:
+            return
+        matrix, child = estimate
+        now = self.get_clock().now().nanoseconds * 1e-9
+        self._tf_pub.send([matrix_to_transform(
+            matrix, self.config.map_frame, child, now + self.config.transform_tolerance
+        )])
+
+    def _report(self) -> None:
+        array = self.counters.report(self.get_fully_qualified_name(), self.config.camera)
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the localization node."""
+    return run_node(LocalizationNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
