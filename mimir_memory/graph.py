@@ -502,6 +502,8 @@ class SceneGraphState:
                     "success": data["success"],
                     "failure_reason": data.get("failure_reason"),
                     "stamp": event.stamp,
+                    "primitive": data.get("primitive"),
+                    "interaction_id": data.get("interaction_id"),
                 }
             )
             node.history.setdefault("task_history", []).append(event.event_id)

@@ -226,7 +226,8 @@ class SceneGraphNode(Node):
                 return response
             if earlier:  # a replayed request: report what it did the first time, change nothing
                 response.events = [event_to_msg(e, request.verdict_reason) for e in earlier]
-                response.node = node_to_msg(self.world.node(request.node_id))
+                if request.node_id in self.world.state.nodes:
+                    response.node = node_to_msg(self.world.node(request.node_id))
                 response.revision = self.world.revision
                 return response
         stamp = max(self._last_stamp, to_seconds(self.get_clock().now().to_msg()))
@@ -247,12 +248,15 @@ class SceneGraphNode(Node):
         if request.add_task_record:
             rec = request.task_record
             outcome = {"task": rec.task or rec.primitive, "success": bool(rec.success),
-                       "failure_reason": rec.failure_reason or None}
+                       "failure_reason": rec.failure_reason or None,
+                       "primitive": rec.primitive or None,
+                       "interaction_id": rec.interaction_id or None}
         try:
             events = self.world.update_node(
                 request.node_id, stamp=stamp, source=source, properties=properties,
                 contents=contents, parent=parent, outcome=outcome, evidence=evidence,
                 verdict=verdict, event_id=request.event_id or None,
+                verdict_reason=request.verdict_reason,
             )
         except DuplicateEventError as err:
             response.error_code = UpdateNode.Response.DUPLICATE_EVENT
@@ -270,7 +274,8 @@ class SceneGraphNode(Node):
             return response
         self._emit(events)
         response.events = [event_to_msg(e, request.verdict_reason) for e in events]
-        response.node = node_to_msg(self.world.node(request.node_id))
+        if request.node_id in self.world.state.nodes:  # a refused claim may name a ghost id
+            response.node = node_to_msg(self.world.node(request.node_id))
         response.revision = self.world.revision
         return response
 

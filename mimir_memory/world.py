@@ -488,6 +488,7 @@ class WorldMemory:
         evidence: Evidence | None = None,
         verdict: Verdict = Verdict.ADMIT,
         event_id: str | None = None,
+        verdict_reason: str = "",
     ) -> list[MemoryEvent]:
         """Apply several updates to one node in one transaction (an analyzer result).
 
@@ -503,6 +504,7 @@ class WorldMemory:
             verdict: Verdict shared by all updates.
             event_id: Caller's id for the update; the events get ``<event_id>:<n>`` so that
                 replaying the same update is recognised (see :meth:`update_applied`).
+            verdict_reason: Why the verifier decided so; kept in every event's payload.
         """
         if verdict.effective:
             self.state.node(node_id)
@@ -571,6 +573,9 @@ class WorldMemory:
                 "success": outcome.get("success"),
                 "failure_reason": outcome.get("failure_reason"),
             }
+            for key in ("primitive", "interaction_id"):
+                if outcome.get(key):
+                    payload[key] = outcome[key]
             events.append(
                 self._event(
                     EventKind.TASK_OUTCOME_RECORDED,
@@ -581,6 +586,9 @@ class WorldMemory:
                     verdict=verdict,
                 )
             )
+        if verdict_reason:
+            events = [replace(e, payload={**e.payload, "verdict_reason": verdict_reason})
+                      for e in events]
         if event_id:
             events = [replace(e, event_id=f"{event_id}:{i}") for i, e in enumerate(events)]
         return self.append(events)

@@ -216,7 +216,7 @@ def event_to_msg(event: MemoryEvent, reason: str = "") -> MemoryEventMsg:
         payload_json=json.dumps(dict(event.payload), sort_keys=True),
         evidence=evidence_to_msgs(event.evidence),
         verdict=str(event.verdict.value),
-        verdict_reason=reason,
+        verdict_reason=reason or str(event.payload.get("verdict_reason", "") or ""),
     )
     msg.header.stamp = _stamp_or_zero(event.stamp)
     return msg

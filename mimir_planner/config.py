@@ -1,0 +1,284 @@
+"""Frozen configuration of the planning core and its YAML loader (``config/planner.yaml``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from mimir_planner.errors import PlannerConfigError
+
+DEFAULT_PLANNER_CONFIG = Path(__file__).resolve().parents[1] / "config" / "planner.yaml"
+
+ABSTRACT_PRIMITIVES = ("move_to", "open", "close", "inspect", "pick", "place")
+"""The embodiment-independent action space (mimir.md: A-bar)."""
+
+
+def _positive(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise PlannerConfigError(f"{name} must be a number > 0, got {value!r}")
+    if not math.isfinite(value):
+        raise PlannerConfigError(f"{name} must be finite")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise PlannerConfigError(f"{name} must be a number >= 0, got {value!r}")
+    if not math.isfinite(value):
+        raise PlannerConfigError(f"{name} must be finite")
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Goal-conditioned recall (mimir.md eq. 9).
+
+    Attributes:
+        max_candidates: Bound K of the candidate list.
+        use_embedder: Add text-embedding similarity evidence (needs the optional model).
+        embedding_min_similarity: Cosine similarity below which embeddings give no evidence.
+        label_weight: Score of an exact label match.
+        synonym_weight: Score of a synonym-table match.
+        contents_weight: Score of a fixture whose remembered contents list the object.
+        embedding_weight: Factor applied to the cosine similarity.
+        source_weight: Bonus when the remembered parent is the explicit source.
+    """
+
+    max_candidates: int = 8
+    use_embedder: bool = False
+    embedding_min_similarity: float = 0.55
+    label_weight: float = 1.0
+    synonym_weight: float = 0.8
+    contents_weight: float = 0.7
+    embedding_weight: float = 0.6
+    source_weight: float = 0.3
+
+    def __post_init__(self) -> None:
+        _positive("recall.max_candidates", self.max_candidates)
+        for name in ("label_weight", "synonym_weight", "contents_weight", "embedding_weight",
+                     "source_weight", "embedding_min_similarity"):
+            _non_negative(f"recall.{name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Keyframe retriever (messymem.md §3.4): pool caps and stage sizes."""
+
+    node_cap: int = 12
+    label_cap: int = 12
+    recent_cap: int = 8
+    shortlist_k: int = 6
+    final_k: int = 3
+    catalog_max_labels: int = 4
+    stage_attempts: int = 2
+    stage1_prompt: str = "retrieval_stage1"
+    stage2_prompt: str = "retrieval_stage2"
+
+    def __post_init__(self) -> None:
+        for name in ("node_cap", "label_cap", "recent_cap", "shortlist_k", "final_k",
+                     "catalog_max_labels", "stage_attempts"):
+            _positive(f"retrieval.{name}", getattr(self, name))
+        if self.final_k > self.shortlist_k:
+            raise PlannerConfigError("retrieval.final_k must not exceed retrieval.shortlist_k")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Closed-loop planning."""
+
+    step_budget: int = 12
+    answer_attempts: int = 2
+    prompt: str = "planner"
+    prompt_dir: str = "prompts"
+    scene_graph_chars: int = 6000
+    history_steps: int = 20
+    embodiment: str = "sim_tidybot"
+    robot_description: str = "a TidyBot++ mobile manipulator (holonomic base, arm, gripper)"
+
+    def __post_init__(self) -> None:
+        for name in ("step_budget", "answer_attempts", "scene_graph_chars", "history_steps"):
+            _positive(f"planner.{name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Operator gate: every primitive waits for approval when enabled."""
+
+    enabled: bool = False
+    timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        _positive("gate.timeout_s", self.timeout_s)
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Everything the planning core reads from ``config/planner.yaml``.
+
+    Attributes:
+        fixture_labels: Labels of fixtures the robot can navigate to and open or inspect.
+        synonyms: Label -> other names of the same thing (the always-available recall path).
+        primitive_descriptions: Abstract primitive -> one line shown to the planner.
+        embodiments: Embodiment name -> abstract primitive -> legal action name.
+        aliases: Other names a plan may use for an abstract primitive.
+        base_dir: Folder the YAML file lives in (prompt folders are relative to it).
+    """
+
+    recall: RecallConfig = field(default_factory=RecallConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    gate: GateConfig = field(default_factory=GateConfig)
+    fixture_labels: tuple[str, ...] = ("cabinet", "cab", "drawer", "fridge", "refrigerator",
+                                       "microwave", "oven", "dishwasher", "shelf", "counter",
+                                       "table", "box", "bin", "basket")
+    openable_labels: tuple[str, ...] = ("cabinet", "cab", "drawer", "fridge", "refrigerator",
+                                        "microwave", "oven", "dishwasher", "box")
+    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    primitive_descriptions: Mapping[str, str] = field(default_factory=dict)
+    embodiments: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: {"sim_tidybot": {p: p for p in ABSTRACT_PRIMITIVES}}
+    )
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    base_dir: Path = DEFAULT_PLANNER_CONFIG.parent
+
+    def __post_init__(self) -> None:
+        if self.loop.embodiment not in self.embodiments:
+            raise PlannerConfigError(
+                f"planner.embodiment {self.loop.embodiment!r} is not one of "
+                f"{sorted(self.embodiments)}"
+            )
+        for name, table in self.embodiments.items():
+            missing = sorted(set(ABSTRACT_PRIMITIVES) - set(table))
+            unknown = sorted(set(table) - set(ABSTRACT_PRIMITIVES))
+            if unknown:
+                raise PlannerConfigError(f"embodiment {name!r} maps unknown primitives {unknown}")
+            if missing:
+                raise PlannerConfigError(f"embodiment {name!r} lacks primitives {missing}")
+        for prim in self.aliases:
+            if prim not in ABSTRACT_PRIMITIVES:
+                raise PlannerConfigError(f"aliases name unknown primitive {prim!r}")
+
+    @property
+    def prompt_dir(self) -> Path:
+        """Folder of the prompt templates."""
+        return self.base_dir / self.loop.prompt_dir
+
+    def is_fixture_label(self, label: str) -> bool:
+        """Whether a label names a fixture (any word of it is a fixture word)."""
+        return _matches(label, self.fixture_labels)
+
+    def is_openable_label(self, label: str) -> bool:
+        """Whether a label names a fixture that opens."""
+        return _matches(label, self.openable_labels)
+
+
+def _matches(label: str, words: tuple[str, ...]) -> bool:
+    tokens = label.lower().replace("_", " ").split()
+    return any(t in words or t.rstrip("s") in words for t in tokens)
+
+
+_T = TypeVar("_T")
+
+
+def _section(cls: type[_T], name: str, raw: object) -> _T:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, Mapping):
+        raise PlannerConfigError(f"section '{name}' must be a mapping")
+    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    defaults = cls()
+    for key, value in raw.items():
+        if key not in known:
+            raise PlannerConfigError(f"unknown key '{name}.{key}'")
+        default = getattr(defaults, key)
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise PlannerConfigError(f"{name}.{key} must be true or false")
+        elif isinstance(default, int | float):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise PlannerConfigError(f"{name}.{key} must be a number")
+            if not isinstance(default, float) and not isinstance(value, int):
+                raise PlannerConfigError(f"{name}.{key} must be an integer")
+            values[key] = float(value) if isinstance(default, float) else value
+            continue
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise PlannerConfigError(f"{name}.{key} must be a string")
+        values[key] = value
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise PlannerConfigError(f"section '{name}': {err}") from err
+
+
+def _strings(name: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise PlannerConfigError(f"{name} must be a list of non-empty strings")
+    return tuple(v.strip() for v in value)
+
+
+def _string_lists(name: str, value: object) -> dict[str, tuple[str, ...]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PlannerConfigError(f"{name} must be a mapping")
+    return {str(k): _strings(f"{name}.{k}", v) for k, v in value.items()}
+
+
+def _string_map(name: str, value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
+    ):
+        raise PlannerConfigError(f"{name} must map names to non-empty strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
+    """Read the planner YAML file (``config/planner.yaml`` by default).
+
+    Raises:
+        PlannerConfigError: The file is missing, is not YAML or holds an invalid value.
+    """
+    cfg_path = Path(path) if path is not None else DEFAULT_PLANNER_CONFIG
+    try:
+        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise PlannerConfigError(f"cannot read planner config {cfg_path}: {err}") from err
+    except yaml.YAMLError as err:
+        raise PlannerConfigError(f"planner config {cfg_path} is not valid YAML") from err
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise PlannerConfigError(f"planner config {cfg_path} must be a mapping")
+    sections = {"recall", "retrieval", "planner", "gate", "fixture_labels", "openable_labels",
+                "synonyms", "primitives", "embodiments", "aliases"}
+    unknown = set(raw) - sections
+    if unknown:
+        raise PlannerConfigError(f"unknown sections in {cfg_path}: {sorted(unknown)}")
+    extra: dict[str, Any] = {}
+    if "fixture_labels" in raw:
+        extra["fixture_labels"] = _strings("fixture_labels", raw["fixture_labels"])
+    if "openable_labels" in raw:
+        extra["openable_labels"] = _strings("openable_labels", raw["openable_labels"])
+    if "embodiments" in raw:
+        table = raw["embodiments"]
+        if not isinstance(table, Mapping) or not table:
+            raise PlannerConfigError("embodiments must be a non-empty mapping")
+        extra["embodiments"] = {
+            str(k): _string_map(f"embodiments.{k}", v) for k, v in table.items()
+        }
+    if "primitives" in raw:
+        extra["primitive_descriptions"] = _string_map("primitives", raw["primitives"])
+    return PlannerConfig(
+        recall=_section(RecallConfig, "recall", raw.get("recall")),
+        retrieval=_section(RetrievalConfig, "retrieval", raw.get("retrieval")),
+        loop=_section(LoopConfig, "planner", raw.get("planner")),
+        gate=_section(GateConfig, "gate", raw.get("gate")),
+        synonyms=_string_lists("synonyms", raw.get("synonyms")),
+        aliases=_string_lists("aliases", raw.get("aliases")),
+        base_dir=cfg_path.resolve().parent,
+        **extra,
+    )

@@ -1,0 +1,263 @@
+"""Symbolic parsing of the common instruction forms into goal specifications.
+
+Recognised forms (case-insensitive, one or several joined by "and"/"then"):
+find/locate/look for X [in S]; open Y; close Y; go to Y; pick X [from S] [and place it on/in T];
+put/place X on/in T; bring X [from S] [to T]; questions starting with what/where/which/how many/
+is/are/does. Anything else is returned with ``symbolic=False`` and goes to the VLM planner.
+The parser never guesses: an unknown verb makes the whole instruction non-symbolic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from mimir_planner.errors import InstructionError
+
+MAX_INSTRUCTION_CHARS = 500
+
+
+class GoalKind(StrEnum):
+    """Kinds of symbolic goal an instruction can produce."""
+
+    FIND = "find"
+    OPEN = "open"
+    CLOSE = "close"
+    GO_TO = "go_to"
+    PICK = "pick"
+    PLACE = "place"
+    QUESTION = "question"
+
+
+@dataclass(frozen=True)
+class GoalSpec:
+    """One goal as the instruction states it, before grounding to node ids.
+
+    Attributes:
+        kind: Goal kind.
+        obj: Object mention (``"ketchup"``), or the fixture/place for open, close and go to.
+        source: Explicit source mention (``from the cabinet``), if any.
+        target: Explicit target mention for placement, if any.
+        relation: ``container`` (in/into/inside) or ``surface`` (on/onto) for placement.
+        question_kind: ``what``, ``where``, ``which``, ``how_many`` or ``yes_no`` for questions.
+        text: The instruction fragment this goal came from.
+    """
+
+    kind: GoalKind
+    obj: str | None
+    source: str | None = None
+    target: str | None = None
+    relation: str | None = None
+    question_kind: str | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedInstruction:
+    """Result of :func:`parse_instruction`.
+
+    Attributes:
+        text: The cleaned instruction (lower case, no polite prefix).
+        goals: Goal specifications in task order (empty when not symbolic).
+        symbolic: False when the instruction must be handed to the VLM planner.
+        reason: Why the instruction is not symbolic (empty otherwise).
+        original: The instruction as given (stripped).
+    """
+
+    text: str
+    goals: tuple[GoalSpec, ...]
+    symbolic: bool
+    reason: str = ""
+    original: str = ""
+
+
+_PRONOUNS = frozenset({"it", "them", "that", "this", "one"})
+_ARTICLES = re.compile(r"^(?:the|a|an|some|my|any|one)\s+")
+_POLITE = re.compile(r"^(?:please\s+|robot,?\s+|can you\s+|could you\s+|would you\s+)+")
+_TRAILING = re.compile(r"\s*(?:please|for me|now)$")
+_SPLIT = re.compile(r"\s*(?:,\s*and then|,\s*then|\band then\b|;|\bthen\b|,\s*and\b|\band\b)\s*")
+_NOUN = r"([a-z0-9][a-z0-9 _'\-]*?)"
+_PREP_IN = r"(?:into|inside|within|in)"
+_PREP_ON = r"(?:on top of|onto|on)"
+_PREP_FROM = r"(?:from|inside|in|on|off)"
+
+_FIND = re.compile(
+    rf"^(?:find|locate|look for|search for|identify|spot){{1}}\s+{_NOUN}"
+    rf"(?:\s+{_PREP_FROM}\s+{_NOUN})?$"
+)
+_LOOK = re.compile(rf"^(?:look|search|check|peek)\s+(?:(?:into|inside|through|in)\s+)?{_NOUN}$")
+_OPEN = re.compile(rf"^open\s+(?:up\s+)?{_NOUN}$")
+_CLOSE = re.compile(rf"^(?:close|shut)\s+{_NOUN}$")
+_GO = re.compile(rf"^(?:go|move|navigate|drive|head)\s+(?:to|towards|over to)\s+{_NOUN}$|"
+                 rf"^approach\s+{_NOUN}$")
+_PICK = re.compile(rf"^(?:pick up|pick|grab|grasp|take)\s+{_NOUN}(?:\s+up)?"
+                   rf"(?:\s+(?:from|out of|off)\s+{_NOUN})?$")
+_PLACE = re.compile(
+    rf"^(?:place|put|set|drop|store)\s+(?:it|them|{_NOUN})\s+"
+    rf"(?:(?P<in>{_PREP_IN})|(?P<on>{_PREP_ON}))\s+{_NOUN}$"
+)
+_BRING = re.compile(rf"^(?:bring|fetch|get)\s+(?:me\s+)?{_NOUN}"
+                    rf"(?:\s+(?:from|out of)\s+{_NOUN})?(?:\s+to\s+{_NOUN})?$")
+_QUESTION = re.compile(r"^(what|where|which|how many|is|are|does|do|did|was|were)\b")
+_WHERE = re.compile(rf"^where\s+(?:is|are|was|were|did i put|can i find)\s+{_NOUN}$")
+_HOW_MANY = re.compile(rf"^how many\s+{_NOUN}\s+(?:are|is|were)\s*(?:there)?"
+                       rf"(?:\s+{_PREP_FROM}\s+{_NOUN})?$")
+_WHAT_IN = re.compile(rf"^what(?:'s| is| was| are)?\s+(?:stored\s+)?{_PREP_IN}\s+{_NOUN}$")
+_WHAT_WITH = re.compile(rf"^what\s+(?:else\s+)?(?:is|was|are|were)\s+(?:stored|kept|placed)\s+"
+                        rf"(?:with|next to|near|beside)\s+{_NOUN}$")
+_WHICH = re.compile(rf"^which\s+{_NOUN}\s+(?:has|holds|contains|is|are|was)\s+(?:.*?)\s*{_NOUN}$")
+_YES_NO = re.compile(rf"^(?:is|are|was|were)\s+{_NOUN}\s+(locked|open|opened|closed|empty|full)$")
+
+
+def _clean(text: str) -> str:
+    out = text.strip().lower()
+    out = re.sub(r"\s+", " ", out)
+    out = out.rstrip(" .!?")
+    out = _POLITE.sub("", out)
+    return _TRAILING.sub("", out).strip()
+
+
+def noun(phrase: str | None) -> str | None:
+    """A mention without articles and surrounding space (``"the red mug"`` -> ``red mug``)."""
+    if phrase is None:
+        return None
+    out = phrase.strip()
+    while True:
+        stripped = _ARTICLES.sub("", out)
+        if stripped == out:
+            break
+        out = stripped
+    out = re.sub(r"^(?:upper|lower|top|bottom|left|right|far|near)\s+(?=\w+s$)", "", out)
+    return out.strip() or None
+
+
+def _check(text: object) -> str:
+    if not isinstance(text, str):
+        raise InstructionError(f"an instruction must be text, got {type(text).__name__}")
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise InstructionError(f"instruction longer than {MAX_INSTRUCTION_CHARS} characters")
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in text):
+        raise InstructionError("instruction holds control characters")
+    cleaned = _clean(text)
+    if not cleaned:
+        raise InstructionError("instruction is empty")
+    return cleaned
+
+
+def _question(text: str) -> GoalSpec | None:
+    match = _WHERE.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), question_kind="where", text=text)
+    match = _HOW_MANY.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), source=noun(match.group(2)),
+                        question_kind="how_many", text=text)
+    match = _WHAT_IN.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, None, source=noun(match.group(1)),
+                        question_kind="what", text=text)
+    match = _WHAT_WITH.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), question_kind="what_with",
+                        text=text)
+    match = _WHICH.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, noun(match.group(2)), source=noun(match.group(1)),
+                        question_kind="which", text=text)
+    match = _YES_NO.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), target=match.group(2),
+                        question_kind="yes_no", text=text)
+    return None
+
+
+def _clause(text: str, held: str | None) -> list[GoalSpec] | None:
+    """Goal specs of one clause; ``held`` is the object of an earlier pick (for "place it")."""
+    match = _FIND.match(text)
+    if match:
+        return [GoalSpec(GoalKind.FIND, noun(match.group(1)), source=noun(match.group(2)),
+                         text=text)]
+    match = _OPEN.match(text)
+    if match:
+        return [GoalSpec(GoalKind.OPEN, noun(match.group(1)), text=text)]
+    match = _CLOSE.match(text)
+    if match:
+        return [GoalSpec(GoalKind.CLOSE, noun(match.group(1)), text=text)]
+    match = _GO.match(text)
+    if match:
+        return [GoalSpec(GoalKind.GO_TO, noun(match.group(1) or match.group(2)), text=text)]
+    match = _PLACE.match(text)
+    if match:
+        obj = noun(match.group(1)) or held
+        if obj is None:
+            return None
+        relation = "container" if match.group("in") else "surface"
+        target = noun(match.group(4))
+        specs = [] if obj == held else [GoalSpec(GoalKind.PICK, obj, text=text)]
+        specs.append(GoalSpec(GoalKind.PLACE, obj, target=target, relation=relation, text=text))
+        return specs
+    match = _PICK.match(text)
+    if match:
+        return [GoalSpec(GoalKind.PICK, noun(match.group(1)), source=noun(match.group(2)),
+                         text=text)]
+    match = _BRING.match(text)
+    if match:
+        obj, source, target = noun(match.group(1)), noun(match.group(2)), noun(match.group(3))
+        specs = [GoalSpec(GoalKind.PICK, obj, source=source, text=text)]
+        if target is not None:
+            specs.append(GoalSpec(GoalKind.PLACE, obj, target=target, relation="surface",
+                                  text=text))
+        return specs
+    return None
+
+
+def parse_instruction(text: object) -> ParsedInstruction:
+    """Turn an instruction into goal specifications, or mark it for the VLM planner.
+
+    Raises:
+        InstructionError: The instruction is not a string, is empty, too long, or holds
+            control characters.
+    """
+    cleaned = _check(text)
+    return replace(_parse(cleaned), original=str(text).strip())
+
+
+def _parse(cleaned: str) -> ParsedInstruction:
+    if _QUESTION.match(cleaned):
+        spec = _question(cleaned)
+        if spec is None:
+            return ParsedInstruction(cleaned, (), False, "question form not recognised")
+        return ParsedInstruction(cleaned, (spec,), True)
+    clauses = [c for c in _SPLIT.split(cleaned) if c]
+    specs: list[GoalSpec] = []
+    look_source: str | None = None
+    held: str | None = None
+    last_obj: str | None = None
+    for clause in clauses:
+        look = _LOOK.match(clause)
+        if look and not _FIND.match(clause):
+            look_source = noun(look.group(1))
+            continue
+        found = _clause(clause, held)
+        if found is None:
+            return ParsedInstruction(cleaned, (), False, f"clause not recognised: {clause!r}")
+        for item in found:
+            spec = item
+            if spec.obj in _PRONOUNS:
+                if last_obj is None:
+                    return ParsedInstruction(cleaned, (), False, f"'{spec.obj}' refers to nothing")
+                text = re.sub(rf"\b{spec.obj}\b", last_obj, spec.text, count=1)
+                spec = replace(spec, obj=last_obj, text=text)
+            if spec.kind is GoalKind.FIND and spec.source is None and look_source is not None:
+                spec = GoalSpec(spec.kind, spec.obj, source=look_source, text=spec.text)
+            if spec.obj is None:
+                return ParsedInstruction(cleaned, (), False, f"no object in {clause!r}")
+            specs.append(spec)
+            last_obj = spec.obj
+            if spec.kind is GoalKind.PICK:
+                held = spec.obj
+        look_source = None
+    if not specs:
+        return ParsedInstruction(cleaned, (), False, "no goal recognised")
+    return ParsedInstruction(cleaned, tuple(specs), True)

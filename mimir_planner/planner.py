@@ -1,0 +1,713 @@
+"""Closed-loop planning session (mimir.md Algorithm 1, messymem.md §3.4).
+
+Instructions arrive one at a time and become goals in task memory without resetting memory.
+Each planner call: take the active goal, recall and ground it (or choose a fixture to explore,
+or block it), retrieve keyframes, render the scene graph and the current image with
+Set-of-Mark overlays, ask the policy for a plan, validate only the first step against memory
+and the embodiment's preconditions (replanning once after a refusal, then blocking the goal),
+wait for the operator gate, execute it through an :class:`Executor`, and update task memory
+from the feedback. A goal completes only when task memory finds its postcondition established
+(mimir.md eq. 6); an empty plan completes a goal only when memory supports it (a found object,
+a literal answer, a state that already holds). World memory is written by whoever owns it (the
+interaction analyzer in the robot stack, the executor in tests); the session only reads it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from mimir_memory.config import normalize_label
+from mimir_memory.errors import MemoryStoreError
+from mimir_memory.events import Evidence, Source
+from mimir_memory.keyframes import KeyframeStore
+from mimir_memory.task import (
+    Answered,
+    At,
+    Effect,
+    EffectKind,
+    EvalContext,
+    Feedback,
+    Found,
+    Goal,
+    GoalStatus,
+    Holding,
+    Inside,
+    IsOpen,
+    On,
+    Predicate,
+    TaskMemory,
+)
+from mimir_memory.world import WorldMemory
+from mimir_perception.camera import Intrinsics
+from mimir_planner.config import PlannerConfig
+from mimir_planner.errors import (
+    ActionRefusedError,
+    InstructionError,
+    OverlayError,
+    PlanAnswerError,
+    RetrievalError,
+)
+from mimir_planner.gate import OperatorGate
+from mimir_planner.grounding import (
+    Blocked,
+    Chooser,
+    Exploration,
+    GroundedGoal,
+    Grounder,
+    GroundingResult,
+    clutter_chooser,
+)
+from mimir_planner.instructions import GoalKind, GoalSpec, ParsedInstruction, parse_instruction
+from mimir_planner.overlay import Mark, draw_set_of_marks
+from mimir_planner.plan_schema import PlanAnswer, parse_plan_answer
+from mimir_planner.policies import HistoryEntry, OfflinePlanner, PlannerPolicy, PlanningContext
+from mimir_planner.primitives import ExecutableStep, PrimitiveRegistry, RobotContext
+from mimir_planner.reasoning.errors import ReasoningError
+from mimir_planner.recall import GoalRecall, SynonymTable, TextEmbedder
+from mimir_planner.retrieval import KeyframeRetriever, RetrievalQuery, RetrievedFrame, task_terms
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The current camera image with its calibration (for Set-of-Mark overlays).
+
+    Attributes:
+        rgb: (H, W, 3) uint8 RGB image.
+        intrinsics: Its pinhole intrinsics.
+        camera_to_map: 4x4 pose of the optical frame in the map at the image stamp.
+        stamp: Image stamp (s).
+    """
+
+    rgb: npt.NDArray[np.uint8]
+    intrinsics: Intrinsics | None = None
+    camera_to_map: npt.NDArray[np.float64] | None = None
+    stamp: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExecutionOutcome:
+    """What executing a step returned: y_t plus an optional new observation."""
+
+    feedback: Feedback
+    detail: str = ""
+    stamp: float | None = None
+    observation: Observation | None = None
+
+
+class Executor(Protocol):
+    """Runs one legal action (the node plugs in the ExecutePrimitive action client)."""
+
+    def execute(self, step: ExecutableStep) -> ExecutionOutcome:
+        """Execute ``step`` and report its outcome and supported effects."""
+        ...
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """Goals created for an instruction."""
+
+    instruction: ParsedInstruction
+    goal_ids: tuple[str, ...]
+    deferred: int
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one planner call led to.
+
+    Attributes:
+        call: 1-based planner call number within the run.
+        goal_id: Active goal.
+        outcome: ``executed``, ``completed``, ``refused``, ``blocked``, ``denied``,
+            ``rejected_finish`` (an empty plan memory does not support) or ``invalid_answer``.
+        step: The executed (or denied) step.
+        success: Execution success for executed steps.
+        detail: Reason or answer.
+    """
+
+    call: int
+    goal_id: str
+    outcome: str
+    step: ExecutableStep | None = None
+    success: bool | None = None
+    detail: str = ""
+
+
+@dataclass
+class RunReport:
+    """Outcome of :meth:`PlannerSession.run`."""
+
+    calls: int = 0
+    records: list[StepRecord] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)
+    budget_exhausted: bool = False
+    error: str | None = None
+
+    def executed(self) -> list[ExecutableStep]:
+        """Executed steps in order."""
+        return [r.step for r in self.records if r.outcome == "executed" and r.step is not None]
+
+
+@dataclass
+class _Deferred:
+    spec: GoalSpec
+    explore_goal: str
+
+
+@dataclass
+class _GoalInfo:
+    spec: GoalSpec | None
+    text: str
+
+
+class PlannerSession:
+    """Task memory in use: instructions -> goals -> grounded, gated, executed first steps."""
+
+    def __init__(
+        self,
+        world: WorldMemory,
+        task: TaskMemory,
+        config: PlannerConfig,
+        *,
+        keyframes: KeyframeStore | None = None,
+        policy: PlannerPolicy | None = None,
+        retriever: KeyframeRetriever | None = None,
+        gate: OperatorGate | None = None,
+        embedder: TextEmbedder | None = None,
+        chooser: Chooser | None = None,
+        embodiment: str = "",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.world = world
+        self.task = task
+        self.config = config
+        self.registry = PrimitiveRegistry(config, embodiment)
+        self.recall = GoalRecall(
+            config.recall,
+            SynonymTable(config.synonyms),
+            is_fixture=config.is_fixture_label,
+            embedder=embedder,
+        )
+        self.grounder = Grounder(self.recall, self.registry)
+        self.policy: PlannerPolicy = policy or OfflinePlanner(self.registry, self.recall)
+        self.keyframes = keyframes
+        self.retriever = retriever or (
+            KeyframeRetriever(keyframes, config.retrieval) if keyframes is not None else None
+        )
+        self.gate = gate or OperatorGate(config.gate)
+        self.chooser = chooser or (clutter_chooser(keyframes) if keyframes is not None else None)
+        counter = itertools.count(1)
+        self._clock = clock or (lambda: float(next(counter)))
+        self.history: list[HistoryEntry] = []
+        self.visited: set[str] = set()
+        self.observation: Observation | None = None
+        self._goals: dict[str, _GoalInfo] = {}
+        self._deferred: list[_Deferred] = []
+        self._last_moved_to: str | None = None
+        self._step_ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ state
+    def robot(self) -> RobotContext:
+        """The precondition context: last move target and held object."""
+        at = self.task.state.robot_at or self._last_moved_to
+        return RobotContext(last_moved_to=at, holding=self.task.hand)
+
+    def observe(self, observation: Observation) -> None:
+        """Set the current camera observation."""
+        if not isinstance(observation, Observation):
+            raise InstructionError("observe() needs an Observation")
+        self.observation = observation
+
+    def goal_info(self, goal_id: str) -> tuple[GoalSpec | None, str]:
+        """The spec and text behind a goal (None spec for free-form goals).
+
+        Goals created by another session (before a restart) get their spec back from the
+        postcondition, or for answered() goals from their description.
+        """
+        info = self._goals.get(goal_id)
+        if info is None:
+            goal = self.task.state.goals.get(goal_id)
+            if goal is None:
+                return None, ""
+            info = _GoalInfo(spec_from_goal(goal), goal.description)
+            self._goals[goal_id] = info
+        return info.spec, info.text
+
+    # ------------------------------------------------------------------ instructions
+    def _new_id(self, kind: str) -> str:
+        number = len(self.task.state.goals) + 1
+        while True:
+            goal_id = f"g{number:03d}_{kind}"
+            if goal_id not in self.task.state.goals:
+                return goal_id
+            number += 1
+
+    def _resolve(self, spec: GoalSpec, mention: str | None) -> str | None:
+        """Node id for a mention of an action goal, chosen by grounding when several fit."""
+        if mention is None:
+            return None
+        world = self.world.state
+        if spec.kind is GoalKind.PICK:
+            probe = self.grounder.ground("probe", spec, world, self.task.failed_bindings,
+                                         self.robot(), chooser=self.chooser)
+            return probe.candidate.node_id if isinstance(probe, GroundedGoal) else None
+        ids = self.recall.resolve(world, mention)
+        if spec.kind in (GoalKind.OPEN, GoalKind.CLOSE):
+            ids = [i for i in ids if self.registry.is_fixture(world.nodes[i])]
+        return ids[0] if ids else None
+
+    def _compile(self, spec: GoalSpec, goal_id: str) -> Predicate | None:
+        """Postcondition of a goal spec, or None when a mention is not in memory yet."""
+        kind = spec.kind
+        if kind is GoalKind.FIND:
+            return Found((normalize_label(spec.obj or ""),))
+        if kind in (GoalKind.QUESTION, GoalKind.CLOSE):
+            if kind is GoalKind.CLOSE and self._resolve(spec, spec.obj) is None:
+                return None
+            return Answered((goal_id,))
+        if kind is GoalKind.OPEN:
+            node = self._resolve(spec, spec.obj)
+            return IsOpen((node,)) if node else None
+        if kind is GoalKind.GO_TO:
+            node = self._resolve(spec, spec.obj)
+            return At(("robot", node)) if node else None
+        if kind is GoalKind.PICK:
+            node = self._resolve(spec, spec.obj)
+            return Holding((node,)) if node else None
+        obj = self.task.hand if self.task.hand is not None else self._resolve(
+            GoalSpec(GoalKind.PICK, spec.obj), spec.obj)
+        targets = self.recall.resolve(self.world.state, spec.target or "")
+        if obj is None or not targets:
+            return None
+        if spec.relation == "container":
+            return Inside((obj, targets[0]))
+        return On((obj, targets[0]))
+
+    def _add(self, goal_id: str, post: Predicate, spec: GoalSpec | None, text: str,
+             *, prereq: str | None, stamp: float) -> None:
+        self.task.add_goal(goal_id, post, stamp=stamp, description=text,
+                           prerequisites=(prereq,) if prereq else ())
+        self._goals[goal_id] = _GoalInfo(spec, text)
+
+    def submit(self, instruction: str, *, stamp: float | None = None) -> SubmitResult:
+        """Turn an instruction into goals in task memory (memory is not reset).
+
+        Symbolic forms become typed goals; a mention that is not in memory yet becomes a
+        ``found`` exploration goal and the goals after it wait for it. Anything else becomes
+        one free-form goal for the VLM planner, completed by its final answer.
+
+        Raises:
+            InstructionError: Not a usable instruction.
+        """
+        parsed = parse_instruction(instruction)
+        when = self._clock() if stamp is None else stamp
+        ids: list[str] = []
+        if not parsed.symbolic:
+            goal_id = self._new_id("task")
+            self._add(goal_id, Answered((goal_id,)), None, parsed.original, prereq=None,
+                      stamp=when)
+            return SubmitResult(parsed, (goal_id,), 0)
+        prereq: str | None = None
+        specs = list(parsed.goals)
+        for index, spec in enumerate(specs):
+            goal_id = self._new_id(spec.kind.value)
+            post = self._compile(spec, goal_id)
+            if post is None:
+                explore_id = self._new_id("find")
+                text = f"find {spec.obj} (needed for: {spec.text})"
+                self._add(explore_id, Found((normalize_label(spec.obj or ""),)),
+                          GoalSpec(GoalKind.FIND, spec.obj, source=spec.source, text=text),
+                          text, prereq=prereq, stamp=when)
+                ids.append(explore_id)
+                self._deferred.extend(_Deferred(s, explore_id) for s in specs[index:])
+                return SubmitResult(parsed, tuple(ids), len(specs) - index)
+            text = parsed.original if len(specs) == 1 else f"{spec.text} (from: {parsed.original})"
+            self._add(goal_id, post, spec, text, prereq=prereq, stamp=when)
+            ids.append(goal_id)
+            prereq = goal_id
+        return SubmitResult(parsed, tuple(ids), 0)
+
+    def _flush_deferred(self, stamp: float) -> None:
+        """Compile goals waiting on an exploration goal that has finished."""
+        while self._deferred:
+            head = self._deferred[0]
+            status = self.task.state.status.get(head.explore_goal)
+            if status is GoalStatus.PENDING:
+                return
+            self._deferred.pop(0)
+            goal_id = self._new_id(head.spec.kind.value)
+            post = self._compile(head.spec, goal_id) if status is GoalStatus.COMPLETED else None
+            if post is None:
+                reason = (f"'{head.spec.obj}' still has no usable scene graph node"
+                          if status is GoalStatus.COMPLETED
+                          else f"exploration goal {head.explore_goal} was blocked")
+                self._add(goal_id, Answered((goal_id,)), head.spec, head.spec.text, prereq=None,
+                          stamp=stamp)
+                self.task.set_status(goal_id, GoalStatus.BLOCKED, stamp=stamp, reason=reason)
+                for rest in self._deferred:
+                    rest.explore_goal = goal_id
+                continue
+            self._add(goal_id, post, head.spec, head.spec.text, prereq=head.explore_goal,
+                      stamp=stamp)
+            for rest in self._deferred:
+                rest.explore_goal = goal_id
+
+    # ------------------------------------------------------------------ one call
+    def _fixtures(self) -> str:
+        lines = []
+        for node in sorted(self.world.state.nodes.values(), key=lambda n: n.node_id):
+            if self.registry.is_fixture(node):
+                lines.append(f"- {node.node_id} ({node.label})")
+        return "\n".join(lines) or "(none)"
+
+    def _retrieve(self, goal: Goal, spec: GoalSpec | None, grounding: GroundingResult | None,
+                  text: str, *, summary: str, warnings: list[str]
+                  ) -> tuple[tuple[RetrievedFrame, ...], tuple[np.ndarray, ...]]:
+        if self.retriever is None:
+            return (), ()
+        nodes: list[str] = []
+        if isinstance(grounding, GroundedGoal):
+            nodes += [grounding.candidate.node_id]
+            nodes += [n for n in (grounding.source, grounding.target) if n]
+            nodes += [c.node_id for c in grounding.candidates[1:]]
+        elif isinstance(grounding, Exploration):
+            nodes += list(grounding.order[:3])
+        mentions = [spec.obj, spec.source, spec.target] if spec is not None else [text]
+        terms = task_terms(mentions)
+        query = RetrievalQuery(text, tuple(dict.fromkeys(nodes)), terms)
+        try:
+            result = self.retriever.retrieve(query, summary)
+        except (RetrievalError, MemoryStoreError) as err:
+            warnings.append(f"keyframe retrieval failed: {err}")
+            LOG.warning("keyframe retrieval failed for %s: %s", goal.goal_id, err)
+            return (), ()
+        images: list[np.ndarray] = []
+        frames: list[RetrievedFrame] = []
+        for frame in result.frames:
+            if self.keyframes is None:
+                break
+            try:
+                bgr = self.keyframes.load_image(frame.frame_id)
+            except MemoryStoreError as err:
+                warnings.append(f"memory frame {frame.frame_id[:12]} unreadable: {err}")
+                continue
+            rgb = cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB if bgr.ndim == 2 else cv2.COLOR_BGR2RGB)
+            frames.append(frame)
+            images.append(rgb)
+        return tuple(frames), tuple(images)
+
+    def _overlay(self, warnings: list[str]) -> tuple[np.ndarray | None, tuple[Mark, ...]]:
+        obs = self.observation
+        if obs is None:
+            return None, ()
+        if obs.intrinsics is None or obs.camera_to_map is None:
+            return obs.rgb, ()
+        nodes = list(self.world.state.nodes.values())
+        try:
+            return draw_set_of_marks(obs.rgb, nodes, obs.intrinsics, obs.camera_to_map)
+        except OverlayError as err:
+            warnings.append(f"no Set-of-Mark overlay: {err}")
+            return obs.rgb, ()
+
+    def context(self, goal: Goal, warnings: tuple[str, ...] = ()) -> PlanningContext:
+        """Build the planning context of the active goal (also used by benchmarks)."""
+        spec, text = self.goal_info(goal.goal_id)
+        world = self.world.state
+        notes = list(warnings)
+        grounding: GroundingResult | None = None
+        if spec is not None:
+            grounding = self.grounder.ground(
+                goal.goal_id, bound_spec(goal, spec), world, self.task.failed_bindings,
+                self.robot(), visited=self.visited, chooser=self.chooser)
+        focus: list[str] = []
+        if isinstance(grounding, GroundedGoal):
+            focus = [grounding.candidate.node_id]
+        scene_graph = self.world.render(self.config.loop.scene_graph_chars, focus=focus)
+        frames, images = self._retrieve(goal, spec, grounding, text, summary=scene_graph,
+                                        warnings=notes)
+        image, marks = self._overlay(notes)
+        history = tuple(self.history[-self.config.loop.history_steps:])
+        return PlanningContext(
+            goal=goal,
+            goal_text=text,
+            spec=spec,
+            grounding=grounding,
+            history=history,
+            robot=self.robot(),
+            world=world,
+            scene_graph=scene_graph,
+            fixtures=self._fixtures(),
+            primitives=self.registry.describe(),
+            retrieved=frames,
+            retrieved_images=images,
+            image=image,
+            marks=marks,
+            warnings=tuple(notes),
+        )
+
+    def _ask(self, ctx: PlanningContext) -> PlanAnswer:
+        last: PlanAnswerError | None = None
+        for attempt in range(self.config.loop.answer_attempts):
+            text = self.policy.propose(ctx)
+            try:
+                return parse_plan_answer(text)
+            except PlanAnswerError as err:
+                LOG.warning("planner answer rejected (attempt %d): %s", attempt + 1, err)
+                last = err
+                ctx = replace(ctx, warnings=(*ctx.warnings, f"invalid answer: {err}"))
+        raise last or PlanAnswerError("no planner answer attempts configured")
+
+    def _block(self, goal: Goal, reason: str, stamp: float) -> None:
+        self.task.set_status(goal.goal_id, GoalStatus.BLOCKED, stamp=stamp, reason=reason,
+                             source=Source.INTERACTION)
+        LOG.info("goal %s blocked: %s", goal.goal_id, reason)
+
+    def _memory_effect(self, goal: Goal, spec: GoalSpec | None, answer: PlanAnswer,
+                       grounding: GroundingResult | None) -> tuple[Effect, ...] | str:
+        """Effects memory supports for an empty plan, or the reason it does not."""
+        post = goal.postcondition
+        world = self.world.state
+        if isinstance(post, Answered):
+            text = " ".join(r.strip() for r in answer.reasoning if r.strip())
+            if spec is not None and spec.kind is GoalKind.CLOSE:
+                target = self._resolve(spec, spec.obj)
+                node = world.nodes.get(target or "")
+                openable = node.properties.get("openable") if node is not None else None
+                if openable is None or openable.is_opened is not False:
+                    return f"memory does not show {target} closed"
+                text = f"{target} is closed"
+            if not text:
+                return "an empty plan must carry the literal answer in its reasoning"
+            return (Effect(EffectKind.ANSWER, goal.goal_id, value=text),)
+        if isinstance(post, Found):
+            if not isinstance(grounding, GroundedGoal):
+                return f"memory does not hold '{post.args[0]}' yet"
+            return (Effect(EffectKind.FIND, post.args[0]),)
+        ctx = EvalContext(world=world, hand=self.task.hand, robot_at=self.task.state.robot_at,
+                          answers=self.task.state.answers)
+        if not post.holds(ctx):
+            return f"{post} does not hold in memory"
+        if isinstance(post, IsOpen):
+            return (Effect(EffectKind.STATE, post.args[0], target="is_open", value=True),)
+        if isinstance(post, At):
+            return (Effect(EffectKind.ARRIVE, post.args[1]),)
+        if isinstance(post, Holding):
+            return (Effect(EffectKind.GRASP, post.args[0]),)
+        if isinstance(post, Inside | On):
+            relation = "container" if isinstance(post, Inside) else "surface"
+            return (Effect(EffectKind.PLACE, post.args[0], target=post.args[1],
+                           value=relation),)
+        return f"cannot confirm {post} from memory"
+
+    def step(self, executor: Executor, *, call: int = 1) -> StepRecord | None:
+        """One planner call on the active goal; None when no goal is pending.
+
+        Follows Algorithm 1: ground (block when nothing is left to explore), plan, map the
+        first step to a legal action, replan once after a refusal, block after a second.
+
+        Raises:
+            ReasoningError: The model backend failed (nothing was executed).
+        """
+        stamp = self._clock()
+        self._flush_deferred(stamp)
+        goal = self.task.active_goal()
+        if goal is None:
+            return None
+        self.world.refresh()
+        spec, _ = self.goal_info(goal.goal_id)
+        ctx = self.context(goal)
+        if isinstance(ctx.grounding, Blocked):
+            self._block(goal, ctx.grounding.reason, stamp)
+            return StepRecord(call, goal.goal_id, "blocked", detail=ctx.grounding.reason)
+        reason = "no executable step"
+        for _attempt in range(2):
+            try:
+                answer = self._ask(ctx)
+            except PlanAnswerError as err:
+                self._block(goal, f"no valid planner answer: {err}", stamp)
+                return StepRecord(call, goal.goal_id, "invalid_answer", detail=str(err))
+            if not answer.plan:
+                return self._finish(goal, spec, answer, ctx, call=call, stamp=stamp)
+            first = answer.plan[0]
+            try:
+                step = self.registry.validate(
+                    first, self.world.state, self.robot(), goal_id=goal.goal_id,
+                    keyframe_ids=self._keyframes_of(answer, ctx), step_id=next(self._step_ids))
+            except ActionRefusedError as err:
+                reason = err.reason
+                LOG.info("step refused for %s: %s", goal.goal_id, reason)
+                self.history.append(HistoryEntry(goal.goal_id, first.action,
+                                                 str(first.target_object), False,
+                                                 f"REFUSED: {reason}"))
+                ctx = replace(ctx, warnings=(*ctx.warnings,
+                                             f"your last step was refused: {reason}"))
+                continue
+            return self._execute(goal, step, executor, call)
+        self._block(goal, f"step refused twice: {reason}", stamp)
+        return StepRecord(call, goal.goal_id, "refused", detail=reason)
+
+    def _keyframes_of(self, answer: PlanAnswer, ctx: PlanningContext) -> tuple[str, ...]:
+        idx = answer.plan[0].grounded_by_keyframe_idx
+        if idx is not None and 1 <= idx <= len(ctx.retrieved):
+            return (ctx.retrieved[idx - 1].frame_id,)
+        return ()
+
+    def _finish(self, goal: Goal, spec: GoalSpec | None, answer: PlanAnswer,
+                ctx: PlanningContext, *, call: int, stamp: float) -> StepRecord:
+        effects = self._memory_effect(goal, spec, answer, ctx.grounding)
+        if isinstance(effects, str):
+            if spec is None or answer.warnings:
+                reason = "; ".join([*answer.warnings, effects]) if answer.warnings else effects
+                if not isinstance(ctx.grounding, Exploration):
+                    self._block(goal, reason, stamp)
+                    return StepRecord(call, goal.goal_id, "blocked", detail=reason)
+            self.history.append(HistoryEntry(goal.goal_id, "finish", goal.goal_id, False,
+                                             f"REJECTED: {effects}"))
+            return StepRecord(call, goal.goal_id, "rejected_finish", detail=effects)
+        result = self.task.update("report", Feedback(True, effects), self.world.state,
+                                  stamp=stamp)
+        detail = " ".join(answer.reasoning) or result.reason
+        if not result.completed:
+            self.history.append(HistoryEntry(goal.goal_id, "finish", goal.goal_id, False,
+                                             result.reason))
+            return StepRecord(call, goal.goal_id, "rejected_finish", detail=result.reason)
+        self.history.append(HistoryEntry(goal.goal_id, "finish", goal.goal_id, True, detail))
+        return StepRecord(call, goal.goal_id, "completed", detail=detail)
+
+    def _execute(self, goal: Goal, step: ExecutableStep, executor: Executor,
+                 call: int) -> StepRecord:
+        decision = self.gate.request(step.describe())
+        if not decision.approved:
+            reason = f"operator gate: {decision.state.value} {decision.reason}".strip()
+            self.history.append(HistoryEntry(goal.goal_id, step.primitive, step.target, False,
+                                             f"DENIED: {reason}"))
+            return StepRecord(call, goal.goal_id, "denied", step=step, success=False,
+                              detail=reason)
+        outcome = executor.execute(step)
+        if not isinstance(outcome, ExecutionOutcome):
+            raise ActionRefusedError("the executor returned no ExecutionOutcome")
+        stamp = outcome.stamp if outcome.stamp is not None else self._clock()
+        if outcome.observation is not None:
+            self.observation = outcome.observation
+        self.world.refresh()
+        success = outcome.feedback.success
+        if success and step.primitive == "move_to":
+            self._last_moved_to = step.target
+            self.visited.add(step.target)
+        evidence = Evidence(keyframe_ids=step.keyframe_ids)
+        result = self.task.update(step.action, outcome.feedback, self.world.state, stamp=stamp,
+                                  evidence=evidence)
+        spec, _ = self.goal_info(goal.goal_id)
+        if (not success and spec is not None and spec.kind is GoalKind.PICK
+                and step.primitive == "pick"):
+            parent = self.world.state.nodes[step.target].parent
+            self.task.record_binding_failure(goal.goal_id, step.target, stamp=stamp,
+                                             source_id=parent, reason=outcome.detail,
+                                             evidence=evidence)
+        status = "SUCCESS" if success else "FAILED"
+        LOG.info("%s %s: %s", step.describe(), status, outcome.detail or result.reason)
+        self.history.append(HistoryEntry(goal.goal_id, step.primitive, step.target, success,
+                                          outcome.detail))
+        if result.completed:
+            return StepRecord(call, goal.goal_id, "executed", step=step, success=success,
+                              detail=f"{outcome.detail} -> completed {goal.goal_id}".strip())
+        if success and spec is not None and spec.kind is GoalKind.CLOSE and \
+                step.primitive == "close":
+            closed = self._memory_effect(goal, spec, PlanAnswer((), (), ()), None)
+            if not isinstance(closed, str):
+                self.task.update("report", Feedback(True, closed), self.world.state, stamp=stamp)
+        return StepRecord(call, goal.goal_id, "executed", step=step, success=success,
+                          detail=outcome.detail)
+
+    # ------------------------------------------------------------------ run
+    def run(self, executor: Executor, *, budget: int | None = None) -> RunReport:
+        """Plan and act until no goal is pending or the planner-call budget is spent.
+
+        When the budget runs out the active goal is blocked ("step budget exhausted").
+        A model failure stops the run with ``error`` set and nothing executed for that call.
+        """
+        limit = budget if budget is not None else self.config.loop.step_budget
+        report = RunReport()
+        before = dict(self.task.state.status)
+        while True:
+            if report.calls >= limit:
+                self._flush_deferred(self._clock())
+                goal = self.task.active_goal()
+                if goal is not None:
+                    report.budget_exhausted = True
+                    self._block(goal, f"step budget of {limit} planner calls exhausted",
+                                self._clock())
+                break
+            try:
+                record = self.step(executor, call=report.calls + 1)
+            except ReasoningError as err:
+                report.error = f"planner model failed: {err}"
+                LOG.error("%s", report.error)
+                break
+            if record is None:
+                break
+            report.calls += 1
+            report.records.append(record)
+        for gid, status in self.task.state.status.items():
+            if before.get(gid) == status:
+                continue
+            if status is GoalStatus.COMPLETED:
+                report.completed.append(gid)
+                if gid in self.task.state.answers:
+                    report.answers[gid] = self.task.state.answers[gid]
+            elif status is GoalStatus.BLOCKED:
+                report.blocked.append(gid)
+        return report
+
+
+def spec_from_goal(goal: Goal) -> GoalSpec | None:
+    """The goal spec a stored goal stands for (None for free-form goals)."""
+    post = goal.postcondition
+    text = goal.description
+    if isinstance(post, Found):
+        return GoalSpec(GoalKind.FIND, post.args[0].replace("_", " "), text=text)
+    if isinstance(post, IsOpen):
+        return GoalSpec(GoalKind.OPEN, post.args[0], text=text)
+    if isinstance(post, At):
+        return GoalSpec(GoalKind.GO_TO, post.args[1], text=text)
+    if isinstance(post, Holding):
+        return GoalSpec(GoalKind.PICK, post.args[0], text=text)
+    if isinstance(post, Inside | On):
+        relation = "container" if isinstance(post, Inside) else "surface"
+        return GoalSpec(GoalKind.PLACE, post.args[0], target=post.args[1], relation=relation,
+                        text=text)
+    fragment = text.split(" (from: ", 1)[0]
+    try:
+        parsed = parse_instruction(fragment)
+    except InstructionError:
+        return None
+    kinds = [g for g in parsed.goals if g.kind in (GoalKind.QUESTION, GoalKind.CLOSE)]
+    return kinds[0] if parsed.symbolic and len(kinds) == 1 else None
+
+
+def bound_spec(goal: Goal, spec: GoalSpec) -> GoalSpec:
+    """The spec with mentions replaced by the node ids its postcondition is bound to.
+
+    Grounding then works on the bound entity, so a step cannot serve the goal with a
+    different object than the one its postcondition names.
+    """
+    post = goal.postcondition
+    if isinstance(post, Holding | IsOpen):
+        return replace(spec, obj=post.args[0])
+    if isinstance(post, At):
+        return replace(spec, obj=post.args[1])
+    if isinstance(post, Inside | On):
+        return replace(spec, obj=post.args[0], target=post.args[1])
+    return spec

