@@ -18,6 +18,7 @@ NODES = {
     "deprojection_node": "mimir_perception.deprojection_node:main",
     "localization_node": "mimir_perception.localization_node:main",
     "zed_node": "mimir_perception.zed_node:main",
+    "sim_bridge_node": "mimir_sim.bridge_node:main",
     "analyzer_node": "mimir_planner.analyzer_node:main",
 }
 

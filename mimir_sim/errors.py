@@ -45,3 +45,15 @@ class RenderError(SimError):
 
 class PrimitiveError(SimError):
     """A primitive was called with arguments it cannot act on."""
+
+
+class SimConfigError(SimError):
+    """A simulation settings file or mapping is invalid; ``key`` names the offending entry."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class StepListenerError(SimError):
+    """A step listener was registered with bad arguments, is unknown, or broke the rules."""

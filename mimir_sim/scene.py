@@ -45,6 +45,8 @@ HANDLE_RADIUS = 0.011
 HANDLE_HALF_LEN = 0.07
 UNLOCKED_RANGE = {"door": 1.9, "drawer": 0.32}
 LOCKED_PLAY = 0.002  # rattle of a locked door or drawer (rad or m)
+FOOT_RADIUS_FRACTION = 0.6  # foot disc radius of ellipsoid objects, relative to their x/y radius
+FOOT_HALF_HEIGHT = 0.003
 POLE_PITCH = math.radians(35.0)
 POLE_POS = (-0.15, 0.0, 1.5)
 POLE_FOVY = 60.0
@@ -558,6 +560,15 @@ def _object_xml(
         f'<geom name="{oid}/body" type="{cat.shape}" size="{_f(cat.size)}" material="{material}" '
         f'mass="{cat.mass:.4g}" friction="1.2 0.01 0.001" condim="4"{geom_quat}/>'
     )
+    if cat.shape == "ellipsoid":
+        # an upright ellipsoid balances on one point and topples at the first touch: a thin disc
+        # under it (collision only, in the hidden geom group 3) gives it a flat base to stand on
+        foot_r = FOOT_RADIUS_FRACTION * min(cat.size[0], cat.size[1])
+        w.world.append(
+            f'<geom name="{oid}/foot" type="cylinder" size="{foot_r:.4g} {FOOT_HALF_HEIGHT:.4g}" '
+            f'pos="0 0 {-half_h + FOOT_HALF_HEIGHT:.4g}" mass="0.001" friction="1.2 0.01 0.001" '
+            'condim="4" group="3" rgba="0 0 0 0"/>'
+        )
     # label band on the -x face and an optional stripe: visual only, same entity
     r_xy = _object_half_extent_xy(cat)
     if cat.shape in ("cylinder", "box"):

@@ -13,15 +13,20 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import mujoco
 import numpy as np
 import numpy.typing as npt
 
-from mimir_sim.errors import PrimitiveError, UnknownEntityError, UnreachablePoseError
+from mimir_sim.config import SimConfig
+from mimir_sim.errors import (
+    PrimitiveError,
+    StepListenerError,
+    UnknownEntityError,
+    UnreachablePoseError,
+)
 from mimir_sim.ik import solve_site_ik
 from mimir_sim.render import CAMERAS, Frame, SceneRenderer
 from mimir_sim.scenario import CategorySpec, Scenario
@@ -44,62 +49,6 @@ ROBOT_RADIUS = 0.33  # circle that contains the base footprint (m)
 GRIPPER_OPEN, GRIPPER_CLOSED = 0.0, 255.0
 PAD_THICKNESS = 0.008  # both pad half-thicknesses together (m)
 GRIP_DEPTH = 0.022  # pad centres lie this far ahead of pinch_site when closing on a bar (m)
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """Controller and recording parameters (SI units)."""
-
-    base_speed: float = 0.5  # m/s of the base set-point
-    base_turn_speed: float = 1.0  # rad/s
-    base_pos_tol: float = 0.03
-    base_yaw_tol: float = 0.05
-    base_settle_s: float = 1.5
-    arm_speed: float = 0.25  # m/s of the gripper along Cartesian paths
-    ik_pos_tol: float = 0.01
-    ik_rot_tol: float = 0.05
-    grasp_noise: float = 0.0  # std-dev (m) of the grasp target offset, per axis
-    grip_close_s: float = 0.8
-    door_open_angle: float = 1.5  # rad the pull aims for (past square, clear of the cabinet)
-    door_push_back_angle: float = 0.9  # rad a wide-open door is pushed back to before closing
-    drawer_open_dist: float = 0.25  # m the pull aims for
-    open_threshold_door: float = 0.5  # rad counted as open
-    open_threshold_drawer: float = 0.12  # m counted as open
-    close_threshold_door: float = 0.08  # rad at or below which a close counts as done
-    close_threshold_drawer: float = 0.03  # m at or below which a close counts as done
-    close_overdrive_door: float = 0.02  # rad the push aims past the closed stop
-    close_overdrive_drawer: float = 0.01  # m the push aims past the closed stop
-    handle_max_skew: float = 1.2  # rad the hand may turn off an open door's normal at the bar
-    door_via_angle: float = 0.15  # rad above which the handle approach detours round the door
-    door_via_clearance: float = 0.1  # m between the detour waypoint and the door edge
-    pick_pitch: float = 0.45  # rad the hand points down for objects lower than pick_tilt_below
-    pick_tilt_below: float = 0.03  # m of half height under which the pick approach tilts
-    pick_grip_height: float = 0.006  # m the tilted grip aims above the object's centre
-    pick_max_yaw: float = 0.35  # rad the pick approach may turn from the base heading
-    pick_hinge_clearance: float = 0.3  # m the pick stance keeps from an open door's hinge line
-    pick_base_distance: float = 0.68  # m from base centre to object the pick stands at; 0 off
-    pick_pre_distance: float = 0.22  # m the pre-grasp pose stands back along the approach
-    reach_radius: float = 1.1  # max base-to-handle distance for arm primitives (m)
-    pick_assist: bool = True  # weld object to the gripper once both fingers touch it
-    sample_rate_hz: float = 20.0
-    frame_rate_hz: float = 0.0  # 0 disables frames in primitive windows
-    frame_cameras: tuple[str, ...] = ("wrist",)
-    frame_size: tuple[int, int] = (320, 240)
-    inspect_frames: int = 5
-    seed: int = 0
-
-    @classmethod
-    def from_mapping(cls, data: dict[str, Any]) -> SimConfig:
-        """Override defaults from a mapping (unknown keys raise ``PrimitiveError``)."""
-        known = set(cls.__dataclass_fields__)
-        extra = sorted(set(data) - known)
-        if extra:
-            raise PrimitiveError(f"unknown simulation setting {extra[0]!r}")
-        values = dict(data)
-        for key in ("frame_cameras", "frame_size"):
-            if key in values:
-                values[key] = tuple(values[key])
-        return replace(cls(), **values)
 
 
 @dataclass(frozen=True)
@@ -164,6 +113,49 @@ class MoveResult:
     final: tuple[float, float, float]
     position_error: float
     yaw_error: float
+
+
+@dataclass(frozen=True)
+class EntityState:
+    """Where a fixture, fixture part or object is now (world frame = ``map``, metres).
+
+    Attributes:
+        id: stable entity id (``cab_1``, ``cab_1_door``, ``ketchup_1``).
+        kind: ``fixture``, ``door``, ``drawer``, ``handle`` or ``object``.
+        label: human label (``upper cabinet``, ``ketchup bottle``).
+        category: object category (``ketchup``) or fixture type (``upper_cabinet``).
+        fixture: owning fixture of a part; for an object the fixture that contains it now
+            (``None`` while it is held or lies elsewhere).
+        position: object body origin; box centre for fixtures and parts.
+        box_low: lower corner of the axis-aligned box around the entity's geoms.
+        box_high: upper corner of that box. A fixture's box covers its carcass (or counter
+            block) only; its door, drawer and handle are entities of their own.
+    """
+
+    id: str
+    kind: str
+    label: str
+    category: str
+    fixture: str | None
+    position: tuple[float, float, float]
+    box_low: tuple[float, float, float]
+    box_high: tuple[float, float, float]
+
+    def distance_to(self, point: Sequence[float] | FloatArray) -> float:
+        """Euclidean distance from ``point`` to the box (0 inside it)."""
+        p = np.asarray(point, dtype=np.float64)
+        gap = np.maximum(np.maximum(np.asarray(self.box_low) - p, 0.0), p - self.box_high)
+        return float(np.linalg.norm(gap))
+
+
+BOXED_KINDS = ("fixture", "door", "drawer", "handle", "object")
+
+
+@dataclass
+class _StepListener:
+    callback: Callable[[float], None]
+    period: float
+    last: float
 
 
 def _wrap(angle: float) -> float:
@@ -264,6 +256,16 @@ class KitchenSim:
         self._next_sample = 0.0
         self._next_frame = 0.0
         self.max_opening: dict[str, float] = {}
+        self._listeners: dict[int, _StepListener] = {}
+        self._next_listener_handle = 1
+        self._listener_due = math.inf
+        self._in_listener = False
+        self._listener_eps = 0.5 * float(m.opt.timestep)
+        entity_geoms: dict[str, list[int]] = {}
+        for g, eid in enumerate(scene.geom_entity):
+            if eid is not None and scene.entities[eid].kind in BOXED_KINDS:
+                entity_geoms.setdefault(eid, []).append(g)
+        self._entity_geoms = {e: np.array(g, dtype=np.int64) for e, g in entity_geoms.items()}
         self.reset()
 
     # ------------------------------------------------------------------ construction helpers
@@ -293,8 +295,17 @@ class KitchenSim:
         return float(self.data.time)
 
     def reset(self, start: str | tuple[float, float, float] | None = None) -> None:
-        """Reset physics to the initial layout with the robot at ``start`` (fixture id or pose)."""
+        """Reset physics to the initial layout with the robot at ``start`` (fixture id or pose).
+
+        Simulation time restarts at 0; step listeners stay registered and count their periods
+        from 0 again (they are called while the objects settle).
+        """
+        if self._in_listener:
+            raise StepListenerError("a step listener must not reset the simulation")
         mujoco.mj_resetData(self.model, self.data)
+        for listener in self._listeners.values():
+            listener.last = 0.0
+        self._refresh_listener_due()
         for eq in [*self._weld.values(), *self._handle_eq.values()]:
             self.data.eq_active[eq] = 0
         self.holding = None
@@ -316,17 +327,212 @@ class KitchenSim:
         self.step(int(0.3 / self.model.opt.timestep))
 
     def step(self, n: int = 1) -> None:
-        """Advance the physics ``n`` steps, sampling into the active primitive window."""
+        """Advance the physics ``n`` steps, sampling into the active primitive window.
+
+        Every stepping path (``step_seconds``, ``reset`` and all primitive controllers) goes
+        through here, so step listeners run after each physics step whose time is due.
+
+        Raises:
+            StepListenerError: called from inside a step listener, or a listener changed the
+                controls.
+        """
+        if self._in_listener:
+            raise StepListenerError("a step listener must not step the simulation")
         for _ in range(n):
             mujoco.mj_step(self.model, self.data)
             if self._record is not None:
                 self._maybe_sample()
+            if self.data.time + self._listener_eps >= self._listener_due:
+                self._call_listeners()
         for fid in self.max_opening:
             self.max_opening[fid] = max(self.max_opening[fid], self.fixture_opening(fid))
 
     def step_seconds(self, seconds: float) -> None:
         """Advance the physics by ``seconds`` of simulated time."""
         self.step(max(1, round(seconds / self.model.opt.timestep)))
+
+    # ------------------------------------------------------------------ step listeners
+
+    def add_step_listener(self, callback: Callable[[float], None], period_s: float) -> int:
+        """Call ``callback(sim_time)`` after physics steps, at most once per ``period_s``.
+
+        The listener is first called once ``period_s`` of simulation time has passed since
+        registration, then each time another ``period_s`` has passed since its last call
+        (0 means after every step). It may read state and render (``sim.render``) but must not
+        step, reset or change controls. Exceptions raised by the callback propagate to the
+        caller of the stepping method.
+
+        Returns:
+            A handle for :meth:`remove_step_listener`.
+
+        Raises:
+            StepListenerError: ``callback`` is not callable or ``period_s`` is negative or not
+                finite.
+        """
+        if not callable(callback):
+            raise StepListenerError(f"step listener must be callable, got {callback!r}")
+        if (
+            isinstance(period_s, bool)
+            or not isinstance(period_s, int | float)
+            or not math.isfinite(period_s)
+            or period_s < 0.0
+        ):
+            raise StepListenerError(
+                f"step listener period must be a finite number >= 0 s, got {period_s!r}"
+            )
+        handle = self._next_listener_handle
+        self._next_listener_handle += 1
+        self._listeners[handle] = _StepListener(callback, float(period_s), self.time)
+        self._refresh_listener_due()
+        return handle
+
+    def remove_step_listener(self, handle: int) -> None:
+        """Stop calling a listener (also allowed from inside a listener).
+
+        Raises:
+            StepListenerError: no listener has this handle.
+        """
+        if handle not in self._listeners:
+            raise StepListenerError(f"no step listener with handle {handle!r}")
+        del self._listeners[handle]
+        self._refresh_listener_due()
+
+    @property
+    def step_listener_count(self) -> int:
+        """Number of registered step listeners."""
+        return len(self._listeners)
+
+    def _refresh_listener_due(self) -> None:
+        self._listener_due = min(
+            (lst.last + lst.period for lst in self._listeners.values()), default=math.inf
+        )
+
+    def _call_listeners(self) -> None:
+        now = self.time
+        ctrl = np.array(self.data.ctrl, dtype=np.float64)
+        self._in_listener = True
+        try:
+            for handle, listener in list(self._listeners.items()):
+                if handle not in self._listeners:
+                    continue  # removed by a listener called before it
+                if now + self._listener_eps >= listener.last + listener.period:
+                    listener.last = now
+                    listener.callback(now)
+        finally:
+            self._in_listener = False
+            self._refresh_listener_due()
+        if not np.array_equal(ctrl, self.data.ctrl):
+            self.data.ctrl[:] = ctrl
+            raise StepListenerError("a step listener changed the controls; they were restored")
+
+    # ------------------------------------------------------------------ entities
+
+    def entity_ids(self, kinds: Sequence[str] = ("fixture", "object")) -> list[str]:
+        """Ids of the scene's entities of the given kinds, sorted."""
+        return sorted(e for e, ent in self.scene.entities.items() if ent.kind in kinds)
+
+    def entity_box(self, entity_id: str) -> tuple[FloatArray, FloatArray]:
+        """Current world-frame axis-aligned box (low, high corners) around an entity's geoms.
+
+        Raises:
+            UnknownEntityError: not a fixture, fixture part or object of the scene.
+        """
+        geoms = self._entity_geoms.get(entity_id)
+        if geoms is None:
+            raise UnknownEntityError(
+                f"unknown entity {entity_id!r} (boxes exist for {', '.join(BOXED_KINDS)})"
+            )
+        m, d = self.model, self.data
+        rot = d.geom_xmat[geoms].reshape(-1, 3, 3)
+        local = m.geom_aabb[geoms]
+        centre = d.geom_xpos[geoms] + np.einsum("gij,gj->gi", rot, local[:, :3])
+        half = np.einsum("gij,gj->gi", np.abs(rot), local[:, 3:])
+        low = np.min(centre - half, axis=0)
+        high = np.max(centre + half, axis=0)
+        return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+    def entity_position(self, entity_id: str) -> FloatArray:
+        """Object body origin, or the centre of a fixture's (or part's) current box."""
+        if entity_id in self.scene.objects:
+            return self.object_position(entity_id)
+        low, high = self.entity_box(entity_id)
+        return np.asarray((low + high) / 2.0, dtype=np.float64)
+
+    def entity_state(self, entity_id: str) -> EntityState:
+        """Label, kind and current position and box of a fixture, fixture part or object.
+
+        Raises:
+            UnknownEntityError: not a fixture, fixture part or object of the scene.
+        """
+        low, high = self.entity_box(entity_id)
+        entity = self.scene.entities[entity_id]
+        if entity.kind == "object":
+            category = self.scene.objects[entity_id].category
+            parent = self.object_fixture(entity_id)
+            pos = self.object_position(entity_id)
+        else:
+            fid = entity.fixture or entity_id
+            category = self.scene.fixtures[fid].type
+            parent = entity.fixture
+            pos = (low + high) / 2.0
+        return EntityState(
+            id=entity_id,
+            kind=entity.kind,
+            label=entity.label,
+            category=category,
+            fixture=parent,
+            position=(float(pos[0]), float(pos[1]), float(pos[2])),
+            box_low=(float(low[0]), float(low[1]), float(low[2])),
+            box_high=(float(high[0]), float(high[1]), float(high[2])),
+        )
+
+    def entity_states(self, kinds: Sequence[str] = ("fixture", "object")) -> dict[str, EntityState]:
+        """Current :class:`EntityState` of every entity of the given kinds."""
+        bad = sorted(set(kinds) - set(BOXED_KINDS))
+        if bad:
+            raise UnknownEntityError(f"no entity kind {bad[0]!r}; known: {', '.join(BOXED_KINDS)}")
+        return {e: self.entity_state(e) for e in self.entity_ids(kinds)}
+
+    def nearest_entity(
+        self,
+        point: Sequence[float] | FloatArray,
+        *,
+        labels: Sequence[str] | None = None,
+        kinds: Sequence[str] = ("fixture", "object"),
+        max_distance: float = math.inf,
+    ) -> EntityState | None:
+        """The entity whose current box lies nearest to a world point.
+
+        Args:
+            point: (x, y, z) in the world (``map``) frame.
+            labels: accepted labels or categories (``ketchup``, ``ketchup bottle``,
+                ``upper_cabinet``); ``None`` accepts any.
+            kinds: entity kinds to consider.
+            max_distance: ignore entities farther than this from ``point`` (m).
+
+        Returns:
+            The nearest entity (ties broken by distance to its position), or ``None``.
+
+        Raises:
+            UnknownEntityError: ``point`` is not three finite numbers or a kind is unknown.
+        """
+        p = np.asarray(point, dtype=np.float64)
+        if p.shape != (3,) or not np.all(np.isfinite(p)):
+            raise UnknownEntityError(f"expected a finite (x, y, z) point, got {point!r}")
+        accepted = None if labels is None else set(labels)
+        best: tuple[float, float, EntityState] | None = None
+        for state in self.entity_states(kinds).values():
+            if accepted is not None and not ({state.label, state.category} & accepted):
+                continue
+            gap = state.distance_to(p)
+            if gap > max_distance:
+                continue
+            key = (gap, float(np.linalg.norm(p - np.asarray(state.position))))
+            if best is None or key < best[:2]:
+                best = (key[0], key[1], state)
+        return None if best is None else best[2]
+
+    # ------------------------------------------------------------------ robot and fixture state
 
     def base_pose(self) -> tuple[float, float, float]:
         """(x, y, yaw) of the base in the world frame."""
@@ -880,6 +1086,9 @@ class KitchenSim:
             )
             before = self.fixture_opening(fixture_id)
         stance = start_pose_for(fx)
+        if fx.is_drawer and before > 0.0:
+            # an open drawer's handle sticks out towards the base: stand back by as much
+            stance = (stance[0] - before, stance[1], stance[2])
         x, y, yaw = self.base_pose()
         if math.hypot(stance[0] - x, stance[1] - y) > 0.03 or abs(_wrap(stance[2] - yaw)) > 0.05:
             # square up at the fixture's approach pose (a pick may have shifted the base)
@@ -902,6 +1111,9 @@ class KitchenSim:
             n = max(2, math.ceil(abs(travel) / 0.01))
             pull_dir = np.array([-1.0, 0.0, 0.0])
             waypoints = [(grip_point + pull_dir * travel * (i / n), rot) for i in range(1, n + 1)]
+            if not opening:
+                # ease off the overdrive before letting go, or the squeezed stop springs it open
+                waypoints.append((grip_point - pull_dir * before, rot))
         else:
             assert fx.hinge_point is not None
             goal = cfg.door_open_angle if opening else (-cfg.close_overdrive_door)

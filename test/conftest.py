@@ -44,6 +44,8 @@ def _claim_domain_id() -> int:
 
 
 os.environ["ROS_DOMAIN_ID"] = str(_claim_domain_id())
+# MuJoCo picks its GL backend at import; rendering is offscreen through EGL everywhere.
+os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_LOG_DIR", tempfile.mkdtemp(prefix="mimir-roslog-"))
 os.environ.setdefault("RCUTILS_LOGGING_USE_STDOUT", "0")
