@@ -20,6 +20,7 @@ NODES = {
     "zed_node": "mimir_perception.zed_node:main",
     "sim_bridge_node": "mimir_sim.bridge_node:main",
     "analyzer_node": "mimir_planner.analyzer_node:main",
+    "planner_node": "mimir_planner.planner_node:main",
 }
 
 

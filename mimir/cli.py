@@ -1,8 +1,10 @@
 """The ``mimir`` command line: one entry point for what a user runs.
 
 Subcommands:
+    sim          run a kitchen scenario in simulation through the whole node graph (main job)
     doctor       check the installation (ROS 2 middleware, interfaces, optional drivers, models)
     interfaces   list mimir's messages, services and actions with their fields
+    approve      operator gate: approve or deny the primitives waiting for approval
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,111 @@ def _cmd_interfaces(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
+
+    from mimir.sim_job import SimJobOptions, run_sim_job  # noqa: PLC0415
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    options = SimJobOptions(
+        scenario=args.scenario, vlm_backend=args.vlm, run_root=Path(args.runs),
+        seed=args.seed, step_budget=args.step_budget, params_file=args.params_file,
+        instruction_timeout_s=args.instruction_timeout, quiet=args.quiet,
+    )
+    return run_sim_job(options, sys.argv)
+
+
+def _approve_service_name(namespace: str, name: str) -> str:
+    return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else name
+
+
+def run_approve(args: argparse.Namespace, ask: Callable[[str], str] = input) -> int:
+    """Operator prompt of the gate: list pending primitives, decide each (y/n, or all at once).
+
+    Returns 0 when every decision was accepted (also when nothing waits), 1 when the planner
+    cannot be reached or a decision was refused, 2 when the operator quit with requests left.
+    """
+    import time  # noqa: PLC0415 - keep the CLI start fast
+
+    import rclpy  # noqa: PLC0415
+    from rclpy.context import Context  # noqa: PLC0415
+    from rclpy.executors import SingleThreadedExecutor  # noqa: PLC0415
+
+    from mimir_msgs.srv import ApprovePrimitive, ListPendingPrimitives  # noqa: PLC0415
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("mimir_approve", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+
+    def call(client: Any, request: Any) -> Any:
+        future = client.call_async(request)
+        executor.spin_until_future_complete(future, timeout_sec=args.timeout)
+        return future.result() if future.done() else None
+
+    try:
+        ns = args.namespace
+        lister = node.create_client(ListPendingPrimitives,
+                                    _approve_service_name(ns, "list_pending_primitives"))
+        decider = node.create_client(ApprovePrimitive,
+                                     _approve_service_name(ns, "approve_primitive"))
+        if not (lister.wait_for_service(timeout_sec=args.timeout)
+                and decider.wait_for_service(timeout_sec=args.timeout)):
+            print(f"the planner's gate services are not available (namespace "
+                  f"{args.namespace or '/'}); is the planner running?")
+            return 1
+        deadline = time.monotonic() + max(0.0, args.wait)
+        while True:
+            listing: Any = call(lister, ListPendingPrimitives.Request())
+            if listing is None:
+                print("list_pending_primitives did not answer")
+                return 1
+            if listing.request_ids or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if not listing.request_ids:
+            print("no primitive is waiting for approval")
+            return 0
+        status = 0
+        items = zip(listing.request_ids, listing.steps, listing.tasks, strict=False)
+        for request_id, step, task in items:
+            print(f"[{request_id}] {step.primitive}({step.target_id}) for {task!r}"
+                  + (f"\n    because: {step.reasoning}" if step.reasoning else ""))
+            if args.approve_all or args.deny_all:
+                approve = bool(args.approve_all)
+            else:
+                try:
+                    answer = ask("approve? [y/n, q to stop] ").strip().lower()
+                except EOFError:
+                    answer = "q"
+                if answer not in ("y", "yes", "n", "no"):
+                    print("stopped; the remaining requests keep waiting")
+                    return 2
+                approve = answer in ("y", "yes")
+            request = ApprovePrimitive.Request(request_id=request_id, approve=approve,
+                                               reason=args.reason)
+            reply: Any = call(decider, request)
+            if reply is None:
+                print(f"[{request_id}] approve_primitive did not answer")
+                status = 1
+            elif reply.error_code != ApprovePrimitive.Response.NONE:
+                print(f"[{request_id}] not decided: {reply.error_msg}")
+                status = 1
+            else:
+                print(f"[{request_id}] {'approved' if approve else 'denied'}")
+        return status
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+def _cmd_approve(args: argparse.Namespace) -> int:
+    return run_approve(args)
+
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -116,11 +224,40 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mimir", description="Persistent, interaction-grounded robot memory."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sim = sub.add_parser("sim", help="run a kitchen scenario in simulation (main job)")
+    sim.add_argument("--scenario", default="locked_unlocked",
+                     help="scenario name in config/scenarios or a scenario file")
+    sim.add_argument("--vlm", default="offline", choices=("offline", "openai", "transformers"),
+                     help="reasoning backend for the analyzer and the planner")
+    sim.add_argument("--seed", type=int, default=-1,
+                     help="layout seed (-1: the scenario's own)")
+    sim.add_argument("--step-budget", type=int, default=12, help="planner calls per instruction")
+    sim.add_argument("--runs", default="runs", help="folder that receives the run folder")
+    sim.add_argument("--params-file", default="",
+                     help="node parameter file (default: the installed mimir_sim.yaml)")
+    sim.add_argument("--instruction-timeout", type=float, default=600.0,
+                     help="wall-clock limit per instruction (s)")
+    sim.add_argument("--quiet", action="store_true", help="write the trace without printing it")
+    sim.set_defaults(handler=_cmd_sim)
     doctor = sub.add_parser("doctor", help="check the installation")
     doctor.set_defaults(handler=_cmd_doctor)
     interfaces = sub.add_parser("interfaces", help="list mimir's messages, services and actions")
     interfaces.add_argument("--fields", action="store_true", help="show every field")
     interfaces.set_defaults(handler=_cmd_interfaces)
+    approve = sub.add_parser("approve", help="approve or deny primitives waiting at the operator "
+                             "gate")
+    decide_all = approve.add_mutually_exclusive_group()
+    decide_all.add_argument("--approve-all", action="store_true",
+                            help="approve every waiting primitive without asking")
+    decide_all.add_argument("--deny-all", action="store_true",
+                            help="deny every waiting primitive without asking")
+    approve.add_argument("--namespace", default="", help="namespace of the planner node")
+    approve.add_argument("--reason", default="", help="note stored with the decisions")
+    approve.add_argument("--wait", type=float, default=0.0,
+                         help="wait up to this long for a primitive to be pending (s)")
+    approve.add_argument("--timeout", type=float, default=10.0,
+                         help="timeout of each service call (s)")
+    approve.set_defaults(handler=_cmd_approve)
     return parser
 
 

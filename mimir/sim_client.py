@@ -1,0 +1,225 @@
+"""The ROS side of ``mimir sim``: sends instructions, prints what happens, asks for judgement."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Protocol
+
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+
+from mimir.ros import qos
+from mimir.sim_job import InstructionReport, SimJobError
+from mimir_msgs.action import RunTask
+from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
+from mimir_msgs.srv import BeginInstruction, JudgeInstruction, QueryKeyframes
+
+#: Memory event kinds worth printing (perception fusion is too chatty).
+_SHOWN_KINDS = {"property_set", "contents_set", "task_outcome_recorded", "parent_changed"}
+
+
+class TraceSink(Protocol):
+    """Where the client reports (the job's Trace)."""
+
+    def record(self, kind: str, text: str, **data: Any) -> None:
+        """Print and log one record."""
+
+
+class SimClient:
+    """A node that drives the planner and reads back memory; used as a context manager."""
+
+    def __init__(self, trace: TraceSink, dead_nodes: Callable[[], list[str]]) -> None:
+        self._trace = trace
+        self._dead = dead_nodes
+        self._context = Context()
+        rclpy.init(context=self._context)
+        self.node = Node("mimir_sim_job", context=self._context,
+                         parameter_overrides=[rclpy.parameter.Parameter("use_sim_time",
+                                                                        value=True)])
+        self._executor = MultiThreadedExecutor(context=self._context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._graph: SceneGraph | None = None
+        self._events = 0
+        self._current = -1
+        self._primitives: list[str] = []
+        self._lock = threading.Lock()
+        self._run_task = ActionClient(self.node, RunTask, "run_task")
+        self._begin = self.node.create_client(BeginInstruction, "sim/begin_instruction")
+        self._judge = self.node.create_client(JudgeInstruction, "sim/judge_instruction")
+        self._keyframes = self.node.create_client(QueryKeyframes, "query_keyframes")
+        self.node.create_subscription(SceneGraph, "scene_graph", self._on_graph, qos.LATCHED)
+        self.node.create_subscription(MemoryEvent, "memory_events", self._on_memory_event,
+                                      qos.EVENTS)
+        self.node.create_subscription(InteractionEvent, "interaction_events",
+                                      self._on_interaction, qos.EVENTS)
+
+    def __enter__(self) -> SimClient:
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._executor.shutdown(timeout_sec=5.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self._context)
+        self._thread.join(timeout=5.0)
+
+    # ------------------------------------------------------------------ waiting
+    def _check_alive(self) -> None:
+        dead = self._dead()
+        if dead:
+            raise SimJobError(f"node(s) exited: {', '.join(dead)}")
+
+    def _wait(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise SimJobError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(0.05)
+
+    def _call(self, client: Any, request: Any, timeout: float, what: str) -> Any:
+        future = client.call_async(request)
+        self._wait(future.done, timeout, what)
+        return future.result()
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until the planner, the bridge and the memory answer."""
+        self._trace.record("status", "waiting for the nodes to come up ...")
+        self._wait(self._run_task.server_is_ready, timeout, "the planner's run_task")
+        for client, name in ((self._begin, "sim/begin_instruction"),
+                             (self._judge, "sim/judge_instruction"),
+                             (self._keyframes, "query_keyframes")):
+            self._wait(client.service_is_ready, timeout, name)
+        self._trace.record("status", "all nodes are up")
+
+    # ---------------------------------------------------------------- callbacks
+    def _on_graph(self, msg: SceneGraph) -> None:
+        self._graph = msg
+
+    def _on_memory_event(self, msg: MemoryEvent) -> None:
+        with self._lock:
+            self._events += 1
+        if msg.kind not in _SHOWN_KINDS:
+            return
+        try:
+            payload = json.loads(msg.payload_json or "{}")
+        except json.JSONDecodeError:
+            payload = {}
+        detail = ""
+        if msg.kind == "property_set":
+            detail = f"{payload.get('name')} = {json.dumps(payload.get('value'))}"
+        elif msg.kind == "contents_set":
+            names = [c.get("name") for c in payload.get("contents", []) if isinstance(c, dict)]
+            detail = "contents = " + (", ".join(map(str, names)) or "empty")
+        elif msg.kind == "task_outcome_recorded":
+            detail = (f"{payload.get('task')}: "
+                      f"{'success' if payload.get('success') else 'failure'}"
+                      + (f" ({payload['failure_reason']})" if payload.get("failure_reason")
+                         else ""))
+        elif msg.kind == "parent_changed":
+            detail = f"parent = {payload.get('parent_id')}"
+        reason = f" — {msg.verdict_reason}" if msg.verdict_reason else ""
+        self._trace.record(
+            "memory", f"      memory [{msg.verdict}] {msg.subject_id}: {detail}{reason}",
+            instruction=self._current, event_id=msg.event_id, verdict=msg.verdict,
+            event_kind=msg.kind, subject=msg.subject_id, payload=payload)
+
+    def _on_interaction(self, msg: InteractionEvent) -> None:
+        if msg.phase != InteractionEvent.PHASE_ENDED:
+            return
+        outcome = "ok" if msg.success else "FAILED"
+        text = f"{msg.primitive}({msg.target_id})"
+        with self._lock:
+            self._primitives.append(text)
+        self._trace.record(
+            "primitive", f"    -> {text}: {outcome} [{msg.outcome}] {msg.message}".rstrip(),
+            instruction=self._current, interaction_id=msg.interaction_id,
+            primitive=msg.primitive, target=msg.target_id, success=msg.success,
+            outcome=msg.outcome)
+
+    def _on_feedback(self, feedback_msg: Any) -> None:
+        fb = feedback_msg.feedback
+        plan = ", ".join(f"{s.primitive}({s.target_id})" for s in fb.plan) or "(empty plan)"
+        retrieved = len(fb.retrieved)
+        grounding = ", ".join(c.node_id for c in fb.grounding[:3])
+        self._trace.record(
+            "step", f"  step {fb.step} [{fb.status}]: plan {plan}"
+            + (f"; candidates {grounding}" if grounding else "")
+            + (f"; {retrieved} keyframes retrieved" if retrieved else ""),
+            instruction=self._current, step=fb.step, status=fb.status,
+            plan=[(s.primitive, s.target_id, s.reasoning) for s in fb.plan])
+
+    # ------------------------------------------------------------- instructions
+    def run_instruction(self, index: int, text: str, step_budget: int,
+                        timeout: float) -> InstructionReport:
+        """Run one instruction through the planner and have the bridge judge it."""
+        report = InstructionReport(index=index, instruction=text)
+        started = time.monotonic()
+        self._current = index
+        with self._lock:
+            self._primitives = []
+        self._trace.record("instruction", f"\n[{index + 1}] {text}", instruction=index)
+        begin = self._call(self._begin, BeginInstruction.Request(index=index, instruction=text),
+                           30.0, "sim/begin_instruction")
+        if begin.error_code != BeginInstruction.Response.NONE:
+            raise SimJobError(f"the bridge refused instruction {index}: {begin.error_msg}")
+        goal = RunTask.Goal(instruction=text, step_budget=step_budget)
+        send = self._run_task.send_goal_async(goal, feedback_callback=self._on_feedback)
+        self._wait(send.done, 30.0, "the planner to accept the instruction")
+        handle = send.result()
+        if handle is None or not handle.accepted:
+            raise SimJobError(f"the planner rejected instruction {index}")
+        result_future = handle.get_result_async()
+        self._wait(result_future.done, timeout, f"instruction {index + 1} to finish")
+        result = result_future.result().result
+        report.steps = int(result.steps)
+        report.planner_progress = float(result.progress)
+        report.answer = result.answer
+        report.error = result.error_msg
+        judged = self._call(self._judge, JudgeInstruction.Request(
+            index=index, answer=[w for w in result.answer.replace(",", " ").split() if w]),
+            30.0, "sim/judge_instruction")
+        report.success = bool(judged.success)
+        report.judged_progress = float(judged.progress)
+        with self._lock:
+            report.primitives = list(self._primitives)
+        report.wall_s = time.monotonic() - started
+        goals = "; ".join(f"{g.description}: {g.status}" for g in result.goals)
+        self._trace.record(
+            "result",
+            f"  planner: progress {result.progress:.0%} in {result.steps} steps"
+            + (f", answer: {result.answer}" if result.answer else "")
+            + (f", error: {result.error_msg}" if result.error_msg else "")
+            + (f" ({goals})" if goals else "")
+            + f"\n  judged from simulator state: {'DONE' if judged.success else 'NOT DONE'}"
+            f" {judged.details_json}",
+            instruction=index, planner_progress=result.progress, steps=result.steps,
+            answer=result.answer, judged=judged.success, details=judged.details_json)
+        return report
+
+    def memory_figures(self) -> dict[str, Any]:
+        """Sizes of the memory after the run, read over ROS."""
+        keyframes = self._call(self._keyframes, QueryKeyframes.Request(limit=100000), 30.0,
+                               "query_keyframes")
+        graph = self._graph
+        nodes = len(graph.nodes) if graph is not None else 0
+        props = sum(1 for n in (graph.nodes if graph else []) for p in n.properties
+                    if p.source == "interaction")
+        with self._lock:
+            events = self._events
+        return {
+            "scene graph nodes": nodes,
+            "graph revision": graph.revision if graph is not None else 0,
+            "interaction-derived properties": props,
+            "memory events seen": events,
+            "keyframes stored": len(keyframes.keyframes),
+        }

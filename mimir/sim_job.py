@@ -1,0 +1,249 @@
+"""``mimir sim``: run a kitchen scenario through the whole node graph over real ROS 2 topics.
+
+The job starts every node as its own process (simulation bridge, deprojection, scene graph,
+keyframes, analyzer, planner) with a parameter file written into the run folder, then plays the
+scenario's instructions one at a time through the planner's ``run_task`` action. It prints each
+planning step, each primitive and its outcome, and each memory update with its verdict; it asks
+the bridge to judge every instruction from simulator state; and it writes a run folder:
+
+    runs/<scenario>-<time>/
+        params.yaml      parameters given to the nodes
+        memory/          world.db, task.db, keyframes/ (the robot's memory after the run)
+        logs/<node>.log  each node's output
+        trace.jsonl      everything printed, as JSON lines
+        report.md        task progress, steps, memory figures
+
+``ros2 launch mimir sim.launch.py`` starts the same graph on a ROS 2 installation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from mimir.paths import config_file
+
+#: Nodes of the simulation graph: (console script, node name).
+SIM_NODES: tuple[tuple[str, str], ...] = (
+    ("sim_bridge_node", "sim_bridge"),
+    ("deprojection_node", "deprojection"),
+    ("scene_graph_node", "scene_graph"),
+    ("keyframe_node", "keyframes"),
+    ("analyzer_node", "analyzer"),
+    ("planner_node", "planner"),
+)
+
+
+class SimJobError(RuntimeError):
+    """The simulation job could not start or a node died."""
+
+
+@dataclass(frozen=True)
+class SimJobOptions:
+    """What ``mimir sim`` was asked to do."""
+
+    scenario: str = "locked_unlocked"
+    vlm_backend: str = "offline"
+    run_root: Path = Path("runs")
+    seed: int = -1
+    step_budget: int = 12
+    instruction_timeout_s: float = 600.0
+    startup_timeout_s: float = 120.0
+    params_file: str = ""
+    extra_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    quiet: bool = False
+
+
+@dataclass
+class InstructionReport:
+    """Outcome of one instruction."""
+
+    index: int
+    instruction: str
+    success: bool = False
+    judged_progress: float = 0.0
+    planner_progress: float = 0.0
+    steps: int = 0
+    answer: str = ""
+    error: str = ""
+    primitives: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def load_scenario_instructions(scenario: str) -> list[str]:
+    """The instruction texts of a scenario (name or path), read with the simulation's loader."""
+    from mimir_sim.scenario import load_scenario  # noqa: PLC0415 - heavy import, job only
+
+    return [item.text for item in load_scenario(scenario).instructions]
+
+
+def write_params(options: SimJobOptions, run_dir: Path) -> Path:
+    """The run's parameter file: the installed sim parameters plus this run's choices."""
+    source = config_file("mimir_sim.yaml", options.params_file)
+    data = yaml.safe_load(source.read_text()) or {}
+    memory_dir = str((run_dir / "memory").resolve())
+    for _, name in SIM_NODES:
+        section = data.setdefault(name, {}).setdefault("ros__parameters", {})
+        # The bridge owns the simulation clock and publishes /clock; everyone else follows it.
+        section["use_sim_time"] = name != "sim_bridge"
+        if name not in {"sim_bridge", "deprojection"}:
+            section["memory_dir"] = memory_dir
+    data["sim_bridge"]["ros__parameters"].update(scenario=options.scenario, seed=options.seed)
+    for name in ("analyzer", "planner"):
+        data[name]["ros__parameters"]["vlm_backend"] = options.vlm_backend
+    data["planner"]["ros__parameters"]["step_budget"] = options.step_budget
+    data["planner"]["ros__parameters"]["operator_gate"] = False
+    for name, values in options.extra_params.items():
+        data.setdefault(name, {}).setdefault("ros__parameters", {}).update(values)
+    path = run_dir / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=True))
+    return path
+
+
+class NodeProcesses:
+    """The node processes of one run; stops them all on exit."""
+
+    def __init__(self, run_dir: Path, params: Path) -> None:
+        self._run_dir = run_dir
+        self._params = params
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[TextIO] = []
+
+    def start(self) -> None:
+        bin_dir = Path(sys.executable).parent
+        (self._run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for script, name in SIM_NODES:
+            exe = bin_dir / script
+            if not exe.exists():
+                raise SimJobError(f"node executable {script} is missing beside {sys.executable}")
+            log = open(self._run_dir / "logs" / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
+            self._logs.append(log)
+            self.procs[name] = subprocess.Popen(
+                [str(exe), "--ros-args", "-r", f"__node:={name}", "--params-file",
+                 str(self._params)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+
+    def dead(self) -> list[str]:
+        """Names of nodes that have exited."""
+        return [name for name, proc in self.procs.items() if proc.poll() is not None]
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        path = self._run_dir / "logs" / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 10.0
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5.0)
+        for log in self._logs:
+            log.close()
+
+
+class Trace:
+    """Prints lines for the user and writes the same records to trace.jsonl."""
+
+    def __init__(self, path: Path, quiet: bool, out: Callable[[str], None] = print) -> None:
+        self._file = path.open("w")
+        self._quiet = quiet
+        self._out = out
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+
+    def record(self, kind: str, text: str, **data: Any) -> None:
+        with self._lock:
+            entry = {"t": round(time.monotonic() - self._start, 3), "kind": kind, "text": text,
+                     **data}
+            self._file.write(json.dumps(entry, default=str) + "\n")
+            self._file.flush()
+            if not self._quiet:
+                self._out(text)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
+    """Run the job; returns the process exit status (0 when every instruction was judged done)."""
+    from mimir.sim_client import SimClient  # noqa: PLC0415 - imports rclpy
+
+    instructions = load_scenario_instructions(options.scenario)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    scenario_name = Path(options.scenario).stem
+    run_dir = (options.run_root / f"{scenario_name}-{stamp}").resolve()
+    (run_dir / "memory").mkdir(parents=True, exist_ok=True)
+    params = write_params(options, run_dir)
+    trace = Trace(run_dir / "trace.jsonl", options.quiet)
+    trace.record("start", f"mimir sim: scenario {scenario_name}, reasoning backend "
+                 f"{options.vlm_backend}, run folder {run_dir}", argv=list(argv_echo))
+    nodes = NodeProcesses(run_dir, params)
+    reports: list[InstructionReport] = []
+    started = time.monotonic()
+    try:
+        nodes.start()
+        with SimClient(trace, nodes.dead) as client:
+            client.wait_ready(options.startup_timeout_s)
+            for index, text in enumerate(instructions):
+                report = client.run_instruction(index, text, options.step_budget,
+                                                options.instruction_timeout_s)
+                reports.append(report)
+            figures = client.memory_figures()
+    except SimJobError as err:
+        trace.record("error", f"error: {err}")
+        for name in nodes.dead():
+            trace.record("error", f"--- {name} log ---\n{nodes.log_tail(name)}")
+        return 2
+    finally:
+        nodes.stop()
+    wall = time.monotonic() - started
+    summary = write_report(run_dir, scenario_name, options, reports=reports, figures=figures,
+                           wall=wall)
+    trace.record("summary", summary)
+    trace.close()
+    return 0 if reports and all(r.success for r in reports) else 1
+
+
+def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
+                 reports: list[InstructionReport], figures: dict[str, Any], wall: float) -> str:
+    """Write report.md and return its text."""
+    done = sum(r.success for r in reports)
+    progress = done / len(reports) if reports else 0.0
+    lines = [
+        f"# mimir sim: {scenario}",
+        "",
+        f"Reasoning backend: {options.vlm_backend}"
+        + (" (offline reasoner: answers derived from mechanical evidence, no model)"
+           if options.vlm_backend == "offline" else ""),
+        f"Task progress (judged from simulator state): {done}/{len(reports)} = {progress:.0%}",
+        f"Planner steps: {sum(r.steps for r in reports)}; wall time {wall:.0f} s",
+        "",
+        "| # | instruction | judged | steps | primitives | answer |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in reports:
+        lines.append(f"| {r.index + 1} | {r.instruction} | {'done' if r.success else 'FAILED'}"
+                     f" | {r.steps} | {', '.join(r.primitives)} | {r.answer} |")
+    lines += ["", "Memory after the run:"]
+    lines += [f"- {key}: {value}" for key, value in figures.items()]
+    text = "\n".join(lines) + "\n"
+    (run_dir / "report.md").write_text(text)
+    return text

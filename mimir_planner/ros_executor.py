@@ -1,0 +1,457 @@
+"""The planner's :class:`~mimir_planner.planner.Executor` over ROS: primitive action + analyzer.
+
+:class:`ActionPrimitiveExecutor` runs one validated step on the robot (or the simulation) and
+reports what memory can rely on:
+
+1. it sends an ``execute_primitive`` goal (mimir_msgs/ExecutePrimitive) naming the abstract
+   primitive, the target's scene-graph id, its remembered position in the map
+   (``use_target_pose``) and label (parameter ``label``); a ``place`` also carries the destination
+   (``destination_id``/``destination_label``/``destination_x|y|z``) and the held object;
+2. it waits for the result with a timeout (a primitive that does not finish is canceled);
+3. for primitives the interaction analyzer judges, it takes the ENDED ``interaction_events``
+   message with the result's interaction id (or rebuilds it from the result when the event was
+   missed) and calls ``analyze_interaction``, which writes the verified updates to world memory
+   through the scene graph node;
+4. it refreshes the read-only world memory and returns an
+   :class:`~mimir_planner.planner.ExecutionOutcome` whose success is the executor's report
+   confirmed by the analyzer's verified verdict, with the effects task memory needs (arrival,
+   opened/closed state, grasp, placement).
+
+Nothing here spins an executor: futures are polled with timeouts from the caller's thread, so
+the caller must be a callback of a multi-threaded executor whose clients live in a reentrant
+callback group (the planner node's run_task loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from diagnostic_msgs.msg import KeyValue
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionClient
+from rclpy.client import Client
+from rclpy.node import Node
+
+from mimir.ros.time import from_seconds, to_seconds
+from mimir_memory.graph import SceneGraphState, SceneNode
+from mimir_memory.task import Effect, EffectKind, Feedback
+from mimir_memory.world import WorldMemory
+from mimir_msgs.action import ExecutePrimitive
+from mimir_msgs.msg import InteractionEvent
+from mimir_msgs.srv import AnalyzeInteraction
+from mimir_planner.errors import PlannerError
+from mimir_planner.planner import ExecutionOutcome, Observation
+from mimir_planner.primitives import ExecutableStep
+
+LOG = logging.getLogger(__name__)
+
+_RESULT_NAMES = ("NONE", "UNKNOWN_PRIMITIVE", "UNKNOWN_TARGET", "PRECONDITION_FAILED",
+                 "UNREACHABLE", "EXECUTION_FAILED", "DENIED_BY_OPERATOR", "CANCELED")
+_ANALYSIS_NAMES = ("NONE", "UNKNOWN_TARGET", "NO_FRAMES", "MODEL_ERROR", "INVALID_ANSWER",
+                   "MEMORY_WRITE_FAILED")
+
+
+class ExecutorUnavailableError(PlannerError):
+    """The primitive executor (``execute_primitive`` action server) cannot be reached.
+
+    Nothing was executed; the run cannot continue without a robot.
+    """
+
+
+def result_code_name(code: int) -> str:
+    """Name of an ExecutePrimitive result code (the number as text when unknown)."""
+    return _RESULT_NAMES[code] if 0 <= code < len(_RESULT_NAMES) else str(code)
+
+
+def analysis_code_name(code: int) -> str:
+    """Name of an AnalyzeInteraction error code (the number as text when unknown)."""
+    return _ANALYSIS_NAMES[code] if 0 <= code < len(_ANALYSIS_NAMES) else str(code)
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """Timeouts and policies of :class:`ActionPrimitiveExecutor`.
+
+    Attributes:
+        server_wait_s: How long to wait for the action server before giving up (s).
+        accept_timeout_s: How long to wait for the goal to be accepted (s).
+        result_timeout_s: How long a primitive may run before it is canceled (s).
+        event_wait_s: How long to wait for the ENDED interaction event after the result (s).
+        analysis_timeout_s: How long to wait for the analyzer's answer (s).
+        analyzed_primitives: Primitives whose outcome the analyzer verifies.
+        require_verification: When true, an analysed primitive the analyzer could not verify
+            (analyzer down or failing) counts as failed; when false the executor's report stands.
+        map_frame: Frame of remembered positions.
+        embodiment: Embodiment name sent along as a parameter.
+    """
+
+    server_wait_s: float = 5.0
+    accept_timeout_s: float = 10.0
+    result_timeout_s: float = 180.0
+    event_wait_s: float = 2.0
+    analysis_timeout_s: float = 180.0
+    analyzed_primitives: tuple[str, ...] = ("open", "close", "inspect", "pick", "place")
+    require_verification: bool = True
+    map_frame: str = "map"
+    embodiment: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("server_wait_s", "accept_timeout_s", "result_timeout_s",
+                     "analysis_timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not (math.isfinite(self.event_wait_s) and self.event_wait_s >= 0.0):
+            raise ValueError(f"event_wait_s must be >= 0, got {self.event_wait_s!r}")
+
+
+class InteractionEventBuffer:
+    """ENDED interaction events by interaction id (bounded, oldest dropped first)."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._events: OrderedDict[str, InteractionEvent] = OrderedDict()
+        self._capacity = capacity
+        self._cond = threading.Condition()
+
+    def add(self, msg: InteractionEvent) -> bool:
+        """Keep an ENDED event; returns False for events that are not kept."""
+        if msg.phase != InteractionEvent.PHASE_ENDED or not msg.interaction_id:
+            return False
+        with self._cond:
+            self._events[msg.interaction_id] = msg
+            self._events.move_to_end(msg.interaction_id)
+            while len(self._events) > self._capacity:
+                self._events.popitem(last=False)
+            self._cond.notify_all()
+        return True
+
+    def wait(self, interaction_id: str, timeout_s: float) -> InteractionEvent | None:
+        """The ENDED event of ``interaction_id``, waiting up to ``timeout_s``; None if absent."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while interaction_id not in self._events:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+            return self._events[interaction_id]
+
+
+def _param(key: str, value: object) -> KeyValue:
+    return KeyValue(key=key, value=str(value))
+
+
+def primitive_goal(
+    step: ExecutableStep,
+    world: SceneGraphState,
+    *,
+    holding: str | None,
+    task: str,
+    map_frame: str,
+    stamp: float,
+) -> ExecutePrimitive.Goal:
+    """The ExecutePrimitive goal for a validated step.
+
+    The goal names the abstract primitive (the executor maps it to its own controllers; the
+    embodiment's legal action travels as the ``legal_action`` parameter), the target id, its
+    remembered centroid in ``map_frame`` and its label. A place also names the destination
+    (the step's target) and the held object.
+
+    Raises:
+        ValueError: The target is not in the scene graph (the step was validated against an
+            older graph) or has a non-finite position.
+    """
+    node = world.nodes.get(step.target)
+    if node is None:
+        raise ValueError(f"target '{step.target}' is no longer in the scene graph")
+    x, y, z = (float(v) for v in node.centroid)
+    if not all(math.isfinite(v) for v in (x, y, z)):
+        raise ValueError(f"target '{step.target}' has a non-finite position")
+    goal = ExecutePrimitive.Goal(
+        primitive=step.primitive,
+        target_id=step.target,
+        use_target_pose=True,
+        pointing_description=step.pointing_description or "",
+        task=task,
+    )
+    pose = PoseStamped()
+    pose.header.frame_id = map_frame
+    pose.header.stamp = from_seconds(max(0.0, stamp))
+    pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = x, y, z
+    pose.pose.orientation.w = 1.0
+    goal.target_pose = pose
+    params = [_param("label", node.label), _param("legal_action", step.action)]
+    if step.embodiment:
+        params.append(_param("embodiment", step.embodiment))
+    if step.goal_id:
+        params.append(_param("goal_id", step.goal_id))
+    if step.primitive == "place":
+        params += [
+            _param("destination_id", step.target),
+            _param("destination_label", node.label),
+            _param("destination_x", repr(x)),
+            _param("destination_y", repr(y)),
+            _param("destination_z", repr(z)),
+        ]
+        held = world.nodes.get(holding or "")
+        if held is not None:
+            params += [_param("object_id", held.node_id), _param("object_label", held.label)]
+    goal.parameters = params
+    return goal
+
+
+def ended_event_from_result(
+    goal: ExecutePrimitive.Goal, result: ExecutePrimitive.Result, stamp: float
+) -> InteractionEvent:
+    """An ENDED interaction event rebuilt from a goal and its result (when the event was missed)."""
+    event = InteractionEvent(
+        interaction_id=result.interaction_id,
+        phase=InteractionEvent.PHASE_ENDED,
+        primitive=goal.primitive,
+        target_id=goal.target_id,
+        task=goal.task,
+        window_start=result.window_start,
+        window_end=result.window_end,
+        success=bool(result.success),
+        outcome=result.outcome,
+        message=result.error_msg,
+    )
+    event.header.frame_id = goal.target_pose.header.frame_id
+    event.header.stamp = result.window_end if to_seconds(result.window_end) > 0 else \
+        from_seconds(max(0.0, stamp))
+    if goal.use_target_pose:
+        event.target_pose = goal.target_pose.pose
+    return event
+
+
+def place_relation(world: SceneGraphState, obj: str, target: str,
+                   opens: Callable[[SceneNode], bool]) -> str:
+    """Relation of a placed object to its destination: memory's, else by the destination kind."""
+    node = world.nodes.get(obj)
+    if node is not None and node.parent == target and node.parent_relation in (
+            "container", "surface"):
+        return str(node.parent_relation)
+    dest = world.nodes.get(target)
+    return "container" if dest is not None and opens(dest) else "surface"
+
+
+def step_effects(step: ExecutableStep, world: SceneGraphState, holding: str | None,
+                 opens: Callable[[SceneNode], bool]) -> tuple[Effect, ...]:
+    """Effects of a successful step that task memory records (mimir.md Delta_t)."""
+    target = step.target
+    if step.primitive == "move_to":
+        return (Effect(EffectKind.ARRIVE, target),)
+    if step.primitive in ("open", "close"):
+        return (Effect(EffectKind.STATE, target, target="is_open",
+                       value=step.primitive == "open"),)
+    if step.primitive == "pick":
+        return (Effect(EffectKind.GRASP, target),)
+    if step.primitive == "place" and holding is not None:
+        relation = place_relation(world, holding, target, opens)
+        return (Effect(EffectKind.PLACE, holding, target=target, value=relation),)
+    return ()
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What the analyzer said about one interaction (``verified`` False when it could not)."""
+
+    verified: bool
+    success: bool = False
+    reason: str = ""
+    keyframe_ids: tuple[str, ...] = ()
+
+
+def _wait_future(future: Any, timeout_s: float, poll_s: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not future.done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+class ActionPrimitiveExecutor:
+    """Executor protocol over the ``execute_primitive`` action and ``analyze_interaction``.
+
+    Args:
+        node: Node that owns the clients (created in a reentrant callback group by the caller).
+        action_client: ExecutePrimitive client.
+        analyze_client: AnalyzeInteraction client.
+        events: Buffer fed by the node's ``interaction_events`` subscription.
+        world: The read-only world memory the planner reads (refreshed after each step).
+        settings: Timeouts and policies.
+        holding: Returns the held object id (task memory's hand).
+        opens: Whether a scene node is a fixture that opens (for place relations).
+        observe: Returns the latest camera observation (attached to each outcome), or None.
+        task_text: Returns the instruction being served (sent with every goal).
+        cancelled: Returns True when the caller's task was canceled (a running primitive is
+            then canceled too).
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        action_client: ActionClient,
+        analyze_client: Client,
+        events: InteractionEventBuffer,
+        *,
+        world: WorldMemory,
+        settings: ExecutorSettings,
+        holding: Callable[[], str | None],
+        opens: Callable[[SceneNode], bool],
+        observe: Callable[[], Observation | None] | None = None,
+        task_text: Callable[[], str] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
+        self.node = node
+        self.action_client = action_client
+        self.analyze_client = analyze_client
+        self.events = events
+        self.world = world
+        self.settings = settings
+        self._holding = holding
+        self._opens = opens
+        self._observe = observe or (lambda: None)
+        self._task_text = task_text or (lambda: "")
+        self._cancelled = cancelled or (lambda: False)
+        self.executed: list[tuple[ExecutableStep, bool, str]] = []
+
+    def _now(self) -> float:
+        return float(self.node.get_clock().now().nanoseconds) * 1e-9
+
+    def _wait_for_server(self) -> None:
+        deadline = time.monotonic() + self.settings.server_wait_s
+        while not self.action_client.server_is_ready():
+            if time.monotonic() >= deadline:
+                raise ExecutorUnavailableError(
+                    f"the execute_primitive action server did not appear within "
+                    f"{self.settings.server_wait_s:g} s")
+            time.sleep(0.02)
+
+    def _send(self, goal: ExecutePrimitive.Goal) -> ExecutePrimitive.Result | str:
+        """The action result, or the reason there is none."""
+        self._wait_for_server()
+        send = self.action_client.send_goal_async(goal)
+        if not _wait_future(send, self.settings.accept_timeout_s):
+            send.cancel()
+            raise ExecutorUnavailableError(
+                f"execute_primitive did not answer the goal within "
+                f"{self.settings.accept_timeout_s:g} s")
+        handle = send.result()
+        if handle is None or not handle.accepted:
+            return "the executor rejected the goal"
+        result_future = handle.get_result_async()
+        deadline = time.monotonic() + self.settings.result_timeout_s
+        canceled_by_task = False
+        while not result_future.done():
+            if not canceled_by_task and self._cancelled():
+                # the executor decides whether it can stop; its result is awaited as usual
+                handle.cancel_goal_async()
+                canceled_by_task = True
+            if time.monotonic() >= deadline:
+                handle.cancel_goal_async()
+                grace = time.monotonic() + self.settings.accept_timeout_s
+                while not result_future.done() and time.monotonic() < grace:
+                    time.sleep(0.01)
+                if not result_future.done():
+                    return (f"{goal.primitive}({goal.target_id}) did not finish within "
+                            f"{self.settings.result_timeout_s:g} s; cancel requested")
+                break
+            time.sleep(0.01)
+        response = result_future.result()
+        if response is None:
+            return "the executor returned no result"
+        result: ExecutePrimitive.Result = response.result
+        return result
+
+    def _analyze(self, event: InteractionEvent) -> Verification:
+        client = self.analyze_client
+        if not client.service_is_ready() and not client.wait_for_service(
+                timeout_sec=self.settings.server_wait_s):
+            return Verification(False, reason="the interaction analyzer is not available")
+        future = client.call_async(AnalyzeInteraction.Request(interaction=event))
+        if not _wait_future(future, self.settings.analysis_timeout_s):
+            client.remove_pending_request(future)
+            return Verification(False, reason=(
+                f"the interaction analyzer did not answer within "
+                f"{self.settings.analysis_timeout_s:g} s"))
+        response = future.result()
+        if response is None:
+            return Verification(False, reason="the interaction analyzer returned nothing")
+        code = int(response.error_code)
+        keyframes = tuple(response.keyframe_ids)
+        if code not in (AnalyzeInteraction.Response.NONE,
+                        AnalyzeInteraction.Response.MEMORY_WRITE_FAILED):
+            return Verification(False, reason=(
+                f"analysis failed ({analysis_code_name(code)}): {response.error_msg}"),
+                keyframe_ids=keyframes)
+        if code == AnalyzeInteraction.Response.MEMORY_WRITE_FAILED:
+            LOG.warning("analysis of %s: some memory writes failed: %s",
+                        event.interaction_id, response.error_msg)
+        return Verification(True, bool(response.task_success), response.failure_reason,
+                            keyframes)
+
+    def execute(self, step: ExecutableStep) -> ExecutionOutcome:
+        """Run ``step`` and return the verified outcome.
+
+        Raises:
+            ExecutorUnavailableError: The action server is not there or does not answer.
+        """
+        self.world.refresh()
+        holding = self._holding()
+        stamp = self._now()
+        try:
+            goal = primitive_goal(step, self.world.state, holding=holding,
+                                  task=self._task_text(), map_frame=self.settings.map_frame,
+                                  stamp=stamp)
+        except ValueError as err:
+            return self._outcome(step, False, f"not sent: {err}", None)
+        result = self._send(goal)
+        if isinstance(result, str):
+            return self._outcome(step, False, result, None)
+        end = to_seconds(result.window_end)
+        when = end if end > 0.0 else None
+        if not result.interaction_id:
+            code = result_code_name(int(result.error_code))
+            return self._outcome(step, False, f"refused ({code}): {result.error_msg}", when)
+        reported = f"{result.outcome or ('SUCCEEDED' if result.success else 'FAILED')}"
+        if result.error_msg:
+            reported += f": {result.error_msg}"
+        if step.primitive not in self.settings.analyzed_primitives:
+            return self._outcome(step, bool(result.success), reported, when)
+        event = self.events.wait(result.interaction_id, self.settings.event_wait_s)
+        if event is None:
+            LOG.info("no ENDED event for %s; analysing from the action result",
+                     result.interaction_id)
+            event = ended_event_from_result(goal, result, stamp)
+        verdict = self._analyze(event)
+        self.world.refresh()
+        if not verdict.verified:
+            trusted = bool(result.success) and not self.settings.require_verification
+            detail = f"{reported}; not verified: {verdict.reason}"
+            return self._outcome(step, trusted, detail, when)
+        success = bool(result.success) and verdict.success
+        if success:
+            detail = f"{reported}; verified by the analyzer"
+        elif result.success:
+            detail = f"{reported}; the analyzer found it failed: {verdict.reason}"
+        else:
+            detail = f"{reported}; analyzer: {verdict.reason or 'failure confirmed'}"
+        return self._outcome(step, success, detail, when)
+
+    def _outcome(self, step: ExecutableStep, success: bool, detail: str,
+                 stamp: float | None) -> ExecutionOutcome:
+        self.executed.append((step, success, detail))
+        effects: Sequence[Effect] = ()
+        if success:
+            effects = step_effects(step, self.world.state, self._holding(), self._opens)
+        return ExecutionOutcome(Feedback(success, tuple(effects)), detail, stamp,
+                                self._observe())
