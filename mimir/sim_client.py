@@ -99,7 +99,33 @@ class SimClient:
                              (self._judge, "sim/judge_instruction"),
                              (self._keyframes, "query_keyframes")):
             self._wait(client.service_is_ready, timeout, name)
-        self._trace.record("status", "all nodes are up")
+        self._trace.record("status", "all nodes are up; letting the first views settle in memory")
+        self._wait_memory_settled(timeout)
+        graph = self._graph
+        labels = sorted({n.label for n in graph.nodes}) if graph is not None else []
+        self._trace.record("status", f"memory holds {len(graph.nodes) if graph else 0} nodes "
+                           f"({', '.join(labels)}) before the first instruction")
+
+    def _wait_memory_settled(self, timeout: float, quiet_s: float = 3.0) -> None:
+        """Wait until the scene graph has nodes and no new node appeared for ``quiet_s``.
+
+        The protocol starts every trial after the robot has looked at the fixtures; the graph
+        must hold what that first look revealed before the planner grounds anything.
+        """
+        self._wait(lambda: self._graph is not None and len(self._graph.nodes) > 0, timeout,
+                   "the first scene-graph nodes")
+        deadline = time.monotonic() + timeout
+        last_ids: set[str] = set()
+        last_change = time.monotonic()
+        while time.monotonic() - last_change < quiet_s:
+            self._check_alive()
+            graph = self._graph
+            ids = {n.id for n in graph.nodes} if graph is not None else set()
+            if ids != last_ids:
+                last_ids, last_change = ids, time.monotonic()
+            if time.monotonic() > deadline:
+                raise SimJobError(f"the scene graph did not settle within {timeout:.0f} s")
+            time.sleep(0.1)
 
     # ---------------------------------------------------------------- callbacks
     def _on_graph(self, msg: SceneGraph) -> None:

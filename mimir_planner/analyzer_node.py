@@ -3,10 +3,20 @@
 Buffers, per camera ``<cam>``: ``cameras/<cam>/color/image_raw``, the registered
 ``cameras/<cam>/depth/image_raw`` (matched to colour frames by stamp) and
 ``cameras/<cam>/color/camera_info``; the camera pose in ``map_frame`` comes from TF at each
-frame's stamp, looked up when a window is analysed. It also buffers ``joint_states`` (the
-``gripper_joint``: position = jaw opening in metres, effort = grip force in newtons), the base
-pose from TF, 3D detections from ``observations`` and the latest latched ``scene_graph``,
-which backs the :class:`~mimir_planner.ros_world.SceneGraphWorld` the reasoning core reads.
+frame's stamp, looked up when a window is analysed (after it ended; a frame slightly newer
+than the newest transform waits up to ``tf_wait_s`` for TF to catch up instead of being
+dropped). It also buffers ``joint_states`` (the ``gripper_joint``: position = jaw opening in
+metres, effort = grip force in newtons), the base pose from TF, 3D detections from
+``observations`` and the latest latched ``scene_graph``, which backs the
+:class:`~mimir_planner.ros_world.SceneGraphWorld` the reasoning core reads.
+
+Fixture joint states come on ``target_state`` (sensor_msgs/JointState) where the embodiment
+reports them: each entry's name is a memory node id (``cabinet_2``), its position the opening
+(door angle in rad, drawer travel in m; 0 = closed), the header stamp the time of the reading.
+The joint type follows the node's label (from memory; for ids memory does not hold yet, the id
+without its ``_<number>`` suffix): labels in ``prismatic_labels`` slide (metres), every other
+fixture turns on a hinge (radians). The samples inside a window become the analyzer's
+``FixtureStateSample``s, from which the reasoning core measures how far the fixture moved.
 
 ``analyze_interaction`` (mimir_msgs/AnalyzeInteraction) and, with ``auto_analyze``, every
 ENDED ``interaction_events`` message run one analysis per interaction id: gather the window
@@ -56,7 +66,7 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import from_seconds, to_seconds
-from mimir.transforms import TransformError
+from mimir.transforms import ExtrapolationError, TransformError
 from mimir_msgs.msg import (
     ContentItem as ContentItemMsg,
 )
@@ -82,6 +92,7 @@ from mimir_planner.reasoning import (
     Detection3D,
     EmptyClaim,
     Evidence,
+    FixtureStateSample,
     GroundingClaim,
     HarnessResult,
     InteractionAnalyzer,
@@ -102,6 +113,7 @@ from mimir_planner.reasoning.errors import (
     EvidenceError,
     ReasoningError,
 )
+from mimir_planner.reasoning.harness import label_of_id
 from mimir_planner.reasoning.world import is_opened
 from mimir_planner.ros_world import SceneGraphWorld
 
@@ -121,6 +133,7 @@ _WARN_KEYS = (
     "bad_depth",
     "bad_camera_info",
     "bad_joint_state",
+    "bad_fixture_state",
     "bad_observation",
     "bad_scene_graph",
     "camera_pose_unavailable",
@@ -196,6 +209,15 @@ class AnalyzerNodeConfig:
     closed_opening_m: float = field(
         default=0.004, metadata={"description": "jaw opening below which the gripper closed on "
                                  "nothing (m)", "read_only": True})
+    prismatic_labels: tuple[str, ...] = field(
+        default=("drawer",),
+        metadata={"description": "fixture labels whose target_state position is a slide in "
+                  "metres; every other fixture's is a hinge angle in radians (label of the "
+                  "memory node, else the id without its _<number> suffix)", "read_only": True})
+    tf_wait_s: float = field(
+        default=2.0, metadata={"description": "how long one analysis waits, in all, for TF to "
+                               "reach the stamps of frames newer than the newest transform (s)",
+                               "read_only": True})
     window_margin_s: float = field(
         default=1.0, metadata={"description": "frames and states this long before the start "
                                "and after the end still belong to the window (s)",
@@ -239,10 +261,13 @@ class AnalyzerNodeConfig:
                 raise ValueError(f"{name} must be positive")
         for name in ("frame_min_period_s", "depth_tolerance_s", "contact_effort_n",
                      "closed_opening_m", "window_margin_s", "frame_wait_s",
-                     "keyframe_max_offset_s"):
+                     "keyframe_max_offset_s", "tf_wait_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"{name} must be finite and non-negative")
+        if any(not label.strip() for label in self.prismatic_labels):
+            raise ValueError(f"prismatic_labels must be non-empty labels, got "
+                             f"{self.prismatic_labels!r}")
         if self.max_frames_per_camera < 2:
             raise ValueError("max_frames_per_camera must be at least 2 (before and after)")
 
@@ -411,6 +436,39 @@ def gripper_reading(msg: JointState, joint: str) -> GripperReading | None:
     if opening < 0.0:
         raise ValueError(f"gripper opening {opening} m is negative")
     return GripperReading(opening, effort)
+
+
+def fixture_samples(
+    msg: JointState, joint_type: Callable[[str], str]
+) -> tuple[list[FixtureStateSample], list[str]]:
+    """Fixture joint readings of a ``target_state`` message.
+
+    Args:
+        msg: one entry per fixture: name = memory node id, position = opening (rad or m).
+        joint_type: ``prismatic`` or ``revolute`` for a node id.
+
+    Returns:
+        (samples, problems): the valid readings, and one text per entry left out (no name,
+        no position, a non-finite value).
+    """
+    stamp = to_seconds(msg.header.stamp)
+    samples: list[FixtureStateSample] = []
+    problems: list[str] = []
+    for index, name in enumerate(msg.name):
+        if not name.strip():
+            problems.append(f"entry {index} has no name")
+            continue
+        if index >= len(msg.position):
+            problems.append(f"'{name}' carries no position")
+            continue
+        kind = joint_type(name)
+        try:
+            samples.append(FixtureStateSample(
+                fixture_id=name.strip(), stamp=stamp, position=float(msg.position[index]),
+                joint_type="prismatic" if kind == "prismatic" else "revolute"))
+        except EvidenceError as err:
+            problems.append(f"'{name}': {err}")
+    return samples, problems
 
 
 def detections_from_msg(msg: ObjectObservationArray) -> tuple[list[Detection3D], int]:
@@ -751,6 +809,9 @@ class AnalyzerNode(Node):
             for cam in cfg.cameras
         }
         self.gripper: StampedBuffer[GripperReading] = StampedBuffer(cfg.buffer_seconds)
+        self.fixture_states: StampedBuffer[FixtureStateSample] = StampedBuffer(
+            cfg.buffer_seconds)
+        self._prismatic = frozenset(label.strip().lower() for label in cfg.prismatic_labels)
         self.detections: StampedBuffer[Detection3D] = StampedBuffer(cfg.buffer_seconds)
         self._fresh_detections: list[Detection3D] = []
         self._fresh_lock = threading.Lock()
@@ -776,6 +837,8 @@ class AnalyzerNode(Node):
                 lambda msg, cam=cam: self.streams[cam].set_info(msg), qos.SENSOR,
                 callback_group=sensor_group)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.SENSOR,
+                                 callback_group=sensor_group)
+        self.create_subscription(JointState, "target_state", self._on_target_state, qos.EVENTS,
                                  callback_group=sensor_group)
         self.create_subscription(ObjectObservationArray, "observations", self._on_observations,
                                  qos.EVENTS, callback_group=sensor_group)
@@ -839,6 +902,19 @@ class AnalyzerNode(Node):
         if reading is not None:
             self.gripper.add(to_seconds(msg.header.stamp), reading)
 
+    def joint_type(self, node_id: str) -> str:
+        """``prismatic`` or ``revolute`` for a fixture id (see the module docstring)."""
+        node = self.world.node(node_id)
+        label = node.label if node is not None else label_of_id(node_id)
+        return "prismatic" if label.strip().lower() in self._prismatic else "revolute"
+
+    def _on_target_state(self, msg: JointState) -> None:
+        samples, problems = fixture_samples(msg, self.joint_type)
+        if problems:
+            self._warn("bad_fixture_state", f"ignoring fixture states: {'; '.join(problems)}")
+        for sample in samples:
+            self.fixture_states.add(sample.stamp, sample)
+
     def _on_observations(self, msg: ObjectObservationArray) -> None:
         frame = msg.header.frame_id or self.config.map_frame
         if frame != self.config.map_frame:
@@ -899,16 +975,30 @@ class AnalyzerNode(Node):
         return True
 
     # ------------------------------------------------------------------ the window
-    def _camera_pose(self, camera: str, frame_id: str, stamp: float) -> np.ndarray | None:
+    def _camera_pose(self, camera: str, frame_id: str, stamp: float,
+                     deadline: float) -> np.ndarray | None:
+        """Pose of a frame's optical frame in the map at its stamp.
+
+        A stamp beyond the buffered transforms (TF of the newest frames can trail the images)
+        is retried until ``deadline`` (monotonic s), which all frames of a window share.
+        """
         frame = frame_id or f"{camera}{self.config.optical_frame_suffix}"
-        try:
-            return np.asarray(self._tf.lookup(self.config.map_frame, frame, stamp))
-        except TransformError as err:
-            self._warn("camera_pose_unavailable", f"no pose of {frame} at {stamp:.3f}: {err}")
+        while True:
+            try:
+                return np.asarray(self._tf.lookup(self.config.map_frame, frame, stamp))
+            except ExtrapolationError as err:
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                problem = str(err)
+            except TransformError as err:
+                problem = str(err)
+            self._warn("camera_pose_unavailable", f"no pose of {frame} at {stamp:.3f}: {problem}")
             return None
 
     def _frames(self, lo: float, hi: float) -> list[CameraFrame]:
         frames: list[CameraFrame] = []
+        tf_deadline = time.monotonic() + self.config.tf_wait_s
         for camera, stream in self.streams.items():
             entries = spread(stream.window(lo, hi), self.config.max_frames_per_camera)
             if not entries:
@@ -946,7 +1036,7 @@ class AnalyzerNode(Node):
                         depth=depth,
                         intrinsics=k_matrix if size == image_size else None,
                         camera_to_map=self._camera_pose(camera, entry.color.header.frame_id,
-                                                        entry.stamp),
+                                                        entry.stamp, tf_deadline),
                     ))
                 except EvidenceError as err:
                     self._warn("bad_image", f"ignoring a {camera} frame: {err}")
@@ -1076,7 +1166,11 @@ class AnalyzerNode(Node):
         if not frames:
             return _error(_Response.NO_FRAMES,
                           f"no camera frame between {lo:.3f} and {hi:.3f} s")
-        window = ActionWindow(frames=tuple(frames), robot_states=tuple(self._robot_states(lo, hi)))
+        window = ActionWindow(
+            frames=tuple(frames),
+            robot_states=tuple(self._robot_states(lo, hi)),
+            fixture_states=tuple(s for _, s in self.fixture_states.between(lo, hi)),
+        )
         detections = [d for _, d in self.detections.between(lo, hi)]
         backend = self.backend.name
         with self._work_lock:

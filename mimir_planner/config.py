@@ -87,7 +87,30 @@ class RetrievalConfig:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """Closed-loop planning."""
+    """Closed-loop planning.
+
+    Attributes:
+        step_budget: Planner calls per instruction.
+        answer_attempts: Attempts at a schema-valid planner answer per call.
+        prompt: Name of the planner prompt template.
+        prompt_dir: Folder of the prompt templates (relative to the YAML file).
+        scene_graph_chars: Bound of the rendered scene graph.
+        history_steps: Execution history entries shown to the planner.
+        embodiment: Embodiment whose legal actions the adapter maps to.
+        robot_description: One line describing the robot in prompts.
+        max_retries: How often a primitive that failed on a target may be tried again on it
+            within one instruction (messymem: a missed grasp is worth one more try). Once the
+            allowance is spent the binding is recorded as failed in task memory.
+        persistent_failures: Executor outcome codes (or words of the failure text) that
+            reveal a lasting property, such as a locked fixture; they are never retried.
+        find_requires_inspection: A ``find`` goal completes only after the fixture that holds
+            the object was inspected during the current instruction (so the object is
+            discovered, not just remembered); when false it completes from memory at once.
+        holder_margin_m: Margin around a fixture's box within which an object without a
+            remembered parent counts as held by that fixture (m).
+        holder_max_distance_m: Failing containment, the nearest fixture within this distance
+            of the object counts as its holder (m).
+    """
 
     step_budget: int = 12
     answer_attempts: int = 2
@@ -97,10 +120,25 @@ class LoopConfig:
     history_steps: int = 20
     embodiment: str = "sim_tidybot"
     robot_description: str = "a TidyBot++ mobile manipulator (holonomic base, arm, gripper)"
+    max_retries: int = 1
+    persistent_failures: tuple[str, ...] = ("NO_MOTION", "LOCKED")
+    find_requires_inspection: bool = True
+    holder_margin_m: float = 0.1
+    holder_max_distance_m: float = 0.75
 
     def __post_init__(self) -> None:
         for name in ("step_budget", "answer_attempts", "scene_graph_chars", "history_steps"):
             _positive(f"planner.{name}", getattr(self, name))
+        _non_negative("planner.max_retries", self.max_retries)
+        for name in ("holder_margin_m", "holder_max_distance_m"):
+            _non_negative(f"planner.{name}", getattr(self, name))
+        persistent = self.persistent_failures
+        if isinstance(persistent, str) or not isinstance(persistent, list | tuple) or not all(
+                isinstance(p, str) and p.strip() for p in persistent):
+            raise PlannerConfigError(
+                "planner.persistent_failures must be a list of non-empty strings")
+        object.__setattr__(self, "persistent_failures",
+                           tuple(p.strip().upper() for p in persistent))
 
 
 @dataclass(frozen=True)
@@ -207,6 +245,9 @@ def _section(cls: type[_T], name: str, raw: object) -> _T:
             continue
         elif isinstance(default, str) and not isinstance(value, str):
             raise PlannerConfigError(f"{name}.{key} must be a string")
+        elif isinstance(default, tuple):
+            values[key] = _strings(f"{name}.{key}", value)
+            continue
         values[key] = value
     try:
         return cls(**values)

@@ -7,6 +7,12 @@ remembered parent, resolves the explicit target, and attaches the evidence. With
 candidate it returns an :class:`Exploration` of the best unexplored fixture (not locked, not
 already inspected without the object, unvisited first, nearest first) or :class:`Blocked`;
 it never returns an action on an unsupported binding.
+
+Failed object-source bindings (task memory's F_t) take part in both: a candidate whose binding
+was contradicted is dropped, and a fixture that was contradicted as the source of the goal's
+object is not explored again for that object (other objects may still be sought there).
+Grounded ``find`` goals also carry the *holder*, the fixture the object is believed to be in or
+on, so a planner can confirm the object by inspecting it.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ class GroundedGoal:
     evidence: tuple[EvidenceItem, ...]
     candidates: tuple[Candidate, ...]
     dropped: tuple[tuple[str, str], ...] = ()
+    holder: str | None = None
+    """Fixture the object is believed to be in or on (see :meth:`Grounder.holder_of`)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,30 @@ def _distance(a: SceneNode | None, b: SceneNode) -> float:
     return math.dist(a.centroid, b.centroid)
 
 
+def history_primitive(entry: dict[str, object]) -> str:
+    """The primitive of a ``task_history`` record (older records only name it as the task)."""
+    primitive = entry.get("primitive")
+    if isinstance(primitive, str) and primitive:
+        return primitive.lower()
+    return str(entry.get("task", "")).strip().lower()
+
+
+def open_failures_since_success(node: SceneNode) -> int:
+    """Failed ``open`` records of a node since its last successful open."""
+    count = 0
+    for entry in node.task_history:
+        if history_primitive(entry) != "open":
+            continue
+        count = 0 if entry.get("success") is True else count + 1
+    return count
+
+
+def inspected_in_history(node: SceneNode) -> bool:
+    """Whether the node's task history holds a successful inspect."""
+    return any(history_primitive(h) in ("inspect", "peek") and h.get("success") is True
+               for h in node.task_history)
+
+
 class Grounder:
     """G(g, R, F, A_e, x, o) over the scene graph, plus Explore_e."""
 
@@ -106,6 +138,62 @@ class Grounder:
             self.recall.synonyms.same(str(item.get("name", "")), mention)
             for item in node.contents
         )
+
+    def names_object(self, object_id: str, mention: str, world: SceneGraphState) -> bool:
+        """Whether a failed binding's object is the object ``mention`` describes."""
+        if object_id == mention or self.recall.synonyms.same(object_id, mention):
+            return True
+        node = world.nodes.get(object_id)
+        return node is not None and self.recall.synonyms.same(node.label, mention)
+
+    def contradicted_sources(
+        self, mention: str, world: SceneGraphState, failed: Iterable[FailedBinding]
+    ) -> set[str]:
+        """Sources contradicted for the object ``mention`` describes (F_t)."""
+        return {
+            f.source_id for f in failed
+            if f.source_id is not None and self.names_object(f.object_id, mention, world)
+        }
+
+    def holder_of(self, world: SceneGraphState, cand: Candidate) -> str | None:
+        """The fixture the candidate is believed to be in or on.
+
+        In order: the fixture whose remembered contents list it; the nearest fixture among its
+        remembered ancestors; for an object without a remembered parent, the smallest fixture
+        whose box (grown by ``holder_margin_m``) contains its centroid, else the nearest
+        fixture within ``holder_max_distance_m``. None for fixtures themselves and for objects
+        no fixture holds.
+        """
+        if cand.content_item is not None:
+            return cand.node_id
+        node = world.nodes.get(cand.node_id)
+        if node is None or self.registry.is_fixture(node):
+            return None
+        for ancestor in world.ancestors(node.node_id):
+            anc = world.nodes.get(ancestor)
+            if anc is not None and self.registry.is_fixture(anc):
+                return ancestor
+        if node.parent is not None:
+            return None
+        loop = self.registry.config.loop
+        margin = loop.holder_margin_m
+        inside: list[tuple[float, str]] = []
+        near: list[tuple[float, str]] = []
+        for other in world.nodes.values():
+            if other.node_id == node.node_id or not self.registry.is_fixture(other):
+                continue
+            lo = [v - margin for v in other.bbox_min]
+            hi = [v + margin for v in other.bbox_max]
+            if all(a <= c <= b for a, c, b in zip(lo, node.centroid, hi, strict=True)):
+                volume = math.prod(max(b - a, 0.0) for a, b in zip(
+                    other.bbox_min, other.bbox_max, strict=True))
+                inside.append((volume, other.node_id))
+            distance = math.dist(other.centroid, node.centroid)
+            if distance <= loop.holder_max_distance_m:
+                near.append((distance, other.node_id))
+        if inside:
+            return min(inside)[1]
+        return min(near)[1] if near else None
 
     def _source_conflict(
         self, world: SceneGraphState, cand: Candidate, source: str
@@ -149,8 +237,20 @@ class Grounder:
         *,
         visited: Collection[str] = (),
         chooser: Chooser | None = None,
+        inspected: Collection[str] = (),
     ) -> GroundingResult:
-        """Ground a goal, or say what to explore, or block it."""
+        """Ground a goal, or say what to explore, or block it.
+
+        Args:
+            goal_id: The goal's id.
+            spec: The goal (mentions bound to node ids where its postcondition names them).
+            world: Current world memory.
+            failed: Contradicted object-source bindings (F_t).
+            robot: Where the robot last moved to and what it holds.
+            visited: Fixtures the robot moved to during this session.
+            chooser: A model's choice among several admissible candidates.
+            inspected: Fixtures known to have been inspected (beyond recorded contents).
+        """
         failed = list(failed)
         mention = self.mention_of(spec)
         if mention is None:
@@ -167,10 +267,16 @@ class Grounder:
         dropped: list[tuple[str, str]] = []
         admissible: list[Candidate] = []
         content_hints: list[Candidate] = []
+        contradicted = (self.contradicted_sources(mention, world, failed)
+                        if spec.kind is GoalKind.FIND else set())
         for cand in recalled:
             why = self._illegal(spec, cand, world)
             if why is None and source is not None:
                 why = self._source_conflict(world, cand, source)
+            if why is None and contradicted:
+                holder = self.holder_of(world, cand)
+                if holder in contradicted:
+                    why = f"believed in {holder}, contradicted as its source"
             if why is not None:
                 dropped.append((cand.node_id, why))
                 if cand.content_item is not None and spec.kind is GoalKind.PICK:
@@ -193,7 +299,7 @@ class Grounder:
                 return Blocked(goal_id, spec, f"no admissible '{mention}' in memory",
                                tuple(dropped))
             return self.explore(goal_id, spec, world, failed, robot, visited=visited,
-                                dropped=tuple(dropped))
+                                dropped=tuple(dropped), inspected=inspected)
         chosen = admissible[0]
         if chooser is not None and len(admissible) > 1:
             pick = chooser(spec, tuple(admissible))
@@ -228,6 +334,7 @@ class Grounder:
             evidence=chosen.evidence,
             candidates=tuple(admissible),
             dropped=tuple(dropped),
+            holder=self.holder_of(world, chosen) if spec.kind is GoalKind.FIND else None,
         )
 
     # ------------------------------------------------------------------ exploration
@@ -241,11 +348,19 @@ class Grounder:
         *,
         visited: Collection[str] = (),
         dropped: tuple[tuple[str, str], ...] = (),
+        inspected: Collection[str] = (),
     ) -> Exploration | Blocked:
-        """Explore_e: the next fixture to look into for the goal's object, or Blocked."""
+        """Explore_e: the next fixture to look into for the goal's object, or Blocked.
+
+        Skipped: fixtures remembered locked, inspected without the object (recorded contents,
+        or an inspection known from history), contradicted as the object's source, failing to
+        open twice since their last successful open, and surfaces already visited. The rest
+        are ranked: a named source first, then fixtures that open, where the robot stands,
+        unvisited before visited, nearest first.
+        """
         mention = self.mention_of(spec) or ""
         here = world.nodes.get(robot.last_moved_to or "")
-        contradicted = {f.source_id for f in failed if f.source_id is not None}
+        contradicted = self.contradicted_sources(mention, world, failed)
         contradicted |= {f.object_id for f in failed
                          if canon(f.object_id) == canon(mention) and f.source_id is None}
         skipped: list[str] = []
@@ -257,18 +372,18 @@ class Grounder:
                 _prop(node, "openable") is not False
                 and self.registry.config.is_openable_label(node.label)
             )
-            failures = [h for h in node.task_history
-                        if h.get("success") is False and "open" in str(h.get("task", "")).lower()]
             if _prop(node, "locked") is True:
                 skipped.append(f"{node.node_id} (locked)")
                 continue
-            if self.contents_known(node) and not self.lists(node, mention):
+            looked = (self.contents_known(node) or node.node_id in inspected
+                      or inspected_in_history(node))
+            if looked and not self.lists(node, mention):
                 skipped.append(f"{node.node_id} (inspected, no {mention})")
                 continue
             if node.node_id in contradicted:
                 skipped.append(f"{node.node_id} (contradicted)")
                 continue
-            if len(failures) >= 2:
+            if open_failures_since_success(node) >= 2:
                 skipped.append(f"{node.node_id} (failed to open twice)")
                 continue
             if not openable and node.node_id in visited:

@@ -10,12 +10,38 @@ from the feedback. A goal completes only when task memory finds its postconditio
 (mimir.md eq. 6); an empty plan completes a goal only when memory supports it (a found object,
 a literal answer, a state that already holds). World memory is written by whoever owns it (the
 interaction analyzer in the robot stack, the executor in tests); the session only reads it.
+
+Robustness rules the session enforces for any policy (offline or model):
+
+* Bounded retries. Within one instruction a primitive that keeps failing on the same target is
+  tried at most ``1 + max_retries`` times (failures whose outcome code is persistent, such as
+  a locked fixture, are never retried). When the allowance is spent the object-source binding
+  is recorded as failed in task memory (F_t), so grounding explores elsewhere or blocks, and a
+  further attempt of the same step is refused with the reason.
+* Open-state belief. A fixture counts as open when the latest evidence says so: memory's
+  ``openable.is_opened``, a recorded successful open, or an open the executor reported as
+  done even though the analyzer could not verify it. Planners inspect such a fixture instead
+  of opening it again (an already open door cannot be grasped by its handle again).
+* Discovery. With ``find_requires_inspection`` a ``find`` goal completes only after the
+  fixture believed to hold the object (its *holder*) was inspected during the current
+  instruction; memory still decides where to look, so nothing else is re-explored. This is a
+  deliberate reading of the papers: messymem's planner prompt counts "find" among the
+  informational verbs a memory lookup satisfies, but its evaluation judges a find by the
+  discovery in the instruction's execution log (appendix A.1: success from environment state
+  and logs, never the planner's word), remembered contents may be stale, and perception may
+  have glimpsed the object through an open door no inspection confirmed. So questions
+  (where/which/what/how many/is) keep the informational rule and answer from memory, while a
+  find confirms. Exceptions, where memory is all there is: a holder remembered locked and not
+  believed open, and an object no fixture holds. ``find_requires_inspection: false`` restores
+  the plain informational rule.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -64,11 +90,18 @@ from mimir_planner.grounding import (
     Grounder,
     GroundingResult,
     clutter_chooser,
+    history_primitive,
 )
 from mimir_planner.instructions import GoalKind, GoalSpec, ParsedInstruction, parse_instruction
 from mimir_planner.overlay import Mark, draw_set_of_marks
 from mimir_planner.plan_schema import PlanAnswer, parse_plan_answer
-from mimir_planner.policies import HistoryEntry, OfflinePlanner, PlannerPolicy, PlanningContext
+from mimir_planner.policies import (
+    HistoryEntry,
+    OfflinePlanner,
+    PlannerPolicy,
+    PlanningContext,
+    holder_sealed,
+)
 from mimir_planner.primitives import ExecutableStep, PrimitiveRegistry, RobotContext
 from mimir_planner.reasoning.errors import ReasoningError
 from mimir_planner.recall import GoalRecall, SynonymTable, TextEmbedder
@@ -96,12 +129,40 @@ class Observation:
 
 @dataclass(frozen=True)
 class ExecutionOutcome:
-    """What executing a step returned: y_t plus an optional new observation."""
+    """What executing a step returned: y_t plus an optional new observation.
+
+    Attributes:
+        feedback: Verified success and supported effects (what memory may rely on).
+        detail: Outcome text for the history.
+        stamp: When the outcome was observed (s).
+        observation: A new camera observation, if any.
+        code: The executor's outcome code (``OPENED``, ``MISSED_GRASP``, ``NO_MOTION``...),
+            empty when unknown.
+        reported: The executor's own success report before verification (None when unknown).
+            ``reported`` True with a failed ``feedback`` means the step was done as far as
+            the executor knows but the analyzer could not confirm it.
+    """
 
     feedback: Feedback
     detail: str = ""
     stamp: float | None = None
     observation: Observation | None = None
+    code: str = ""
+    reported: bool | None = None
+
+
+_CODE = re.compile(r"\s*([A-Z][A-Z0-9_]{2,})\b")
+_CLOSED_CODES = frozenset({"FIXTURE_CLOSED", "CLOSED"})
+
+
+def failure_kind(entry: HistoryEntry) -> str:
+    """How an executed step failed: ``UNVERIFIED``, the outcome code, or ``FAILED``."""
+    if entry.unverified:
+        return "UNVERIFIED"
+    if entry.code:
+        return entry.code.strip().upper()
+    match = _CODE.match(entry.detail)
+    return match.group(1) if match else "FAILED"
 
 
 class Executor(Protocol):
@@ -217,6 +278,7 @@ class PlannerSession:
         self._deferred: list[_Deferred] = []
         self._last_moved_to: str | None = None
         self._step_ids = itertools.count(1)
+        self._instruction_start = 0
 
     # ------------------------------------------------------------------ state
     def robot(self) -> RobotContext:
@@ -229,6 +291,104 @@ class PlannerSession:
         if not isinstance(observation, Observation):
             raise InstructionError("observe() needs an Observation")
         self.observation = observation
+
+    def instruction_history(self) -> list[HistoryEntry]:
+        """History entries of the current instruction (since the last :meth:`submit`)."""
+        return self.history[self._instruction_start:]
+
+    def inspected_now(self) -> frozenset[str]:
+        """Fixtures inspected successfully (verified) during the current instruction."""
+        return frozenset(h.target for h in self.instruction_history()
+                         if h.executed and h.primitive == "inspect" and h.success)
+
+    def _persistent(self, entry: HistoryEntry) -> bool:
+        words = self.config.loop.persistent_failures
+        if failure_kind(entry) in words:
+            return True
+        text = entry.detail.lower()
+        return any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in words)
+
+    def failures_now(self) -> dict[tuple[str, str], list[HistoryEntry]]:
+        """Failed executions per (primitive, target) in this instruction since its last success."""
+        out: dict[tuple[str, str], list[HistoryEntry]] = {}
+        for entry in self.instruction_history():
+            if not entry.executed:
+                continue
+            key = (entry.primitive, entry.target)
+            if entry.success:
+                out.pop(key, None)
+            else:
+                out.setdefault(key, []).append(entry)
+        return out
+
+    def exhausted(self) -> dict[tuple[str, str], str]:
+        """(primitive, target) pairs not to try again in this instruction, with the reason."""
+        limit = self.config.loop.max_retries
+        out: dict[tuple[str, str], str] = {}
+        for (primitive, target), entries in self.failures_now().items():
+            kinds = ", ".join(dict.fromkeys(failure_kind(e) for e in entries))
+            persistent = [e for e in entries if self._persistent(e)]
+            if persistent:
+                out[(primitive, target)] = (
+                    f"{primitive}({target}) failed in a way that does not change on retrying "
+                    f"({failure_kind(persistent[-1])})")
+            elif len(entries) > limit:
+                out[(primitive, target)] = (
+                    f"{primitive}({target}) failed {len(entries)} time(s) in this instruction "
+                    f"({kinds}); the retry allowance of {limit} is spent")
+        return out
+
+    def open_beliefs(self) -> dict[str, tuple[bool, str]]:
+        """Latest open-state evidence per fixture: (open, where the evidence comes from).
+
+        Evidence, ordered by stamp (the session's own steps after memory at equal stamps):
+        memory's ``openable.is_opened`` (or an ``is_open`` property), successful open/close
+        records in a node's task history, and this session's executed steps: an open or close
+        the executor reported as done (verified or not), and an inspect that failed because
+        the fixture was closed.
+        """
+        world = self.world.state
+        latest: dict[str, tuple[tuple[float, int], bool, str]] = {}
+
+        def note(node_id: str, stamp: float | None, order: int, is_open: bool,
+                 why: str) -> None:
+            key = (-math.inf if stamp is None else float(stamp), order)
+            if node_id not in latest or key >= latest[node_id][0]:
+                latest[node_id] = (key, is_open, why)
+
+        for node in world.nodes.values():
+            if not self.registry.is_fixture(node):
+                continue
+            openable = node.properties.get("openable")
+            if openable is not None and openable.is_opened is not None:
+                note(node.node_id, openable.stamp, 0, bool(openable.is_opened),
+                     "memory (is_opened)")
+            prop = node.properties.get("is_open")
+            if prop is not None and isinstance(prop.value, bool):
+                note(node.node_id, prop.stamp, 0, prop.value, "memory (is_open)")
+            for record in node.task_history:
+                primitive = history_primitive(record)
+                stamp = record.get("stamp")
+                if record.get("success") is True and primitive in ("open", "close"):
+                    note(node.node_id, stamp if isinstance(stamp, int | float) else None, 0,
+                         primitive == "open", f"recorded successful {primitive}")
+        for order, entry in enumerate(self.history, start=1):
+            if not entry.executed or entry.target not in world.nodes:
+                continue
+            done = entry.success or entry.reported is True
+            if entry.primitive in ("open", "close") and done:
+                why = (f"executor reported {entry.code or entry.primitive}, not verified"
+                       if entry.unverified else f"verified {entry.primitive}")
+                note(entry.target, entry.stamp, order, entry.primitive == "open", why)
+            elif entry.primitive == "inspect" and not entry.success and (
+                    failure_kind(entry) in _CLOSED_CODES
+                    or re.search(r"\bclosed\b", entry.detail.lower())):
+                note(entry.target, entry.stamp, order, False, "inspect found it closed")
+        return {node_id: (is_open, why) for node_id, (_, is_open, why) in latest.items()}
+
+    def believed_open(self) -> frozenset[str]:
+        """Fixtures believed open now (see :meth:`open_beliefs`)."""
+        return frozenset(n for n, (is_open, _) in self.open_beliefs().items() if is_open)
 
     def goal_info(self, goal_id: str) -> tuple[GoalSpec | None, str]:
         """The spec and text behind a goal (None spec for free-form goals).
@@ -313,6 +473,7 @@ class PlannerSession:
         """
         parsed = parse_instruction(instruction)
         when = self._clock() if stamp is None else stamp
+        self._instruction_start = len(self.history)
         ids: list[str] = []
         if not parsed.symbolic:
             goal_id = self._new_id("task")
@@ -427,10 +588,12 @@ class PlannerSession:
         world = self.world.state
         notes = list(warnings)
         grounding: GroundingResult | None = None
+        inspected = frozenset(h.target for h in self.history
+                              if h.executed and h.primitive == "inspect" and h.success)
         if spec is not None:
             grounding = self.grounder.ground(
                 goal.goal_id, bound_spec(goal, spec), world, self.task.failed_bindings,
-                self.robot(), visited=self.visited, chooser=self.chooser)
+                self.robot(), visited=self.visited, chooser=self.chooser, inspected=inspected)
         focus: list[str] = []
         if isinstance(grounding, GroundedGoal):
             focus = [grounding.candidate.node_id]
@@ -439,6 +602,19 @@ class PlannerSession:
                                         warnings=notes)
         image, marks = self._overlay(notes)
         history = tuple(self.history[-self.config.loop.history_steps:])
+        beliefs = self.open_beliefs()
+        believed_open = frozenset(n for n, (is_open, _) in beliefs.items() if is_open)
+        exhausted = self.exhausted()
+        for (primitive, target), why in sorted(exhausted.items()):
+            notes.append(f"do not {primitive} {target} again in this instruction: {why}")
+        for node_id, (is_open, why) in sorted(beliefs.items()):
+            if is_open and "not verified" in why:
+                notes.append(f"{node_id} is probably open ({why}); inspect it rather than "
+                             "opening it again")
+        if isinstance(grounding, GroundedGoal) and grounding.holder is not None and \
+                self._needs_inspection(goal, grounding, believed_open):
+            notes.append(f"'{grounding.spec.obj}' is believed in {grounding.holder}; inspect "
+                         f"{grounding.holder} before reporting it found")
         return PlanningContext(
             goal=goal,
             goal_text=text,
@@ -455,6 +631,9 @@ class PlannerSession:
             image=image,
             marks=marks,
             warnings=tuple(notes),
+            believed_open=believed_open,
+            inspected_now=self.inspected_now(),
+            exhausted=frozenset(exhausted),
         )
 
     def _ask(self, ctx: PlanningContext) -> PlanAnswer:
@@ -494,6 +673,9 @@ class PlannerSession:
         if isinstance(post, Found):
             if not isinstance(grounding, GroundedGoal):
                 return f"memory does not hold '{post.args[0]}' yet"
+            if self._needs_inspection(goal, grounding, self.believed_open()):
+                return (f"'{post.args[0]}' is believed in {grounding.holder}, which was not "
+                        "inspected in this instruction")
             return (Effect(EffectKind.FIND, post.args[0]),)
         ctx = EvalContext(world=world, hand=self.task.hand, robot_at=self.task.state.robot_at,
                           answers=self.task.state.answers)
@@ -510,6 +692,48 @@ class PlannerSession:
             return (Effect(EffectKind.PLACE, post.args[0], target=post.args[1],
                            value=relation),)
         return f"cannot confirm {post} from memory"
+
+    def _needs_inspection(self, goal: Goal, grounding: GroundedGoal,
+                          believed_open: frozenset[str]) -> bool:
+        """Whether a grounded find goal still has to inspect its holder in this instruction."""
+        holder = grounding.holder
+        if not isinstance(goal.postcondition, Found) or holder is None:
+            return False
+        if not self.config.loop.find_requires_inspection:
+            return False
+        node = self.world.state.nodes.get(holder)
+        if node is None or holder_sealed(node, believed_open):
+            return False
+        return holder not in self.inspected_now()
+
+    def _binding(self, goal: Goal, spec: GoalSpec | None,
+                 step: ExecutableStep) -> tuple[str, str | None]:
+        """The object-source binding a failed step contradicts (object, source)."""
+        post = goal.postcondition
+        obj: str
+        if isinstance(post, Found | Holding | IsOpen | Inside | On):
+            obj = post.args[0]
+        elif isinstance(post, At):
+            obj = post.args[1]
+        elif spec is not None and spec.obj:
+            resolved = self.recall.resolve(self.world.state, spec.obj)
+            obj = resolved[0] if resolved else spec.obj
+        else:
+            obj = step.target
+        if step.target != obj:
+            return obj, step.target
+        node = self.world.state.nodes.get(obj)
+        return obj, node.parent if node is not None else None
+
+    def _give_up(self, goal: Goal, spec: GoalSpec | None, step: ExecutableStep, *,
+                 reason: str, stamp: float, evidence: Evidence) -> None:
+        """Record the binding a step with a spent retry allowance contradicts (F_t)."""
+        obj, source = self._binding(goal, spec, step)
+        if self.task.is_binding_failed(obj, source):
+            return
+        self.task.record_binding_failure(goal.goal_id, obj, stamp=stamp, source_id=source,
+                                         reason=reason, evidence=evidence)
+        LOG.info("binding %s from %s recorded as failed: %s", obj, source or "-", reason)
 
     def step(self, executor: Executor, *, call: int = 1) -> StepRecord | None:
         """One planner call on the active goal; None when no goal is pending.
@@ -545,6 +769,9 @@ class PlannerSession:
                 step = self.registry.validate(
                     first, self.world.state, self.robot(), goal_id=goal.goal_id,
                     keyframe_ids=self._keyframes_of(answer, ctx), step_id=next(self._step_ids))
+                spent = self.exhausted().get((step.primitive, step.target))
+                if spent is not None:
+                    raise ActionRefusedError(f"not trying again: {spent}")
             except ActionRefusedError as err:
                 reason = err.reason
                 LOG.info("step refused for %s: %s", goal.goal_id, reason)
@@ -599,6 +826,8 @@ class PlannerSession:
         if not isinstance(outcome, ExecutionOutcome):
             raise ActionRefusedError("the executor returned no ExecutionOutcome")
         stamp = outcome.stamp if outcome.stamp is not None else self._clock()
+        reported = outcome.reported if outcome.reported is not None else \
+            outcome.feedback.success
         if outcome.observation is not None:
             self.observation = outcome.observation
         self.world.refresh()
@@ -610,16 +839,17 @@ class PlannerSession:
         result = self.task.update(step.action, outcome.feedback, self.world.state, stamp=stamp,
                                   evidence=evidence)
         spec, _ = self.goal_info(goal.goal_id)
-        if (not success and spec is not None and spec.kind is GoalKind.PICK
-                and step.primitive == "pick"):
-            parent = self.world.state.nodes[step.target].parent
-            self.task.record_binding_failure(goal.goal_id, step.target, stamp=stamp,
-                                             source_id=parent, reason=outcome.detail,
-                                             evidence=evidence)
-        status = "SUCCESS" if success else "FAILED"
+        entry = HistoryEntry(goal.goal_id, step.primitive, step.target, success,
+                             outcome.detail, code=outcome.code, reported=reported, stamp=stamp,
+                             executed=True)
+        status = "SUCCESS" if success else ("UNVERIFIED" if entry.unverified else "FAILED")
         LOG.info("%s %s: %s", step.describe(), status, outcome.detail or result.reason)
-        self.history.append(HistoryEntry(goal.goal_id, step.primitive, step.target, success,
-                                          outcome.detail))
+        self.history.append(entry)
+        if not success:
+            spent = self.exhausted().get((step.primitive, step.target))
+            if spent is not None:
+                self._give_up(goal, spec, step, reason=f"{spent}: {outcome.detail}".rstrip(": "),
+                              stamp=stamp, evidence=evidence)
         if result.completed:
             return StepRecord(call, goal.goal_id, "executed", step=step, success=success,
                               detail=f"{outcome.detail} -> completed {goal.goal_id}".strip())

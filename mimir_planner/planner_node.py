@@ -19,8 +19,10 @@ Interfaces:
   BUDGET_EXHAUSTED, BLOCKED (a goal could not be achieved, the operator denied a primitive, the
   executor or memory is unavailable; the message says which), MODEL_ERROR or CANCELED.
   When a run ends, goals of it that are still pending are blocked with the reason, so nothing
-  carries over into the next instruction. ONE TASK AT A TIME: a goal that arrives while a task
-  runs is rejected (the client sees ``accepted == False``) and may be sent again later.
+  carries over into the next instruction. An instruction that arrives before perception has
+  put anything into world memory waits (at most ``memory_wait_s``) until nodes have appeared
+  and no new one has come for ``memory_settle_s``. ONE TASK AT A TIME: a goal that arrives
+  while a task runs is rejected (the client sees ``accepted == False``) and may be sent again later.
   Cancellation is checked between steps; a primitive awaiting approval is denied at once.
 * primitives go through :class:`~mimir_planner.ros_executor.ActionPrimitiveExecutor`
   (``execute_primitive`` action, then ``analyze_interaction`` with the ENDED interaction event).
@@ -199,6 +201,15 @@ class PlannerNodeConfig:
     diagnostics_period_s: float = field(
         default=1.0, metadata={"description": "period of the /diagnostics report (s)",
                                "read_only": True})
+    memory_wait_s: float = field(
+        default=10.0, metadata={"description": "an instruction that arrives while world "
+                                "memory holds no scene graph node yet waits at most this long "
+                                "for perception to fill it before planning (s); 0 plans at "
+                                "once", "read_only": True})
+    memory_settle_s: float = field(
+        default=2.0, metadata={"description": "within that wait, memory counts as filled once "
+                               "no new node has appeared for this long (s)",
+                               "read_only": True})
 
     def __post_init__(self) -> None:
         if self.vlm_backend not in _BACKENDS:
@@ -210,8 +221,10 @@ class PlannerNodeConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
-        if not (math.isfinite(self.event_wait_s) and self.event_wait_s >= 0.0):
-            raise ValueError(f"event_wait_s must be >= 0, got {self.event_wait_s!r}")
+        for name in ("event_wait_s", "memory_wait_s", "memory_settle_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
         if not self.planner_camera or "/" in self.planner_camera:
             raise ValueError(f"planner_camera must be a plain name, got {self.planner_camera!r}")
         if not self.map_frame:
@@ -744,6 +757,10 @@ class PlannerNode(Node):
             self.counters.add("memory_unavailable")
             return _result(RunTask.Result.BLOCKED, str(err))
         session.world.refresh()
+        if not self._await_memory(session):
+            self.get_logger().warning(
+                f"world memory still holds no scene graph node after "
+                f"{self.config.memory_wait_s:g} s; planning on an empty memory")
         stamp = self._now()
         stale = session.settle("superseded: left pending by an earlier run", stamp)
         if stale:
@@ -792,6 +809,34 @@ class PlannerNode(Node):
                 code, message = RunTask.Result.BLOCKED, f"primitive not approved: {record.detail}"
                 break
         return self._finish(session, before, code, message, calls)
+
+    def _await_memory(self, session: NodePlannerSession) -> bool:
+        """Wait for a first perception of the scene when world memory is empty.
+
+        A robot that has just started has not perceived anything yet; exploring an empty
+        memory would block the first instruction at once ("nothing left to explore"), and
+        exploring the first fixture seen would ignore the others a moment later. So an empty
+        memory is waited on until it holds nodes and no new node has appeared for
+        ``memory_settle_s``, at most ``memory_wait_s`` in all; a cancel ends the wait early.
+        A memory that already holds nodes is used as it is.
+
+        Returns:
+            Whether memory holds a node.
+        """
+        if session.world.state.nodes:
+            return True
+        start = time.monotonic()
+        deadline = start + self.config.memory_wait_s
+        count, changed = 0, start
+        while time.monotonic() < deadline and not self._cancel_requested():
+            time.sleep(0.1)
+            session.world.refresh()
+            now = time.monotonic()
+            if len(session.world.state.nodes) != count:
+                count, changed = len(session.world.state.nodes), now
+            elif count and now - changed >= self.config.memory_settle_s:
+                break
+        return bool(session.world.state.nodes)
 
     def _finish(self, session: NodePlannerSession, before: set[str], code: int, message: str,
                 calls: int) -> RunTask.Result:

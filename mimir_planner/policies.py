@@ -36,17 +36,40 @@ OFFLINE_PLANNER_NAME = "offline-planner"
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One executed (or refused, or denied) step, as the planner reads it back."""
+    """One executed (or refused, or denied) step, as the planner reads it back.
+
+    Attributes:
+        goal_id: Goal the step served.
+        primitive: Abstract primitive (``finish`` for a rejected or accepted empty plan).
+        target: Target node id.
+        success: Verified success (what memory may rely on).
+        detail: Outcome text or refusal reason.
+        code: The executor's outcome code (``OPENED``, ``MISSED_GRASP``...), when known.
+        reported: What the executor itself reported before verification (None when the
+            step never reached it).
+        stamp: When the outcome was observed (s).
+        executed: Whether the step reached the executor (False for refusals and denials).
+    """
 
     goal_id: str | None
     primitive: str
     target: str
     success: bool
     detail: str = ""
+    code: str = ""
+    reported: bool | None = None
+    stamp: float | None = None
+    executed: bool = False
+
+    @property
+    def unverified(self) -> bool:
+        """The executor reported success but the verified outcome is a failure."""
+        return self.executed and self.reported is True and not self.success
 
     def line(self, number: int) -> str:
         """``3. open(cab_1) FAILED - locked``."""
-        status = "SUCCESS" if self.success else "FAILED"
+        status = "SUCCESS" if self.success else (
+            "UNVERIFIED" if self.unverified else "FAILED")
         tail = f" - {self.detail}" if self.detail else ""
         return f"{number}. [{self.goal_id or '-'}] {self.primitive}({self.target}) {status}{tail}"
 
@@ -70,6 +93,12 @@ class PlanningContext:
     image: np.ndarray | None = None
     marks: tuple[Mark, ...] = ()
     warnings: tuple[str, ...] = ()
+    believed_open: frozenset[str] = frozenset()
+    """Fixtures believed open (memory, or a recent open the executor reported)."""
+    inspected_now: frozenset[str] = frozenset()
+    """Fixtures inspected successfully during the current instruction."""
+    exhausted: frozenset[tuple[str, str]] = frozenset()
+    """(primitive, target) pairs whose retry allowance is spent in this instruction."""
 
 
 class PlannerPolicy(Protocol):
@@ -102,10 +131,13 @@ def _answer(plan: Sequence[dict[str, Any]], reasoning: Sequence[str],
 class OfflinePlanner:
     """Plans from memory and grounding, without a model.
 
-    Exploration: move to the fixture, open it when it opens and is not open (retrying once
-    after a failed open the memory does not explain as locked), inspect it. Grounded goals:
-    report found objects and answers from memory with an empty plan; otherwise move to the
-    place of interaction first, open a closed source or target, then act.
+    Exploration: move to the fixture, open it unless it is believed open (memory, or an open
+    the executor reported even when the analyzer could not verify it), inspect it. A failed
+    open is tried again only while the session's retry allowance lasts; after that grounding
+    has recorded the failed binding and points elsewhere. Grounded goals: a found object is
+    confirmed by inspecting its holder once per instruction (``find_requires_inspection``),
+    then reported with an empty plan; answers come from memory; otherwise move to the place
+    of interaction first, open a closed source or target, then act.
     """
 
     def __init__(self, registry: PrimitiveRegistry, recall: GoalRecall) -> None:
@@ -116,7 +148,9 @@ class OfflinePlanner:
     def name(self) -> str:
         return OFFLINE_PLANNER_NAME
 
-    def _is_open(self, node: SceneNode) -> bool:
+    def _is_open(self, node: SceneNode, ctx: PlanningContext | None = None) -> bool:
+        if ctx is not None and node.node_id in ctx.believed_open:
+            return True
         openable = node.properties.get("openable")
         return bool(openable is not None and openable.is_opened)
 
@@ -132,7 +166,7 @@ class OfflinePlanner:
         plan: list[dict[str, Any]] = []
         if ctx.robot.last_moved_to != fixture:
             plan.append(_step(0, "move_to", fixture, f"go to {fixture}: {why}"))
-        if self._opens(node) and not self._is_open(node):
+        if self._opens(node) and not self._is_open(node, ctx):
             plan.append(_step(0, "open", fixture, f"open {fixture} to see inside"))
         plan.append(_step(0, "inspect", fixture, f"record what {fixture} holds"))
         return plan
@@ -146,7 +180,7 @@ class OfflinePlanner:
         if last not in (place, node_id):
             plan.append(_step(0, "move_to", place, f"reach {node_id} at {place}"))
         holder = world.nodes[place]
-        if place != node_id and self._opens(holder) and not self._is_open(holder):
+        if place != node_id and self._opens(holder) and not self._is_open(holder, ctx):
             plan.append(_step(0, "open", place, f"open {place} to reach {node_id}"))
         return plan
 
@@ -170,9 +204,16 @@ class OfflinePlanner:
         cand = grounded.candidate
         evidence = "; ".join(e.detail for e in grounded.evidence)
         if spec.kind is GoalKind.FIND:
+            holder = grounded.holder
+            if self._must_confirm(ctx, holder):
+                assert holder is not None
+                why = (f"memory places '{spec.obj}' in {holder} ({evidence}); inspect it to "
+                       "discover the object in this instruction")
+                return self._look_inside(ctx, holder, why), [why], []
             where = (f"inside {cand.node_id}" if cand.content_item is not None
                      else f"{cand.node_id}" + (f" in {cand.parent}" if cand.parent else ""))
-            return [], [f"Found the {spec.obj}: {where} ({evidence})."], []
+            seen = f"; inspected {holder}" if holder in ctx.inspected_now else ""
+            return [], [f"Found the {spec.obj}: {where} ({evidence}{seen})."], []
         if spec.kind is GoalKind.QUESTION:
             text = answer_question(spec, ctx.world, self.recall)
             if text is not None:
@@ -185,7 +226,7 @@ class OfflinePlanner:
         if spec.kind in (GoalKind.OPEN, GoalKind.CLOSE):
             node = ctx.world.nodes[cand.node_id]
             done = self._is_open(node) if spec.kind is GoalKind.OPEN else (
-                node.properties.get("openable") is not None and not self._is_open(node))
+                node.properties.get("openable") is not None and not self._is_open(node, ctx))
             if done:
                 return [], ["Goal already achieved."], []
             plan = self._reach(ctx, cand.node_id, None)
@@ -208,15 +249,31 @@ class OfflinePlanner:
             return [], [], ["no placement target"]
         plan = self._reach(ctx, target, None)
         tnode = ctx.world.nodes[target]
-        if self._opens(tnode) and not self._is_open(tnode):
+        if self._opens(tnode) and not self._is_open(tnode, ctx):
             plan.append(_step(0, "open", target, f"open {target} to place inside"))
         plan.append(_step(0, "place", target, f"place {ctx.robot.holding} on/in {target}"))
         return plan, [evidence], []
+
+    def _must_confirm(self, ctx: PlanningContext, holder: str | None) -> bool:
+        """Whether a found object's holder still has to be inspected in this instruction."""
+        if holder is None or holder not in ctx.world.nodes:
+            return False
+        if not self.registry.config.loop.find_requires_inspection:
+            return False
+        return holder not in ctx.inspected_now and not holder_sealed(
+            ctx.world.nodes[holder], ctx.believed_open)
 
     def propose(self, ctx: PlanningContext) -> str:
         plan, reasoning, warnings = self.plan(ctx)
         return _answer(plan, [f"{OFFLINE_PLANNER_NAME}: {r}" if i else r
                               for i, r in enumerate(reasoning)], warnings)
+
+
+def holder_sealed(node: SceneNode, believed_open: frozenset[str]) -> bool:
+    """A holder that cannot be looked into: remembered locked and not believed open."""
+    locked = node.properties.get("locked")
+    return bool(locked is not None and locked.value is True
+                and node.node_id not in believed_open)
 
 
 def grounding_text(grounding: GroundingResult | None) -> str:
@@ -227,6 +284,7 @@ def grounding_text(grounding: GroundingResult | None) -> str:
         return json.dumps({
             "grounded": grounding.candidate.node_id,
             "source": grounding.source,
+            "holder": grounding.holder,
             "target": grounding.target,
             "candidates": [c.to_dict() for c in grounding.candidates],
             "dropped": [list(d) for d in grounding.dropped],

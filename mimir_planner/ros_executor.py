@@ -15,7 +15,9 @@ reports what memory can rely on:
 4. it refreshes the read-only world memory and returns an
    :class:`~mimir_planner.planner.ExecutionOutcome` whose success is the executor's report
    confirmed by the analyzer's verified verdict, with the effects task memory needs (arrival,
-   opened/closed state, grasp, placement).
+   opened/closed state, grasp, placement). The outcome also carries the executor's outcome
+   code and its own success report, so the planner can tell a missed grasp from a locked
+   fixture and an unconfirmed success from a failure.
 
 Nothing here spins an executor: futures are polled with timeouts from the caller's thread, so
 the caller must be a callback of a multi-threaded executor whose clients live in a reentrant
@@ -413,20 +415,23 @@ class ActionPrimitiveExecutor:
                                   task=self._task_text(), map_frame=self.settings.map_frame,
                                   stamp=stamp)
         except ValueError as err:
-            return self._outcome(step, False, f"not sent: {err}", None)
+            return self._outcome(step, False, f"not sent: {err}", None, code="NOT_SENT")
         result = self._send(goal)
         if isinstance(result, str):
-            return self._outcome(step, False, result, None)
+            return self._outcome(step, False, result, None, code="NO_RESULT")
         end = to_seconds(result.window_end)
         when = end if end > 0.0 else None
         if not result.interaction_id:
             code = result_code_name(int(result.error_code))
-            return self._outcome(step, False, f"refused ({code}): {result.error_msg}", when)
-        reported = f"{result.outcome or ('SUCCEEDED' if result.success else 'FAILED')}"
+            return self._outcome(step, False, f"refused ({code}): {result.error_msg}", when,
+                                 code=code)
+        outcome_code = str(result.outcome or ("SUCCEEDED" if result.success else "FAILED"))
+        said = bool(result.success)
+        reported = outcome_code
         if result.error_msg:
             reported += f": {result.error_msg}"
         if step.primitive not in self.settings.analyzed_primitives:
-            return self._outcome(step, bool(result.success), reported, when)
+            return self._outcome(step, said, reported, when, code=outcome_code, reported=said)
         event = self.events.wait(result.interaction_id, self.settings.event_wait_s)
         if event is None:
             LOG.info("no ENDED event for %s; analysing from the action result",
@@ -435,23 +440,26 @@ class ActionPrimitiveExecutor:
         verdict = self._analyze(event)
         self.world.refresh()
         if not verdict.verified:
-            trusted = bool(result.success) and not self.settings.require_verification
+            trusted = said and not self.settings.require_verification
             detail = f"{reported}; not verified: {verdict.reason}"
-            return self._outcome(step, trusted, detail, when)
-        success = bool(result.success) and verdict.success
+            return self._outcome(step, trusted, detail, when, code=outcome_code, reported=said)
+        success = said and verdict.success
         if success:
             detail = f"{reported}; verified by the analyzer"
         elif result.success:
             detail = f"{reported}; the analyzer found it failed: {verdict.reason}"
         else:
             detail = f"{reported}; analyzer: {verdict.reason or 'failure confirmed'}"
-        return self._outcome(step, success, detail, when)
+        return self._outcome(step, success, detail, when, code=outcome_code, reported=said)
 
     def _outcome(self, step: ExecutableStep, success: bool, detail: str,
-                 stamp: float | None) -> ExecutionOutcome:
+                 stamp: float | None, *, code: str = "",
+                 reported: bool | None = None) -> ExecutionOutcome:
+        """The outcome; ``reported`` is the executor's own word (None when it gave none)."""
         self.executed.append((step, success, detail))
         effects: Sequence[Effect] = ()
         if success:
             effects = step_effects(step, self.world.state, self._holding(), self._opens)
         return ExecutionOutcome(Feedback(success, tuple(effects)), detail, stamp,
-                                self._observe())
+                                self._observe(), code=code,
+                                reported=False if reported is None else reported)

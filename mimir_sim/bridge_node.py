@@ -17,11 +17,18 @@ Published (all stamped with simulation time):
   every camera (they move with the base and arm); ``/tf_static``: ``map -> odom`` (identity);
 * ``/clock`` and ``joint_states`` (base, arm and ``gripper``: opening in m, grip force in N)
   every ``1 / state_rate`` s of simulation time;
+* ``target_state`` (sensor_msgs/JointState) while an ``open``, ``close`` or ``inspect`` runs on a
+  fixture with a door or drawer: one entry named by the goal's memory target id (``cabinet_2``),
+  position = door angle in rad (hinge) or drawer travel in m (slide), 0 = closed; published at the
+  start, every ``1 / state_rate`` s of simulation time while the controller runs, and at the end;
 * ``interaction_events`` (STARTED / ENDED of each primitive) and ``/diagnostics`` (counters).
 
 Served: action ``execute_primitive`` (move_to, open, close, inspect, pick, place through
 :class:`~mimir_sim.embodiment.SimEmbodiment`), services ``sim/begin_instruction`` and
-``sim/judge_instruction`` (judging from simulator state, :mod:`mimir_sim.judge`). Action
+``sim/judge_instruction`` (judging from simulator state, :mod:`mimir_sim.judge`: an object
+counts as discovered when its fixture was inspected while open, or when it covered at least
+``discover_min_pixels`` pixels of one rendered frame's ground-truth segmentation during the
+instruction; the bridge records that per instruction from every frame it renders). Action
 feedback: phase ``resolve`` (progress 0), then while the controller runs a phase read from the
 robot's state (``drive``: the base moves, ``grasp``/``pull``: the fingers touch something,
 ``arm`` otherwise; progress 0.5, the controllers do not report their own progress), then
@@ -89,6 +96,7 @@ from mimir_sim.embodiment import (
     EmbodimentError,
     JointStateReader,
     LabelMap,
+    PreparedPrimitive,
     PrimitiveOutcome,
     PrimitiveRequest,
     SimEmbodiment,
@@ -106,7 +114,7 @@ from mimir_sim.errors import (
     SceneBuildError,
     SimConfigError,
 )
-from mimir_sim.judge import check_criterion, judge_instruction
+from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction
 from mimir_sim.render import CAMERAS, Frame
 from mimir_sim.scenario import InstructionSpec, load_scenario
 from mimir_sim.sim import BASE_JOINTS, KitchenSim
@@ -231,6 +239,15 @@ class SimBridgeConfig:
             "read_only": True,
         },
     )
+    discover_min_pixels: int = field(
+        default=150,
+        metadata={
+            "description": "an object covering at least this many pixels of one rendered "
+            "frame's ground-truth segmentation during an instruction counts as discovered when "
+            "judging it (px at image_width x image_height); 0 counts only inspections",
+            "read_only": True,
+        },
+    )
     map_frame: str = field(default="map", metadata={"description": "map frame", "read_only": True})
     odom_frame: str = field(
         default="odom", metadata={"description": "odometry frame", "read_only": True}
@@ -277,6 +294,8 @@ class SimBridgeConfig:
                 raise ValueError(f"{name} must be a number >= 0, got {value}")
         if self.min_segment_pixels < 1:
             raise ValueError(f"min_segment_pixels must be >= 1, got {self.min_segment_pixels}")
+        if self.discover_min_pixels < 0:
+            raise ValueError(f"discover_min_pixels must be >= 0, got {self.discover_min_pixels}")
         if not all((self.map_frame, self.odom_frame, self.base_frame, self.optical_frame_suffix)):
             raise ValueError("frame names must not be empty")
 
@@ -338,6 +357,7 @@ class _Active:
 
     goal: ServerGoalHandle
     primitive: str
+    prepared: PreparedPrimitive | None = None
     last_feedback: float = -math.inf
 
 
@@ -379,6 +399,8 @@ class SimBridgeNode(Node):
         self._interactions = 0
         self._last_tf = -1.0
         self._pace_anchor: tuple[float, float] | None = None
+        self.visibility = VisibilityLog()
+        self._objects = frozenset(self.sim.scene.objects)
 
         self._optical = {cam: cam + cfg.optical_frame_suffix for cam in cfg.cameras}
         self._color_pubs = {
@@ -399,6 +421,7 @@ class SimBridgeNode(Node):
         }
         self._clock_pub = self.create_publisher(Clock, "/clock", qos.EVENTS)
         self._joint_pub = self.create_publisher(JointState, "joint_states", qos.EVENTS)
+        self._target_state_pub = self.create_publisher(JointState, "target_state", qos.EVENTS)
         self._events_pub = self.create_publisher(InteractionEvent, "interaction_events", qos.EVENTS)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
         self._tf = TransformPublisher(self)
@@ -455,6 +478,10 @@ class SimBridgeNode(Node):
                     continue
                 self._run_job(job)
         except Exception as err:
+            if self._stop.is_set() or not self.context.ok():
+                # shutting down (Ctrl-C shuts the context down before destroy_node stops this
+                # thread): a publish into the closed context is the end, not a failure
+                return
             # nothing can catch it above this thread: log it loudly; jobs then fail with a reason
             self.counters.add("sim_thread_failed")
             self.get_logger().error(f"simulation thread stopped: {type(err).__name__}: {err}")
@@ -542,12 +569,30 @@ class SimBridgeNode(Node):
         )
         self.counters.add("state.published")
         active = self._active
+        if active is not None:
+            self._publish_target_state(active, stamp)
         if active is not None and stamp - active.last_feedback >= 0.5:
             active.last_feedback = stamp
             active.goal.publish_feedback(
                 ExecutePrimitive.Feedback(phase=self._phase(active.primitive), progress=0.5)
             )
         self._pace(stamp)
+
+    def _publish_target_state(self, active: _Active, stamp: float) -> None:
+        """Joint state of the fixture the running primitive acts on (nothing for others)."""
+        if active.prepared is None:
+            return
+        state = self.embodiment.target_joint_state(active.prepared)
+        if state is None:
+            return
+        self._target_state_pub.publish(
+            JointState(
+                header=self._header(stamp, self.config.map_frame),
+                name=[state.target_id],
+                position=[state.position],
+            )
+        )
+        self.counters.add("target_state.published")
 
     def _phase(self, primitive: str) -> str:
         """Phase of a running primitive read from the robot's state (not from the controller)."""
@@ -565,7 +610,10 @@ class SimBridgeNode(Node):
         for cam in cfg.cameras:
             try:
                 frame = self.sim.render(
-                    cam, cfg.image_width, cfg.image_height, segmentation=cfg.segmentation
+                    cam,
+                    cfg.image_width,
+                    cfg.image_height,
+                    segmentation=cfg.segmentation or cfg.discover_min_pixels > 0,
                 )
             except RenderError as err:
                 self.counters.add(f"{cam}.render_failed")
@@ -590,7 +638,17 @@ class SimBridgeNode(Node):
             self._depth_pubs[cam].publish(numpy_to_image(frame.depth, "32FC1", header))
         intrinsics = Intrinsics(info.fx, info.fy, info.cx, info.cy, info.width, info.height)
         self._info_pubs[cam].publish(intrinsics_to_camera_info(intrinsics, header))
-        if frame.segmentation is not None:
+        if frame.segmentation is not None and self.config.discover_min_pixels > 0:
+            try:
+                self.visibility.add_frame(
+                    self.sim.instruction, frame.segmentation, frame.entity_ids, self._objects
+                )
+            except ValueError as err:
+                self.counters.add(f"{cam}.segmentation_failed")
+                self.get_logger().warning(
+                    f"{cam}: visibility not recorded: {err}", throttle_duration_sec=5.0
+                )
+        if frame.segmentation is not None and self.config.segmentation:
             if frame.entity_ids != self._seg_ids:
                 self._segmenter = self._ground_truth(frame.entity_ids)
             try:
@@ -684,9 +742,12 @@ class SimBridgeNode(Node):
         interaction_id = f"sim_{request.primitive}_{self._interactions:04d}_{round(start * 1000)}"
         self._publish_event(goal, interaction_id, InteractionEvent.PHASE_STARTED, start, None)
         self.counters.add("primitives.started")
-        self._active = _Active(goal_handle, request.primitive)
+        active = _Active(goal_handle, request.primitive, prepared)
+        self._active = active
+        self._publish_target_state(active, start)
         try:
             outcome = self.embodiment.run(prepared)
+            self._publish_target_state(active, self.sim.time)
         finally:
             self._active = None
         self._publish_event(goal, interaction_id, InteractionEvent.PHASE_ENDED, start, outcome)
@@ -802,12 +863,17 @@ class SimBridgeNode(Node):
             response.error_msg = f"instruction {request.index} does not exist ({count} in all)"
             return response
         answer = [str(a) for a in request.answer]
-        verdict = judge_instruction(self.sim, instruction, request.index, answer)
+        visible = (
+            self.visibility.visible(request.index, self.config.discover_min_pixels)
+            if self.config.discover_min_pixels > 0
+            else {}
+        )
+        verdict = judge_instruction(self.sim, instruction, request.index, answer, visible)
         criteria: list[dict[str, Any]] = []
         holding = 0
         for group, crits in (("success", instruction.success), ("failure", instruction.failure)):
             for crit in crits:
-                hit, reason = check_criterion(self.sim, crit, request.index, answer)
+                hit, reason = check_criterion(self.sim, crit, request.index, answer, visible)
                 satisfied = hit if group == "success" else not hit
                 holding += int(satisfied)
                 criteria.append(
@@ -833,6 +899,7 @@ class SimBridgeNode(Node):
                 "success": verdict.success,
                 "sim_time": self.sim.time,
                 "criteria": criteria,
+                "visible_objects": visible,
             }
         )
         response.error_code = JudgeInstruction.Response.NONE

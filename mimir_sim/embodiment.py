@@ -407,6 +407,27 @@ class PreparedPrimitive:
     base_goal: tuple[float, float, float] | None = None
 
 
+#: primitives whose target is a fixture; their fixture's joint is reported while they run
+FIXTURE_PRIMITIVES = ("open", "close", "inspect")
+
+
+@dataclass(frozen=True)
+class FixtureJointState:
+    """The joint of the fixture a primitive acts on, as the embodiment reports it.
+
+    Attributes:
+        target_id: memory node id the planner named (the name the state is published under).
+        sim_fixture: simulator id of the fixture.
+        position: door angle (rad) for hinges, drawer travel (m) for slides; 0 is closed.
+        joint_type: ``revolute`` (hinge) or ``prismatic`` (slide).
+    """
+
+    target_id: str
+    sim_fixture: str
+    position: float
+    joint_type: str
+
+
 @dataclass(frozen=True)
 class PrimitiveOutcome:
     """What a primitive did, in the terms the action result reports."""
@@ -582,6 +603,28 @@ class SimEmbodiment:
         dest_spec = request.destination or target
         destination = self.resolve(dest_spec, ("fixture",))
         return PreparedPrimitive(request, sim.holding, destination=destination)
+
+    # ------------------------------------------------------------------ fixture state
+
+    def target_joint_state(self, prepared: PreparedPrimitive) -> FixtureJointState | None:
+        """Current joint state of the fixture a prepared primitive acts on.
+
+        ``None`` when the primitive does not act on a fixture (``move_to``, ``pick``,
+        ``place``), when the request names no memory id to publish it under, or when the
+        fixture has no door or drawer joint (a counter).
+        """
+        request = prepared.request
+        if request.primitive not in FIXTURE_PRIMITIVES or not request.target.target_id:
+            return None
+        fixture = self.sim.scene.fixtures.get(prepared.sim_target)
+        if fixture is None or fixture.joint is None:
+            return None
+        return FixtureJointState(
+            target_id=request.target.target_id,
+            sim_fixture=prepared.sim_target,
+            position=self.sim.fixture_opening(prepared.sim_target),
+            joint_type="prismatic" if fixture.is_drawer else "revolute",
+        )
 
     # ------------------------------------------------------------------ execution
 

@@ -8,7 +8,8 @@ motion, detections inside a fixture volume, node existence):
 * ``locked`` needs gripper contact (and pull force where reported) without motion.
 * a missed grasp needs the absence of contact; an outcome that contradicts the evidence is
   corrected to the category the evidence supports.
-* "fixture contains X" needs a detection of X inside the opened fixture's 3D box.
+* "fixture contains X" needs a detection of X inside the opened fixture's 3D box; "empty" needs
+  none, where detections with fixture labels (the fixture's own parts) do not count.
 * every cited id must exist; an unknown or misspelt id is rebound to the nearest node with
   the same label, or the claim is rejected.
 * duplicates, and claims whose type a deterministic extractor owns, are rejected.
@@ -43,6 +44,7 @@ from mimir_planner.reasoning.evidence import ClaimContext, Evidence
 from mimir_planner.reasoning.percepts import (
     ContactSummary,
     contact_summary,
+    contents_inside,
     detections_inside,
     moved,
     names_match,
@@ -533,7 +535,7 @@ class Harness:
         box = node.bbox if node is not None else None
         if box is None:
             return _Check(Decision.REJECT, "fixture volume vanished")
-        inside = detections_inside(ev.detections, box, self._percepts)
+        inside = contents_inside(ev.detections, box, self._percepts, self._vocab)
         if inside:
             labels = sorted({d.label for d in inside})
             return _Check(

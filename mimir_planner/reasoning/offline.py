@@ -3,6 +3,14 @@
 It answers in exactly the analyzer's JSON schema, so the simulation and CI exercise the same
 parsing, verification and writing path as a real model. It is named ``offline-reasoner`` in
 the logs and in every response it returns.
+
+It reads the evidence with the same percepts as the harness, so the two agree: an open or close
+is a success when the fixture measurably moved; a held handle that did not move means locked; a
+held handle whose motion was not measured is reported as unconfirmed (never as a missed grasp,
+which needs the absence of contact). Contents come only from an inspection of the target
+fixture: detections are its only eyes, and their absence proves emptiness only where the robot
+deliberately looked inside. Detections carrying a fixture label (the fixture's own door and
+walls) are never contents.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from dataclasses import dataclass, field
 from mimir_planner.reasoning.config import PerceptConfig, VocabularyConfig
 from mimir_planner.reasoning.errors import BackendConfigError
 from mimir_planner.reasoning.evidence import ClaimContext, Evidence
-from mimir_planner.reasoning.percepts import contact_summary, detections_inside, moved
+from mimir_planner.reasoning.percepts import contact_summary, contents_inside, moved
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
 from mimir_planner.reasoning.world import Box3D
 
@@ -115,6 +123,15 @@ class OfflineReasoner:
                         "reasoning": f"{OFFLINE_NAME}: grip held but the fixture stayed put",
                     }
                 )
+            elif summary is not None and summary.contact:
+                success = False
+                failure = (
+                    f"{OFFLINE_NAME}: the jaws engaged the handle in {summary.engaged_samples} "
+                    "samples, but the fixture's travel was not measured"
+                )
+            elif summary is None:
+                success = False
+                failure = f"{OFFLINE_NAME}: no gripper state was recorded"
             else:
                 success = False
                 failure = f"{OFFLINE_NAME}: missed grasp - the jaws never engaged the handle"
@@ -124,9 +141,11 @@ class OfflineReasoner:
                 failure = f"{OFFLINE_NAME}: missed grasp - the jaws hold nothing"
         contents: list[dict[str, object]] = []
         for fixture in inputs.fixtures:
+            if ctx.intent != "inspection" or fixture.fixture_id != ctx.target_id:
+                continue
             if fixture.bbox is None or fixture.fixture_id not in ev.observed_interiors:
                 continue
-            inside = detections_inside(ev.detections, fixture.bbox, self._percepts)
+            inside = contents_inside(ev.detections, fixture.bbox, self._percepts, self._vocab)
             names = sorted({d.label for d in inside})
             contents.append(
                 {

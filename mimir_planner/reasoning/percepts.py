@@ -202,6 +202,18 @@ def detections_inside(
     return [d for d in detections if box.contains(d.position, cfg.box_margin_m)]
 
 
+def contents_inside(
+    detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig, vocab: VocabularyConfig
+) -> list[Detection3D]:
+    """Detections inside the box that can be contents: fixture labels are left out.
+
+    A fixture's own door, shelves and walls (and the edge of a neighbour within the margin)
+    are detected with fixture labels; they are structure, never what the fixture holds.
+    """
+    fixtures = set(vocab.fixture_labels)
+    return [d for d in detections_inside(detections, box, cfg) if d.label not in fixtures]
+
+
 def primitive_intent(name: str, vocab: VocabularyConfig) -> str:
     """Intent of a primitive from its name (``OpenCabinet`` -> ``open``); ``other`` if none."""
     for token in words(name):

@@ -2,9 +2,10 @@
 
 The DDS tests start the real scene graph and keyframe nodes (memory in tmp_path) beside the
 analyzer (offline reasoner) in one executor, publish camera frames with registered depth,
-camera info, static transforms, joint states and observations, and analyse interactions:
-a deferred outcome (no depth) that the next analysis corrects, a locked cabinet, a missed
-grasp, an unknown target, a window without frames, and bad input on every stream.
+camera info, static transforms, joint states, fixture joint states and observations, and
+analyse interactions: a deferred outcome (no depth) that the next analysis corrects, a locked
+cabinet, a missed grasp, an open proven by the fixture's reported joint, an unknown target, a
+window without frames, and bad input on every stream.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mimir.ros.camera import intrinsics_to_camera_info
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds
+from mimir.transforms import ExtrapolationError, UnknownFrameError
 from mimir_memory.keyframe_node import KeyframeNode
 from mimir_memory.scene_graph_node import SceneGraphNode
 from mimir_msgs.msg import (
@@ -54,6 +56,7 @@ from mimir_planner.analyzer_node import (
     WriteContext,
     detections_from_msg,
     evidence_refs,
+    fixture_samples,
     gripper_reading,
     plan_writes,
     spread,
@@ -92,7 +95,8 @@ def test_config_defaults_match_the_params_file() -> None:
 @pytest.mark.parametrize("bad", [
     {"vlm_backend": "gpt"}, {"cameras": ("base", "base")}, {"cameras": ()},
     {"max_frames_per_camera": 1}, {"service_timeout_s": 0.0}, {"window_margin_s": -1.0},
-    {"contact_effort_n": math.nan}, {"gripper_joint": ""},
+    {"contact_effort_n": math.nan}, {"gripper_joint": ""}, {"prismatic_labels": ("",)},
+    {"tf_wait_s": -0.5},
 ])
 def test_config_rejects_bad_values(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
@@ -164,6 +168,61 @@ def test_gripper_reading_and_detections() -> None:
     assert [(d.label, d.ref, d.score, d.stamp, d.camera) for d in found] == [
         ("mug", "d1", 1.0, 7.0, "pole")]
     assert skipped == 2
+
+
+def test_fixture_samples_read_target_state() -> None:
+    msg = JointState(name=["cabinet_2", "drawer_1", " ", "oven_1", "fridge_1"],
+                     position=[1.2, 0.2, 0.1, math.nan])
+    msg.header.stamp = from_seconds(12.5)
+    samples, problems = fixture_samples(
+        msg, lambda node_id: "prismatic" if node_id.startswith("drawer") else "revolute")
+    assert [(s.fixture_id, s.stamp, s.position, s.joint_type) for s in samples] == [
+        ("cabinet_2", 12.5, 1.2, "revolute"), ("drawer_1", 12.5, 0.2, "prismatic")]
+    assert len(problems) == 3
+    assert "entry 2 has no name" in problems[0]
+    assert "'oven_1'" in problems[1] and "finite" in problems[1]
+    assert "'fridge_1' carries no position" in problems[2]
+    assert fixture_samples(JointState(), lambda _id: "revolute") == ([], [])
+
+
+class _LateTf:
+    """A transform source that knows a stamp only after ``late`` lookups (TF trailing)."""
+
+    backend = "test"
+
+    def __init__(self, late: int, error: type[Exception] = ExtrapolationError) -> None:
+        self.late = late
+        self.calls = 0
+        self.error = error
+
+    def lookup(self, target: str, source: str, stamp: float) -> np.ndarray:
+        self.calls += 1
+        if self.calls <= self.late:
+            raise self.error(f"{source} at {stamp} is newer than the newest transform")
+        return np.eye(4)
+
+
+def test_camera_pose_waits_for_trailing_tf(ros_context: Context) -> None:
+    node = AnalyzerNode(context=ros_context, parameter_overrides=[
+        Parameter("vlm_backend", value="offline")])
+    try:
+        late = _LateTf(3)
+        node._tf = late
+        pose = node._camera_pose("base", "", 12.0, deadline=time.monotonic() + 30.0)
+        assert pose is not None and late.calls == 4  # retried instead of dropping the frame
+        assert node.counters.get("camera_pose_unavailable") == 0
+        # past the window's deadline the frame goes without a pose, counted
+        never = _LateTf(10**6)
+        node._tf = never
+        assert node._camera_pose("base", "", 12.0, deadline=time.monotonic() - 1.0) is None
+        assert never.calls == 1 and node.counters.get("camera_pose_unavailable") == 1
+        # an unknown frame is not waited for at all
+        unknown = _LateTf(10**6, UnknownFrameError)
+        node._tf = unknown
+        assert node._camera_pose("base", "", 12.0, deadline=time.monotonic() + 30.0) is None
+        assert unknown.calls == 1 and node.counters.get("camera_pose_unavailable") == 2
+    finally:
+        node.destroy_node()
 
 
 def test_camera_stream_rate_limits_and_pairs_depth() -> None:
@@ -339,6 +398,7 @@ class Rig:
         self.info = {c: driver.create_publisher(CameraInfo, f"cameras/{c}/color/camera_info",
                                                 qos.SENSOR) for c in CAMERAS}
         self.joints = driver.create_publisher(JointState, "joint_states", qos.SENSOR)
+        self.target_state = driver.create_publisher(JointState, "target_state", qos.EVENTS)
         self.observations = driver.create_publisher(ObjectObservationArray, "observations",
                                                     qos.EVENTS)
         self.events = driver.create_publisher(InteractionEvent, "interaction_events",
@@ -350,7 +410,7 @@ class Rig:
         tf.send([matrix_to_transform(CAMERA_POSE, "map", f"{c}_color_optical_frame", 0.0)
                  for c in CAMERAS] + [matrix_to_transform(np.eye(4), "map", "base_link", 0.0)])
         pubs = [*self.color.values(), *self.depth.values(), self.joints, self.observations,
-                self.events]
+                self.events, self.target_state]
         assert wait_for(lambda: all(p.get_subscription_count() > 0 for p in pubs))
 
     def start_graph(self) -> SceneGraphNode:
@@ -522,6 +582,40 @@ def test_locked_cabinet_missed_grasp_and_recheck(rig: Rig) -> None:
     assert _props(drawer).get("locked") in (None, "unknown")
     assert [r.success for r in drawer.task_history] == [False]
     assert any(e.verdict == "defer" for e in rig.memory_events)  # deferred claims are logged
+
+
+@pytest.mark.ros
+def test_reported_fixture_joint_proves_an_open(rig: Rig) -> None:
+    rig.add_fixtures()
+    node = rig.analyzer
+    assert node.joint_type("cabinet_1") == "revolute"
+    assert node.joint_type("drawer_1") == "prismatic"  # label from memory
+    assert node.joint_type("drawer_7") == "prismatic"  # not in memory: the id's label part
+    # bad fixture states are counted and skipped
+    rig.target_state.publish(JointState(name=["cabinet_1"], position=[math.inf]))
+    rig.target_state.publish(JointState(name=["cabinet_1"]))
+    assert rig.wait_for(lambda: node.counters.get("bad_fixture_state") >= 2)
+    # The jaws hold the handle, no depth arrives, but the hinge reports 1.2 rad of opening.
+    count = 0
+    for k in range(21):
+        t = 10.5 + 0.1 * k
+        state = JointState(name=["cabinet_1"], position=[min(1.2, 0.08 * k)])
+        state.header.stamp = from_seconds(t)
+        rig.target_state.publish(state)
+        count += 1
+    assert rig.wait_for(lambda: len(node.fixture_states) >= count)
+    rig.play(9.0, 13.5, _hold_handle, with_depth=False)
+    opened = rig.analyze("ia-hinge", "cabinet_1", 10.5, 12.5)
+    assert opened.error_code == _Response.NONE, opened.error_msg
+    assert opened.task_success and not opened.failure_reason
+    assert {e.verdict for e in opened.verdicts} == {"admit"}
+    prop = next(e for e in opened.verdicts if e.kind == "property_set")
+    assert ("robot_state", "joint:cabinet_1@10.500-12.500") in {
+        (r.kind, r.id) for r in prop.evidence}
+    cabinet = rig.node("cabinet_1")
+    assert _props(cabinet)["openable"] is True and _props(cabinet)["is_opened"] is True
+    assert [r.success for r in cabinet.task_history] == [True]
+    assert not cabinet.contents  # opening is not inspecting
 
 
 @pytest.mark.ros

@@ -64,6 +64,7 @@ from mimir_perception.camera import Intrinsics
 from mimir_planner.planner_node import PlannerNode, PlannerNodeConfig, PlannerNodeError
 from mimir_planner.primitives import ExecutableStep
 from mimir_planner.ros_executor import (
+    ActionPrimitiveExecutor,
     ExecutorSettings,
     InteractionEventBuffer,
     ended_event_from_result,
@@ -403,6 +404,100 @@ def test_executor_helpers_build_goals_events_and_effects(tmp_path: Path) -> None
     world.close()
 
 
+class _Done:
+    """A future that is already done."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Any:
+        return self.value
+
+    def cancel(self) -> None:
+        return None
+
+
+class _Clients:
+    """Stand-ins for the action client, analyzer client and node (no ROS graph needed)."""
+
+    def __init__(self) -> None:
+        self.result = ExecutePrimitive.Result()
+        self.analysis = AnalyzeInteraction.Response()
+        self.goals: list[Any] = []
+        self.analyzed: list[Any] = []
+
+    # action client
+    def server_is_ready(self) -> bool:
+        return True
+
+    def send_goal_async(self, goal: Any) -> _Done:
+        self.goals.append(goal)
+        handle = type("Handle", (), {
+            "accepted": True,
+            "get_result_async": lambda _h: _Done(type("R", (), {"result": self.result})()),
+            "cancel_goal_async": lambda _h: _Done(None)})()
+        return _Done(handle)
+
+    # analyzer client
+    def service_is_ready(self) -> bool:
+        return True
+
+    def call_async(self, request: Any) -> _Done:
+        self.analyzed.append(request)
+        return _Done(self.analysis)
+
+    # node
+    def get_clock(self) -> Any:
+        return type("Clock", (), {"now": lambda _c: type("T", (), {"nanoseconds": 5e9})()})()
+
+
+def test_executor_outcome_carries_code_and_executor_report(tmp_path: Path) -> None:
+    world = WorldMemory.open(tmp_path / "world.db")
+    world.add_node("cabinet", (1.1, 0.0, 1.6), stamp=1.0)
+    fake = _Clients()
+    executor = ActionPrimitiveExecutor(
+        fake, fake, fake, InteractionEventBuffer(),  # type: ignore[arg-type]
+        world=world, settings=ExecutorSettings(event_wait_s=0.0), holding=lambda: None,
+        opens=lambda node: True)
+    open_step = ExecutableStep("open", "open", "cabinet_1", "sim_tidybot", goal_id="g1")
+
+    def result(success: bool, outcome: str) -> ExecutePrimitive.Result:
+        return ExecutePrimitive.Result(success=success, outcome=outcome, interaction_id="i1",
+                                       window_end=from_seconds(7.0))
+
+    # done in the simulator, but the analyzer could not confirm it
+    fake.result = result(True, "OPENED")
+    fake.analysis = AnalyzeInteraction.Response(
+        task_success=False, failure_reason="outcome not verified",
+        error_code=AnalyzeInteraction.Response.NONE)
+    out = executor.execute(open_step)
+    assert not out.feedback.success and out.reported is True and out.code == "OPENED"
+    assert "the analyzer found it failed" in out.detail and out.stamp == pytest.approx(7.0)
+    assert fake.analyzed[-1].interaction.interaction_id == "i1"
+    # a missed grasp is a failure by the executor's own word
+    fake.result = result(False, "MISSED_GRASP")
+    out = executor.execute(open_step)
+    assert out.reported is False and out.code == "MISSED_GRASP" and not out.feedback.success
+    # verified success carries the effects
+    fake.result = result(True, "OPENED")
+    fake.analysis = AnalyzeInteraction.Response(task_success=True,
+                                                error_code=AnalyzeInteraction.Response.NONE)
+    out = executor.execute(open_step)
+    assert out.feedback.success and out.reported is True and out.feedback.effects
+    # move_to is judged by the executor alone
+    fake.result = result(True, "REACHED")
+    before = len(fake.analyzed)
+    out = executor.execute(ExecutableStep("move_to", "move_to", "cabinet_1", "sim_tidybot"))
+    assert out.feedback.success and out.code == "REACHED" and len(fake.analyzed) == before
+    # a target that left memory is never sent
+    out = executor.execute(ExecutableStep("open", "open", "drawer_9", "sim_tidybot"))
+    assert out.code == "NOT_SENT" and out.reported is False and not out.feedback.success
+    world.close()
+
+
 def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
                                    executor: MultiThreadedExecutor, driver: Node,
                                    wait_for: Wait) -> None:
@@ -552,6 +647,38 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     assert result.error_code == RunTask.Result.BLOCKED
     assert "timed_out" in result.error_msg
     assert robot.log.executed == [("move_to", locked)]
+
+
+def test_first_instruction_waits_for_perception(
+        tmp_path: Path, ros_context: Context, executor: MultiThreadedExecutor, driver: Node,
+        wait_for: Wait) -> None:
+    ns = driver.get_namespace()
+    for name in ("memory_wait_s", "memory_settle_s"):
+        with pytest.raises(ValueError, match=name):
+            PlannerNodeConfig(**{name: -1.0})
+    writer = WorldMemory.open(tmp_path / "world.db")  # exists, but nothing perceived yet
+    _planner(ros_context, executor, tmp_path, ns, memory_wait_s=0.3)
+    tasks = TaskClient(driver, wait_for)
+    result = tasks.run("find the banana")
+    assert result.error_code == RunTask.Result.BLOCKED
+    assert "nothing left to explore" in result.error_msg
+
+    # perception adds the first fixture while the instruction waits: planning goes ahead
+    planner = next(n for n in executor.get_nodes() if isinstance(n, PlannerNode))
+    executor.remove_node(planner)
+    planner.destroy_node()
+    _planner(ros_context, executor, tmp_path / "later", ns, memory_wait_s=20.0)
+    late = WorldMemory.open(tmp_path / "later" / "world.db")
+    timer = threading.Timer(1.0, lambda: late.add_node("cabinet", (1.1, 0.0, 1.6), stamp=1.0))
+    timer.start()
+    try:
+        result = tasks.run("find the banana")
+    finally:
+        timer.join()
+    assert result.error_code == RunTask.Result.BLOCKED
+    assert "executor unavailable" in result.error_msg  # it tried to move to cabinet_1
+    late.close()
+    writer.close()
 
 
 def test_bad_instructions_and_missing_services(

@@ -329,9 +329,17 @@ def test_primitives_events_and_judging(
     spin_node: Node,
     wait_for: Callable[..., bool],
 ) -> None:
-    node = bridge(ros_context, cameras=["pole"], camera_rate=1.0, real_time_factor=0.0)
+    node = bridge(
+        ros_context,
+        cameras=["pole"],
+        camera_rate=1.0,
+        real_time_factor=0.0,
+        discover_min_pixels=20,
+    )
     ros_executor.add_node(node)
     drv = Driver(spin_node, wait_for)
+    fixture = Recorder()
+    fixture.listen(spin_node, JointState, "target_state", qos.EVENTS)
     assert drv.ready()
     cab_1, cab_2 = centre(node, "cab_1"), centre(node, "cab_2")
 
@@ -372,9 +380,26 @@ def test_primitives_events_and_judging(
     assert res.error_code == Result.UNREACHABLE and "outside the room" in res.error_msg
     assert len(drv.events.get("interaction_events")) == 2
 
-    # an unlocked cabinet opens; inspecting it discovers the banana
+    assert not fixture.get("target_state")  # a move_to reports no fixture joint
+
+    # an unlocked cabinet opens; its hinge is reported under the memory id while it runs
     res = drv.run("open", "cabinet_2", "cabinet", cab_2)
     assert res.success and res.outcome == "OPENED", res.error_msg
+    start, end = to_seconds(res.window_start), to_seconds(res.window_end)
+
+    def hinge() -> list[tuple[float, float]]:
+        return [
+            (to_seconds(m.header.stamp), m.position[0])
+            for m in fixture.get("target_state")
+            if start <= to_seconds(m.header.stamp) <= end
+        ]
+
+    assert wait_for(lambda: any(t == end for t, _ in hinge()))
+    samples = hinge()
+    assert {tuple(m.name) for m in fixture.get("target_state")} == {("cabinet_2",)}
+    assert samples[0] == (start, pytest.approx(0.0, abs=0.01))  # closed when it starts
+    assert samples[-1][1] > 0.5 and len(samples) > 20  # open (rad) at the end, 20 Hz between
+    # inspecting it discovers the banana
     res = drv.run("inspect", "cabinet_2", "cabinet", cab_2)
     assert res.success and res.outcome == "INSPECTED", res.error_msg
     judged = drv.call(drv.judge, JudgeInstruction.Request(index=0))
@@ -383,6 +408,9 @@ def test_primitives_events_and_judging(
     assert judged.success and judged.progress == 1.0, details
     assert details["criteria"][0]["type"] == "object_discovered"
     assert details["criteria"][0]["satisfied"]
+    # the pole camera also had the banana in view through the open door
+    assert details["visible_objects"].get("banana_1", 0) >= 20
+    assert "in view with" in details["criteria"][0]["reason"]
 
     # pick the banana, refuse a second pick, place it on the counter given by parameters
     banana = tuple(float(v) for v in node.sim.scene.objects["banana_1"].pos)
@@ -437,6 +465,8 @@ def test_bad_parameters_stop_the_constructor(ros_context: Context) -> None:
         bridge(ros_context, cameras=["base", "ceiling"])
     with pytest.raises(BridgeStartupError, match="no_such_vocabulary"):
         bridge(ros_context, vocabulary="no_such_vocabulary")
+    with pytest.raises(BridgeStartupError, match="discover_min_pixels"):
+        bridge(ros_context, discover_min_pixels=-1)
 
 
 def run_bridge(*params: str) -> subprocess.CompletedProcess[str]:

@@ -75,10 +75,13 @@ def test_second_instruction_reuses_remembered_contents(kitchen) -> None:
     session.submit("Find the banana.")
     session.run(kit)
     kit.executed.clear()
+    # A find is a discovery: memory sends the robot straight to the remembered (still open)
+    # cabinet, which it inspects once in this instruction; nothing else is re-explored.
     session.submit("Find the banana.")
     again = session.run(kit)
-    assert kit.executed == []
-    assert again.calls == 1 and again.completed == ["g002_find"]
+    assert [(s.primitive, s.target) for s in kit.executed] == [("inspect", "cabinet_2")]
+    assert again.calls == 2 and again.completed == ["g002_find"]
+    kit.executed.clear()
     session.submit("Where is the banana?")
     answer = session.run(kit)
     assert kit.executed == []
@@ -358,7 +361,7 @@ def test_new_session_continues_stored_goals(kitchen) -> None:
     assert "cabinet_3" in report.answers["g002_question"]
 
 
-def test_failed_pick_becomes_contradicted_binding(tmp_path: Path) -> None:
+def _mugs(tmp_path: Path):
     world, task, kit = build_kitchen(tmp_path, [
         ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
         ("table_1", Fixture("table", (0.0, 1.0, 0.7), opens=False)),
@@ -366,27 +369,50 @@ def test_failed_pick_becomes_contradicted_binding(tmp_path: Path) -> None:
     for parent, pos in (("counter_1", (1.0, 0.1, 0.95)), ("table_1", (0.0, 1.0, 0.75))):
         node = world.add_node("mug", pos, stamp=2.0)
         world.set_parent(node.payload["node_id"], parent, "surface", stamp=2.0)
-    real_execute = kit.execute
-    failures = {"mug_1"}
+    return world, task, kit
 
-    def slippery(step):
-        if step.primitive == "pick" and step.target in failures:
-            failures.discard(step.target)
+
+def _slippery(kit, misses: dict[str, int]):
+    """Executor whose picks of the named mugs miss the given number of times."""
+    real_execute = kit.execute
+
+    def execute(step):
+        if step.primitive == "pick" and misses.get(step.target, 0) > 0:
+            misses[step.target] -= 1
             kit.executed.append(step)
-            return ExecutionOutcome(Feedback(False), "missed grasp: jaws closed on nothing",
-                                    kit._tick())
+            return ExecutionOutcome(Feedback(False), "MISSED_GRASP: jaws closed on nothing",
+                                    kit._tick(), code="MISSED_GRASP", reported=False)
         return real_execute(step)
 
-    kit.execute = slippery  # type: ignore[method-assign]
+    return execute
+
+
+def test_missed_grasp_is_retried_once(tmp_path: Path) -> None:
+    world, task, kit = _mugs(tmp_path)
+    kit.execute = _slippery(kit, {"mug_1": 1})  # type: ignore[method-assign]
+    session = session_for(world, task)
+    session.submit("pick up the mug")
+    report = session.run(kit)
+    assert [s.target for s in kit.executed].count("mug_1") == 2
+    assert report.completed == ["g001_pick"] and task.hand == "mug_1"
+    assert task.failed_bindings == []
+    world.close()
+    task.close()
+
+
+def test_failed_pick_becomes_contradicted_binding(tmp_path: Path) -> None:
+    world, task, kit = _mugs(tmp_path)
+    kit.execute = _slippery(kit, {"mug_1": 5})  # type: ignore[method-assign]
     session = session_for(world, task)
     session.submit("pick up the mug")
     report = session.run(kit)
     assert task.is_binding_failed("mug_1", "counter_1")
-    assert task.failed_bindings[0].reason == "missed grasp: jaws closed on nothing"
-    # The goal was bound to mug_1 at submission; the contradicted binding blocks it (fail
-    # closed) instead of retrying the same grasp.
-    assert report.blocked == ["g001_pick"]
-    assert [s.target for s in kit.executed].count("mug_1") == 1
+    reason = task.failed_bindings[0].reason
+    assert "retry allowance of 1 is spent" in reason and "jaws closed on nothing" in reason
+    # The goal was bound to mug_1 at submission; after one retry the contradicted binding
+    # blocks it (fail closed) instead of grasping at it until the budget runs out.
+    assert report.blocked == ["g001_pick"] and report.calls < 12
+    assert [s.target for s in kit.executed].count("mug_1") == 2
     session.submit("pick up the mug")  # a new goal grounds to the remaining candidate
     again = session.run(kit)
     assert ("pick", "mug_2") in _steps(again) and again.completed == ["g002_pick"]

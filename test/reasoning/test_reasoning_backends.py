@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from reasoning_scene import Step, config, err, make_window, make_world, ok, primitive, serve
+from reasoning_scene import (
+    Step,
+    config,
+    err,
+    make_window,
+    make_world,
+    ok,
+    primitive,
+    scissors,
+    serve,
+)
 
 from mimir_planner.reasoning import (
     OFFLINE_NAME,
     ChatMessage,
+    Decision,
     ImagePart,
     InteractionAnalyzer,
     OfflineReasoner,
@@ -157,8 +170,47 @@ def test_offline_reasoner_answers_schema_and_names_itself() -> None:
     assert {(u.property, u.value, u.is_opened) for u in opened.property_updates} == {
         ("openable", True, True)
     }
-    assert opened.contents_updates[0].is_empty  # opened, nothing detected inside
+    # opening is not looking inside: no contents (an empty list would claim "inspected, empty")
+    assert opened.contents_updates == ()
     assert OFFLINE_NAME in opened.property_updates[0].reasoning
+
+
+def test_offline_reasoner_agrees_with_the_harness_on_contact_without_measured_motion() -> None:
+    cfg = config(backend="offline")
+    analyzer = InteractionAnalyzer(make_backend(cfg), make_world(), cfg)
+    # the jaws held the handle, but neither depth nor a joint measured the drawer's travel
+    result = analyzer.analyze(make_window(contact=True, opened_m=0.2, depth=False), primitive())
+    assert "missed grasp" not in (result.answer.failure_reason or "")
+    assert "not measured" in (result.answer.failure_reason or "")
+    assert result.outcome_updates == ()  # undecided: held for re-checking, not corrected
+    (outcome,) = result.deferred
+    assert "contact seen" in outcome.reason
+    # no gripper state at all: not called a missed grasp either
+    bare = make_window(contact=False, opened_m=None, depth=False)
+    bare = type(bare)(bare.frames)
+    fresh = InteractionAnalyzer(make_backend(cfg), make_world(), cfg)
+    nothing = fresh.analyze(bare, primitive())
+    assert "no gripper state" in (nothing.answer.failure_reason or "")
+    assert [v.decision for v in nothing.verdicts] == [Decision.DEFER]
+
+
+def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> None:
+    cfg = config(backend="offline")
+    opened = make_world()
+    drawer = opened.node("drawer_3")
+    assert drawer is not None
+    opened.put(replace(drawer, properties={"openable": {"value": True, "is_opened": True}}))
+    analyzer = InteractionAnalyzer(make_backend(cfg), opened, cfg)
+    window = make_window(contact=False, opened_m=None)
+    own_door = type(scissors())("drawer", np.array([1.0, 0.1, 0.5]), 0.9, 102.0, "wrist", "d:4")
+    seen = analyzer.analyze(window, primitive("Inspect"), [scissors(), own_door])
+    (update,) = seen.contents_updates
+    assert update.fixture_id == "drawer_3" and [i.name for i in update.contents] == ["scissors"]
+    empty = analyzer.analyze(window, primitive("Inspect"))
+    assert empty.contents_updates[0].is_empty
+    # driving past the open drawer (or opening it) claims nothing about what it holds
+    passing = analyzer.analyze(window, primitive("MoveTo"), [scissors()])
+    assert passing.contents_updates == () and passing.answer.contents_updates == ()
 
 
 def test_offline_reasoner_needs_structured_inputs() -> None:

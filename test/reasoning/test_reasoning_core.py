@@ -16,6 +16,7 @@ from mimir_planner.reasoning import (
     ClaimContext,
     Decision,
     Detection3D,
+    EmptyClaim,
     Evidence,
     Harness,
     OutcomeClaim,
@@ -35,6 +36,7 @@ from mimir_planner.reasoning.errors import (
 from mimir_planner.reasoning.percepts import (
     box_region,
     contact_summary,
+    contents_inside,
     depth_change,
     failure_category,
     names_match,
@@ -217,6 +219,27 @@ def test_grasp_hold_extractor_supplies_pickable() -> None:
     assert missed.property_updates == ()
     assert missed.outcome_updates[0].category == "missed_grasp"
     assert missed.outcome_updates[0].verdict.decision is Decision.CORRECT
+
+
+def test_empty_ignores_the_fixtures_own_parts_but_not_objects() -> None:
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    ctx = ClaimContext("i3", "Inspect", "inspection", "drawer_3", "drawer",
+                       np.array([1.0, 0.0, 0.5]), 103.0)
+    front = Detection3D("drawer", np.array([0.85, 0.0, 0.5]), 0.9, 102.0, "wrist", "d:front")
+    mug = Detection3D("mug", np.array([1.0, 0.1, 0.5]), 0.9, 102.0, "wrist", "d:mug")
+    looked = frozenset({"drawer_3"})
+    empty = EmptyClaim("drawer_3", "nothing inside")
+    only_front = harness.evaluate(
+        [empty], ctx, Evidence(detections=(front,), observed_interiors=looked))
+    assert [v.decision for v in only_front.verdicts] == [Decision.ADMIT]
+    with_mug = harness.evaluate(
+        [empty], ctx, Evidence(detections=(front, mug), observed_interiors=looked))
+    assert [v.decision for v in with_mug.verdicts] == [Decision.REJECT]
+    assert "mug" in with_mug.verdicts[0].reason and "drawer'" not in with_mug.verdicts[0].reason
+    box = make_world().node("drawer_3").bbox  # type: ignore[union-attr]
+    assert [d.label for d in contents_inside((front, mug), box, cfg.percepts, cfg.vocabulary)] \
+        == ["mug"]
 
 
 def test_unknown_extractor_is_a_config_error() -> None:

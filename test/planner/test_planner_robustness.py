@@ -1,0 +1,410 @@
+"""Planner robustness: bounded retries, open-state belief, discovery by inspection.
+
+The first test replays the failure sequence of the first ``mimir sim`` run: the locked cabinet
+fails to open, the second cabinet opens in the simulator but the analyzer cannot verify it,
+every later open of that (already open) door misses the handle, and perception sees the banana
+through the open door before anything was inspected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from planner_kitchen import (
+    Fixture,
+    Kitchen,
+    RecordedBackend,
+    build_kitchen,
+    locked_unlocked_layout,
+    session_for,
+)
+
+from mimir_memory.task import Effect, EffectKind, Feedback, Found, GoalStatus
+from mimir_memory.world import WorldMemory
+from mimir_planner.config import PlannerConfig, load_planner_config
+from mimir_planner.errors import PlannerConfigError
+from mimir_planner.grounding import Exploration, GroundedGoal, Grounder
+from mimir_planner.instructions import GoalKind, GoalSpec
+from mimir_planner.planner import ExecutionOutcome
+from mimir_planner.policies import VlmPlanner
+from mimir_planner.primitives import ExecutableStep, PrimitiveRegistry, RobotContext
+from mimir_planner.reasoning.prompts import PromptLibrary
+from mimir_planner.recall import GoalRecall, RecallQuery, SynonymTable
+
+UNVERIFIED = ("OPENED; the analyzer found it failed: outcome not verified: contact seen but "
+              "no measured motion yet")
+
+
+class Run1Kitchen(Kitchen):
+    """The kitchen as the first simulation run behaved.
+
+    Attributes:
+        unverified_opens: Fixtures whose next open works physically but is not confirmed.
+        stuck_handles: Fixtures whose handle is always missed (the door stays shut).
+        admit_locked: Whether the analyzer admits ``locked`` after a pull with no motion.
+        instruction: Instruction text the analyzer writes into task histories.
+    """
+
+    def __init__(self, world: WorldMemory, fixtures: dict[str, Fixture]) -> None:
+        super().__init__(world, fixtures)
+        self.unverified_opens: set[str] = set()
+        self.stuck_handles: set[str] = set()
+        self.admit_locked = True
+        self.instruction = "an instruction"
+
+    def _record(self, target: str, primitive: str, success: bool, stamp: float,
+                reason: str | None = None) -> None:
+        self.world.update_node(target, stamp=stamp, outcome={
+            "task": self.instruction, "success": success, "failure_reason": reason,
+            "primitive": primitive})
+
+    def _perceive(self, target: str, stamp: float) -> None:
+        """Perception sees the contents of an open door (nodes without a parent)."""
+        x, y, z = self.fixtures[target].position
+        for i, name in enumerate(self.fixtures[target].contents):
+            if (target, name) not in self.object_nodes:
+                event = self.world.add_node(name, (x, y + 0.04 * i, z - 0.05), stamp=stamp)
+                self.object_nodes[(target, name)] = event.payload["node_id"]
+
+    def execute(self, step: ExecutableStep) -> ExecutionOutcome:
+        fixture = self.fixtures.get(step.target)
+        if step.primitive == "open" and fixture is not None:
+            self.executed.append(step)
+            stamp = self._tick()
+            if fixture.locked:
+                if self.admit_locked:
+                    self.world.update_node(step.target, stamp=stamp, properties={
+                        "locked": {"value": True, "confidence": 0.85,
+                                   "reasoning": "jaws held the handle, no motion"}})
+                self._record(step.target, "open", False, stamp, "locked")
+                return ExecutionOutcome(Feedback(False), "NO_MOTION: the fixture did not move",
+                                        stamp, code="NO_MOTION", reported=False)
+            if fixture.is_open or step.target in self.stuck_handles:
+                self._record(step.target, "open", False, stamp, "missed grasp")
+                return ExecutionOutcome(Feedback(False), "MISSED_GRASP: fingers did not "
+                                        "close on the handle", stamp, code="MISSED_GRASP",
+                                        reported=False)
+            fixture.is_open = True
+            self._perceive(step.target, stamp)
+            if step.target in self.unverified_opens:
+                self.unverified_opens.discard(step.target)
+                return ExecutionOutcome(Feedback(False), UNVERIFIED, stamp, code="OPENED",
+                                        reported=True)
+            self.world.update_node(step.target, stamp=stamp, properties={
+                "openable": {"value": True, "confidence": 0.9, "is_opened": True}})
+            self._record(step.target, "open", True, stamp)
+            return ExecutionOutcome(
+                Feedback(True, (Effect(EffectKind.STATE, step.target, target="is_open",
+                                       value=True),)),
+                "OPENED; verified by the analyzer", stamp, code="OPENED", reported=True)
+        outcome = super().execute(step)
+        if step.primitive == "inspect" and fixture is not None:
+            self._record(step.target, "inspect", outcome.feedback.success,
+                         outcome.stamp or self.stamp)
+            code = "INSPECTED" if outcome.feedback.success else "FIXTURE_CLOSED"
+            return ExecutionOutcome(outcome.feedback, outcome.detail, outcome.stamp, code=code,
+                                    reported=outcome.feedback.success)
+        return outcome
+
+
+@pytest.fixture
+def run1(tmp_path: Path):
+    world, task, _ = build_kitchen(tmp_path, locked_unlocked_layout())
+    kit = Run1Kitchen(world, dict(locked_unlocked_layout()))
+    yield world, task, kit
+    world.close()
+    task.close()
+
+
+def _steps(kit: Kitchen) -> list[tuple[str, str]]:
+    return [(s.primitive, s.target) for s in kit.executed]
+
+
+def _arrive(session, place: str, stamp: float) -> None:
+    session.task.update("move_to", Feedback(True, (Effect(EffectKind.ARRIVE, place),)),
+                        session.world.state, stamp=stamp)
+
+
+def test_run1_sequence_no_longer_loops(run1) -> None:
+    world, task, kit = run1
+    kit.unverified_opens.add("cabinet_2")
+    session = session_for(world, task)
+    kit.instruction = "Look into upper cabinets and find the banana."
+    session.submit(kit.instruction)
+    first = session.run(kit)
+    # the unconfirmed open is believed (the door is inspected, not pulled again), and the
+    # banana perception saw is only reported found after its cabinet was inspected
+    assert _steps(kit) == [
+        ("move_to", "cabinet_1"), ("open", "cabinet_1"),
+        ("move_to", "cabinet_2"), ("open", "cabinet_2"), ("inspect", "cabinet_2"),
+    ]
+    assert first.completed == ["g001_find"] and not first.blocked
+    assert "inspected cabinet_2" in first.records[-1].detail
+    assert world.node("cabinet_1").properties["locked"].value is True
+    assert world.node("cabinet_2").properties["openable"].is_opened is None  # never verified
+
+    kit.executed.clear()
+    kit.instruction = "Find the ketchup."
+    session.submit(kit.instruction)
+    second = session.run(kit)
+    assert _steps(kit) == [("move_to", "cabinet_3"), ("open", "cabinet_3"),
+                           ("inspect", "cabinet_3")]
+    assert second.completed == ["g002_find"] and second.calls == 4
+    explore = [r for r in session.history if r.goal_id == "g002_find"]
+    assert all(e.target not in ("cabinet_1", "cabinet_2") for e in explore)
+
+
+def test_failed_reopen_of_unverified_open_prefers_inspect(run1) -> None:
+    world, task, kit = run1
+    kit.unverified_opens.add("cabinet_2")
+    # A model that insists on opening: the unconfirmed open, a missed grasp on the open door,
+    # then a third open that the retry allowance refuses.
+    opens = '{"plan": [{"step": 1, "action": "open", "target_object": "cabinet_2", ' \
+            '"reasoning": "open it"}], "reasoning": ["open"], "warnings": []}'
+    backend = RecordedBackend([opens, opens, opens, opens])
+    policy = VlmPlanner(backend, PromptLibrary(load_planner_config().prompt_dir))
+    session = session_for(world, task, policy=policy)
+    session.submit("Find the banana.")
+    _arrive(session, "cabinet_2", 50.0)
+    report = session.run(kit, budget=3)
+    assert _steps(kit) == [("open", "cabinet_2"), ("open", "cabinet_2")]
+    assert [r.outcome for r in report.records] == ["executed", "executed", "refused"]
+    assert "not trying again" in report.records[-1].detail
+    assert report.blocked == ["g001_find"]
+    prompt = backend.requests[1].messages[0].parts[0].text  # type: ignore[union-attr]
+    assert "cabinet_2 is probably open" in prompt and "inspect it rather than" in prompt
+    assert task.is_binding_failed("banana", "cabinet_2")
+
+    # The offline planner, in the same state (memory without an open state, the executor's
+    # earlier success unconfirmed, the last open failed), inspects instead of opening.
+    offline = session_for(world, task)
+    offline.history = list(session.history)
+    offline.submit("Find the ketchup.")
+    _arrive(offline, "cabinet_2", 60.0)
+    kit.executed.clear()
+    offline.run(kit, budget=1)
+    assert _steps(kit) == [("inspect", "cabinet_2")]
+
+
+def test_missed_grasps_are_bounded_and_grounding_moves_on(run1) -> None:
+    world, task, kit = run1
+    kit.stuck_handles.add("cabinet_3")
+    session = session_for(world, task)
+    session.submit("Find the ketchup.")
+    _arrive(session, "cabinet_3", 10.0)
+    report = session.run(kit)
+    opens = [t for p, t in _steps(kit) if p == "open"]
+    assert opens.count("cabinet_3") == 2  # one retry, never more
+    assert task.is_binding_failed("ketchup", "cabinet_3")
+    binding = task.failed_bindings[0]
+    assert binding.goal_id == "g001_find" and "MISSED_GRASP" in binding.reason
+    # grounding explored the other cabinets, then blocked: no loop until the budget
+    assert ("open", "cabinet_2") in _steps(kit) and ("inspect", "cabinet_2") in _steps(kit)
+    assert report.blocked == ["g001_find"] and not report.budget_exhausted
+    assert "nothing left to explore" in task.state.status_reason["g001_find"]
+    assert "cabinet_3 (contradicted)" in task.state.status_reason["g001_find"]
+
+    # A new instruction gets a fresh allowance for other objects in the same fixture
+    kit.stuck_handles.clear()
+    kit.executed.clear()
+    session.submit("Open cabinet_3.")
+    again = session.run(kit)
+    assert again.completed == ["g002_open"] and ("open", "cabinet_3") in _steps(kit)
+
+
+def test_locked_fixture_is_never_retried_even_unrecorded(run1) -> None:
+    world, task, kit = run1
+    kit.admit_locked = False  # the analyzer did not admit "locked": only the outcome code says
+    session = session_for(world, task)
+    kit.instruction = "Find the banana."
+    session.submit(kit.instruction)
+    report = session.run(kit)
+    assert _steps(kit)[:3] == [("move_to", "cabinet_1"), ("open", "cabinet_1"),
+                               ("move_to", "cabinet_2")]
+    assert [t for p, t in _steps(kit) if p == "open"].count("cabinet_1") == 1
+    assert task.is_binding_failed("banana", "cabinet_1")
+    assert "does not change on retrying (NO_MOTION)" in task.failed_bindings[0].reason
+    assert report.completed == ["g001_find"]
+
+
+def test_open_fixtures_are_inspected_not_reopened(run1) -> None:
+    world, task, kit = run1
+    kit.fixtures["cabinet_3"].is_open = True
+    world.set_property("cabinet_3", "openable", True, confidence=0.9, stamp=5.0,
+                       is_opened=True)
+    session = session_for(world, task)
+    session.submit("Find the ketchup.")
+    _arrive(session, "cabinet_3", 6.0)
+    session.run(kit)
+    assert _steps(kit) == [("inspect", "cabinet_3")]
+
+    # a recorded successful open (no is_opened in memory) counts as open too
+    kit.executed.clear()
+    kit.fixtures["cabinet_2"].is_open = True
+    world.update_node("cabinet_2", stamp=20.0, outcome={
+        "task": "earlier", "success": True, "primitive": "open"})
+    assert "cabinet_2" in session.believed_open()
+    session.submit("Find the banana.")
+    session.run(kit)
+    assert _steps(kit) == [("move_to", "cabinet_2"), ("inspect", "cabinet_2")]
+    # a later verified close overrides it
+    world.set_property("cabinet_2", "openable", True, confidence=0.9, stamp=30.0,
+                       is_opened=False)
+    assert "cabinet_2" not in session.believed_open()
+
+
+def _perceived_banana(world: WorldMemory) -> str:
+    event = world.add_node("banana", (1.1, 0.02, 1.55), stamp=7.0)
+    return str(event.payload["node_id"])
+
+
+def test_find_of_a_remembered_object_inspects_its_holder_once(run1) -> None:
+    world, task, kit = run1
+    banana = _perceived_banana(world)
+    kit.fixtures["cabinet_2"].is_open = True
+    world.set_property("cabinet_2", "openable", True, confidence=0.9, stamp=7.0,
+                       is_opened=True)
+    session = session_for(world, task)
+    session.submit("Find the banana.")
+    report = session.run(kit)
+    # straight to the believed holder; no other fixture is explored
+    assert _steps(kit) == [("move_to", "cabinet_2"), ("inspect", "cabinet_2")]
+    assert report.completed == ["g001_find"]
+    # the same instruction again: inspected in the previous instruction is not enough
+    kit.executed.clear()
+    session.submit("Find the banana.")
+    session.run(kit)
+    assert _steps(kit) == [("inspect", "cabinet_2")]
+    assert banana in world.state.nodes
+
+
+def test_find_from_memory_when_inspection_not_required_or_impossible(tmp_path: Path) -> None:
+    base = load_planner_config()
+    relaxed = PlannerConfig(**{**base.__dict__, "loop": type(base.loop)(
+        **{**base.loop.__dict__, "find_requires_inspection": False})})
+    world, task, kit = build_kitchen(tmp_path, locked_unlocked_layout())
+    _perceived_banana(world)
+    session = session_for(world, task, config=relaxed)
+    session.submit("Find the banana.")
+    report = session.run(kit)
+    assert kit.executed == [] and report.completed == ["g001_find"] and report.calls == 1
+
+    # default config, but the holder is remembered locked: memory is all there is
+    world.set_property("cabinet_2", "locked", True, confidence=0.9, stamp=8.0)
+    strict = session_for(world, task)
+    strict.submit("Find the banana.")
+    report = strict.run(kit)
+    assert kit.executed == [] and report.completed == ["g002_find"]
+    world.close()
+    task.close()
+
+
+def test_vlm_finish_without_inspection_is_rejected(run1) -> None:
+    world, task, kit = run1
+    _perceived_banana(world)
+    done = '{"plan": [], "reasoning": ["banana_1 is in cabinet_2"], "warnings": []}'
+    inspect = '{"plan": [{"step": 1, "action": "move_to", "target_object": "cabinet_2", ' \
+              '"reasoning": "go"}], "reasoning": ["go"], "warnings": []}'
+    backend = RecordedBackend([done, inspect])
+    policy = VlmPlanner(backend, PromptLibrary(load_planner_config().prompt_dir))
+    session = session_for(world, task, policy=policy)
+    session.submit("Find the banana.")
+    report = session.run(kit, budget=2)
+    assert report.records[0].outcome == "rejected_finish"
+    assert "not inspected in this instruction" in report.records[0].detail
+    assert task.status("g001_find") is GoalStatus.BLOCKED  # budget of 2 spent
+    prompt = backend.requests[0].messages[0].parts[0].text  # type: ignore[union-attr]
+    assert "inspect cabinet_2 before reporting it found" in prompt
+
+
+def test_no_retries_when_configured_and_bad_retry_config(run1, tmp_path: Path) -> None:
+    world, task, kit = run1
+    kit.stuck_handles.add("cabinet_3")
+    base = load_planner_config()
+    strict = PlannerConfig(**{**base.__dict__, "loop": type(base.loop)(
+        **{**base.loop.__dict__, "max_retries": 0})})
+    session = session_for(world, task, config=strict)
+    session.submit("Open cabinet_3.")
+    _arrive(session, "cabinet_3", 10.0)
+    report = session.run(kit)
+    assert _steps(kit) == [("open", "cabinet_3")]
+    assert report.blocked == ["g001_open"] and task.is_binding_failed("cabinet_3")
+    for text in ("planner:\n  max_retries: -1\n", "planner:\n  max_retries: 0.5\n",
+                 "planner:\n  persistent_failures: NO_MOTION\n",
+                 "planner:\n  persistent_failures: ['']\n",
+                 "planner:\n  find_requires_inspection: 1\n",
+                 "planner:\n  holder_margin_m: -0.1\n"):
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        with pytest.raises(PlannerConfigError):
+            load_planner_config(path)
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("planner:\n  max_retries: 2\n  persistent_failures: [no_motion, stuck]\n")
+    loaded = load_planner_config(ok).loop
+    assert loaded.max_retries == 2 and loaded.persistent_failures == ("NO_MOTION", "STUCK")
+
+
+def _grounder() -> Grounder:
+    config = load_planner_config()
+    recall = GoalRecall(config.recall, SynonymTable(config.synonyms),
+                        is_fixture=config.is_fixture_label)
+    return Grounder(recall, PrimitiveRegistry(config))
+
+
+def test_holder_inference_and_object_aware_contradictions(run1) -> None:
+    world, task, _ = run1
+    g = _grounder()
+    state = world.state
+    inside = world.add_node("apple", (0.5, 0.5, 0.5), stamp=3.0)  # far from every fixture
+    assert g.holder_of(state, g.recall.recall(state, RecallQuery(obj="apple"))[0]) is None
+    banana = _perceived_banana(world)
+    cand = g.recall.recall(world.state, RecallQuery(obj="banana"))[0]
+    assert cand.node_id == banana and g.holder_of(world.state, cand) == "cabinet_2"
+    world.set_parent(banana, "counter_1", "surface", stamp=9.0)
+    cand = g.recall.recall(world.state, RecallQuery(obj="banana"))[0]
+    assert g.holder_of(world.state, cand) == "counter_1"
+    world.set_contents("cabinet_3", [{"name": "ketchup"}], is_empty=False, stamp=9.0)
+    listed = g.recall.recall(world.state, RecallQuery(obj="ketchup"))[0]
+    assert listed.content_item == "ketchup" and g.holder_of(world.state, listed) == "cabinet_3"
+    fixture = g.recall.recall(world.state, RecallQuery(obj="cabinet_1"))[0]
+    assert g.holder_of(world.state, fixture) is None
+    assert inside.payload["node_id"] in world.state.nodes
+
+    # a failed (banana, cabinet_2) binding keeps cabinet_2 out of banana searches only
+    task.add_goal("g1", Found(("banana",)), stamp=1.0)
+    task.record_binding_failure("g1", "banana", source_id="cabinet_2", stamp=2.0, reason="x")
+    robot = RobotContext(last_moved_to="cabinet_2")
+    for_ketchup = g.explore("g2", GoalSpec(GoalKind.FIND, "lemon"), world.state,
+                            task.failed_bindings, robot)
+    assert isinstance(for_ketchup, Exploration) and "cabinet_2" in for_ketchup.order
+    for_banana = g.explore("g1", GoalSpec(GoalKind.FIND, "banana"), world.state,
+                           task.failed_bindings, robot)
+    assert isinstance(for_banana, Exploration) and "cabinet_2" not in for_banana.order
+    assert "cabinet_2 (contradicted)" in for_banana.reason
+    # a banana node believed in the contradicted cabinet is dropped for a find, not bound
+    world.set_parent(banana, "cabinet_2", "container", stamp=10.0)
+    grounded = g.ground("g1", GoalSpec(GoalKind.FIND, "banana"), world.state,
+                        task.failed_bindings, robot)
+    assert not isinstance(grounded, GroundedGoal)
+    assert any("contradicted as its source" in why for _, why in grounded.dropped)
+
+
+def test_exploration_reads_history_primitives_and_inspections(run1) -> None:
+    world, _, _ = run1
+    g = _grounder()
+    robot = RobotContext(last_moved_to="cabinet_1")
+    for stamp in (3.0, 4.0):  # the task text is the instruction, the primitive says "open"
+        world.update_node("cabinet_3", stamp=stamp, outcome={
+            "task": "Find the ketchup.", "success": False, "primitive": "open"})
+    world.update_node("cabinet_2", stamp=5.0, outcome={
+        "task": "Find the banana.", "success": True, "primitive": "inspect"})
+    spec = GoalSpec(GoalKind.FIND, "ketchup")
+    result = g.explore("g1", spec, world.state, [], robot)
+    assert "cabinet_3 (failed to open twice)" in result.reason
+    assert "cabinet_2 (inspected, no ketchup)" in result.reason
+    world.update_node("cabinet_3", stamp=6.0, outcome={
+        "task": "Find the ketchup.", "success": True, "primitive": "open"})
+    result = g.explore("g1", spec, world.state, [], robot, inspected={"cabinet_1"})
+    assert isinstance(result, Exploration) and result.order[0] == "cabinet_3"
+    assert "cabinet_1 (inspected, no ketchup)" in result.reason

@@ -1,0 +1,128 @@
+"""Judging "discovered": inspected while open, or clearly in view in rendered segmentation."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+from mimir_sim.embodiment import FixtureJointState, PrimitiveRequest, SimEmbodiment, TargetSpec
+from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction, object_discovered
+from mimir_sim.scenario import load_scenario
+from mimir_sim.sim import KitchenSim
+
+IDS = ("wall", "cab_2", "banana_1", "apple_1")
+OBJECTS = frozenset({"banana_1", "apple_1"})
+
+
+def _frame(counts: dict[int, int], shape: tuple[int, int] = (20, 30)) -> np.ndarray:
+    """A segmentation image with ``counts[index]`` pixels of each index, -1 elsewhere."""
+    seg = np.full(shape[0] * shape[1], -1, dtype=np.int32)
+    at = 0
+    for index, n in counts.items():
+        seg[at : at + n] = index
+        at += n
+    return seg.reshape(shape)
+
+
+def test_visibility_log_keeps_the_peak_per_object_and_instruction() -> None:
+    log = VisibilityLog()
+    log.add_frame(0, _frame({0: 300, 1: 200, 2: 40}), IDS, OBJECTS)
+    log.add_frame(0, _frame({2: 160, 3: 10}), IDS, OBJECTS)
+    log.add_frame(0, _frame({2: 90}), IDS, OBJECTS)  # a smaller view later keeps the peak
+    log.add_frame(1, _frame({3: 500}), IDS, OBJECTS)
+    log.add_frame(None, _frame({3: 550, 2: 550}), IDS, OBJECTS)  # between instructions
+    log.add_frame(0, _frame({}), IDS, OBJECTS)  # nothing in view
+    # fixtures and walls are never "discovered"; pixels of two frames are not summed
+    assert log.peak_pixels(0) == {"banana_1": 160, "apple_1": 10}
+    assert log.peak_pixels(1) == {"apple_1": 500}
+    assert log.peak_pixels(2) == {}
+    assert log.peak_pixels(None) == {"banana_1": 160, "apple_1": 500}
+    assert log.visible(0, 150) == {"banana_1": 160}
+    assert log.visible(0, 161) == {}
+    assert log.visible(1, 150) == {"apple_1": 500}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.zeros((4, 4, 3), dtype=np.int32),  # not a single-channel image
+        np.zeros((4, 4), dtype=np.float32),  # not entity indices
+        np.full((4, 4), 7, dtype=np.int32),  # an index with no entity id
+    ],
+)
+def test_visibility_log_refuses_bad_segmentation(bad: np.ndarray) -> None:
+    log = VisibilityLog()
+    with pytest.raises(ValueError):
+        log.add_frame(0, bad, IDS, OBJECTS)
+    assert log.peak_pixels(0) == {}  # nothing half-recorded
+    with pytest.raises(ValueError, match="min_pixels"):
+        log.visible(0, 0)
+
+
+@pytest.fixture(scope="module")
+def opened_sim(tidybot_dir):  # type: ignore[no-untyped-def]
+    """locked_unlocked with cab_2 opened during instruction 0 and nothing inspected."""
+    sim = KitchenSim.from_scenario(load_scenario("locked_unlocked"), tidybot_dir)
+    sim.begin_instruction(0)
+    assert sim.move_to("cab_2").reached
+    assert sim.open("cab_2").success
+    try:
+        yield sim
+    finally:
+        sim.shutdown()
+
+
+def test_rendered_view_of_the_banana_counts_as_discovered(opened_sim: KitchenSim) -> None:
+    sim = opened_sim
+    instruction = sim.scene.scenario.instructions[0]
+    assert not object_discovered(sim, "banana_1", 0)  # never inspected
+    assert not judge_instruction(sim, instruction, 0).success
+    log = VisibilityLog()
+    objects = frozenset(sim.scene.objects)
+    for cam in ("base", "pole", "wrist"):
+        frame = sim.render(cam, 320, 240, segmentation=True)
+        assert frame.segmentation is not None
+        log.add_frame(sim.instruction, frame.segmentation, frame.entity_ids, objects)
+    peak = log.peak_pixels(0)
+    # the pole camera looks into the open cabinet: the fruit is in view, the ketchup is not
+    assert {"banana_1", "apple_1"} <= set(peak) and "ketchup_1" not in peak
+    assert peak["banana_1"] > 50
+    visible = log.visible(0, 40)
+    assert judge_instruction(sim, instruction, 0, visible=visible).success
+    hit, reason = check_criterion(sim, instruction.success[0], 0, visible=visible)
+    assert hit and "in view with" in reason
+    # a threshold above the peak, or another instruction's view, does not count
+    assert not judge_instruction(sim, instruction, 0, visible=log.visible(0, 5000)).success
+    assert not judge_instruction(sim, instruction, 0, visible=log.visible(1, 40)).success
+    # an inspection of the open cabinet still counts on its own
+    assert sim.inspect("cab_2").success
+    assert judge_instruction(sim, instruction, 0).success
+    hit, reason = check_criterion(sim, instruction.success[0], 0)
+    assert hit and "inspected while open" in reason
+
+
+def test_embodiment_reports_the_target_fixture_joint(opened_sim: KitchenSim) -> None:
+    sim = opened_sim
+    body = SimEmbodiment(sim)
+    body.last_moved_to = "cab_2"
+    spec = TargetSpec("cabinet_2", "cabinet", tuple(float(v) for v in sim.entity_position("cab_2")))
+    prepared = body.prepare(PrimitiveRequest("close", spec))
+    state = body.target_joint_state(prepared)
+    assert state == FixtureJointState(
+        "cabinet_2", "cab_2", pytest.approx(sim.fixture_opening("cab_2")), "revolute"
+    )
+    assert state is not None and state.position > 0.5  # the door stands open (rad)
+    # nothing is reported for primitives that do not act on a fixture joint, or without an id
+    move = body.prepare(PrimitiveRequest("move_to", spec))
+    assert body.target_joint_state(move) is None
+    anonymous = body.prepare(PrimitiveRequest("close", TargetSpec("", "cabinet", spec.position)))
+    assert body.target_joint_state(anonymous) is None
+    body.last_moved_to = "counter_1"
+    counter = TargetSpec(
+        "counter_1", "counter", tuple(float(v) for v in sim.entity_position("counter_1"))
+    )
+    assert body.target_joint_state(body.prepare(PrimitiveRequest("inspect", counter))) is None
