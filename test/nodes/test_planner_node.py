@@ -315,12 +315,12 @@ class TaskClient:
         assert self.client.wait_for_server(timeout_sec=20.0)
 
     def send(self, instruction: str, budget: int = 0) -> Any:
-        # a goal sent while discovery is still settling can lose its answer: send once more
-        for _ in range(2):
+        # a goal sent while discovery is still settling can lose its answer: send again
+        for _ in range(3):
             future = self.client.send_goal_async(
                 RunTask.Goal(instruction=instruction, step_budget=budget),
                 feedback_callback=lambda msg: self.feedback.append(msg.feedback))
-            if self.wait_for(future.done, 10.0):
+            if self.wait_for(future.done, 15.0):
                 return future.result()
         raise AssertionError(f"run_task did not answer the goal {instruction!r}")
 
@@ -669,6 +669,7 @@ def test_first_instruction_waits_for_perception(
     planner.destroy_node()
     _planner(ros_context, executor, tmp_path / "later", ns, memory_wait_s=20.0)
     late = WorldMemory.open(tmp_path / "later" / "world.db")
+    tasks = TaskClient(driver, wait_for)  # a client that discovers the restarted server
     timer = threading.Timer(1.0, lambda: late.add_node("cabinet", (1.1, 0.0, 1.6), stamp=1.0))
     timer.start()
     try:
