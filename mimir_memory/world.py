@@ -11,7 +11,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -508,11 +508,12 @@ class WorldMemory:
         """
         if verdict.effective:
             self.state.node(node_id)
-        events: list[MemoryEvent] = []
-        ev = evidence or Evidence()
+        updates: list[tuple[EventKind, dict[str, Any]]] = []
         for name, spec in (properties or {}).items():
             if not isinstance(spec, Mapping):
                 raise InvalidValueError(f"property {name!r} update must be a mapping")
+            if "value" not in spec:
+                raise InvalidValueError(f"property {name!r} update needs a value")
             payload: dict[str, Any] = {
                 "node_id": node_id,
                 "name": name,
@@ -520,22 +521,11 @@ class WorldMemory:
                 "confidence": spec.get("confidence"),
                 "reasoning": spec.get("reasoning", ""),
             }
-            if "value" not in spec:
-                raise InvalidValueError(f"property {name!r} update needs a value")
             if spec.get("is_opened") is not None:
                 payload["is_opened"] = spec["is_opened"]
-            events.append(
-                self._event(
-                    EventKind.PROPERTY_SET,
-                    payload,
-                    stamp=stamp,
-                    source=source,
-                    evidence=ev,
-                    verdict=verdict,
-                )
-            )
+            updates.append((EventKind.PROPERTY_SET, payload))
         if contents is not None:
-            payload = {
+            updates.append((EventKind.CONTENTS_SET, {
                 "node_id": node_id,
                 "contents": [
                     dict(i) if isinstance(i, Mapping) else i for i in contents.get("contents", [])
@@ -543,29 +533,10 @@ class WorldMemory:
                 "is_empty": contents.get("is_empty"),
                 "source_action": contents.get("source_action"),
                 "reasoning": contents.get("reasoning", ""),
-            }
-            events.append(
-                self._event(
-                    EventKind.CONTENTS_SET,
-                    payload,
-                    stamp=stamp,
-                    source=source,
-                    evidence=ev,
-                    verdict=verdict,
-                )
-            )
+            }))
         if parent is not None:
-            payload = {"node_id": node_id, "parent_id": parent[0], "relation": parent[1]}
-            events.append(
-                self._event(
-                    EventKind.PARENT_CHANGED,
-                    payload,
-                    stamp=stamp,
-                    source=source,
-                    evidence=ev,
-                    verdict=verdict,
-                )
-            )
+            updates.append((EventKind.PARENT_CHANGED,
+                            {"node_id": node_id, "parent_id": parent[0], "relation": parent[1]}))
         if outcome is not None:
             payload = {
                 "node_id": node_id,
@@ -576,21 +547,20 @@ class WorldMemory:
             for key in ("primitive", "interaction_id"):
                 if outcome.get(key):
                     payload[key] = outcome[key]
-            events.append(
-                self._event(
-                    EventKind.TASK_OUTCOME_RECORDED,
-                    payload,
-                    stamp=stamp,
-                    source=source,
-                    evidence=ev,
-                    verdict=verdict,
-                )
+            updates.append((EventKind.TASK_OUTCOME_RECORDED, payload))
+        ev = evidence or Evidence()
+        events = [
+            self._event(
+                kind,
+                {**payload, "verdict_reason": verdict_reason} if verdict_reason else payload,
+                stamp=stamp,
+                source=source,
+                evidence=ev,
+                verdict=verdict,
+                event_id=f"{event_id}:{i}" if event_id else None,
             )
-        if verdict_reason:
-            events = [replace(e, payload={**e.payload, "verdict_reason": verdict_reason})
-                      for e in events]
-        if event_id:
-            events = [replace(e, event_id=f"{event_id}:{i}") for i, e in enumerate(events)]
+            for i, (kind, payload) in enumerate(updates)
+        ]
         return self.append(events)
 
     def update_applied(self, event_id: str) -> list[MemoryEvent]:
