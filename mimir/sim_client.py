@@ -10,12 +10,12 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import rclpy
-from rclpy.action import ActionClient
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
 from mimir.ros import qos
+from mimir.ros.actions import ActionClient
 from mimir.sim_job import InstructionReport, SimJobError
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import rclpy
 from geometry_msgs.msg import Point
-from rclpy.action import ActionClient, ActionServer
+from rclpy.action import ActionServer
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
@@ -36,6 +36,7 @@ from std_msgs.msg import Header
 from mimir.cli import build_parser, run_approve
 from mimir.cli import main as cli_main
 from mimir.ros import qos
+from mimir.ros.actions import ActionClient
 from mimir.ros.camera import intrinsics_to_camera_info
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform

@@ -20,7 +20,6 @@ import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionClient
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -30,6 +29,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 
 from mimir.ros import qos
+from mimir.ros.actions import ActionClient
 from mimir.ros.camera import msg_to_segmentation
 from mimir.ros.images import depth_to_metres, image_to_rgb
 from mimir.ros.time import to_seconds

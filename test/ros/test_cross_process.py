@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rclpy.action import ActionClient
 from rclpy.node import Node
 
 from mimir.ros import qos
+from mimir.ros.actions import ActionClient
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import MemoryEvent, Property, SceneGraph, SceneNode
 from mimir_msgs.srv import UpdateNode
