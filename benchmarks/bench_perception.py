@@ -130,68 +130,76 @@ def open3d_baseline(
     return centroids
 
 
-def bench_deprojection(runs: int) -> list[ObjectObservation]:
+CONFIGS = (
+    ("stride 1, OBB", DeprojectionConfig()),
+    ("stride 1, no OBB", DeprojectionConfig(compute_obb=False)),
+    ("stride 2, OBB (robot setting)", DeprojectionConfig(pixel_stride=2)),
+)
+
+
+def seeded_world(path: Path) -> WorldMemory:
+    """A world memory holding 1,000 nodes on a 1 m grid (10 labels, none of them merge)."""
+    grid = np.stack(np.meshgrid(np.arange(10), np.arange(10), np.arange(10)), axis=-1)
+    grid = grid.reshape(-1, 3).astype(float) + np.array([-5.0, -5.0, 0.0])
+    world = WorldMemory.open(path)
+    batch = [
+        ObjectObservation(
+            label=LABELS[i % len(LABELS)],
+            centroid=grid[i],
+            bbox_min=grid[i] - 0.1,
+            bbox_max=grid[i] + 0.1,
+            stamp=1.0,
+            detection_id=f"seed#{i}",
+        )
+        for i in range(1000)
+    ]
+    for start in range(0, 1000, 100):
+        world.ingest(batch[start : start + 100])
+    return world
+
+
+def bench_frames(runs: int) -> None:
+    """Deprojection alone, association alone, and both per frame, for each configuration."""
     seg, depth, pose = synthetic_frame()
     covered = float(np.count_nonzero(seg.instance_ids)) / (W * H)
     print(f"frame: {W}x{H}, {len(seg)} masks covering {covered:.0%} of the image")
-    results = {}
-    observations: list[ObjectObservation] = []
-    for name, cfg in (
-        ("vectorised, stride 1, OBB", DeprojectionConfig()),
-        ("vectorised, stride 1, no OBB", DeprojectionConfig(compute_obb=False)),
-        ("vectorised, stride 2, OBB", DeprojectionConfig(pixel_stride=2)),
-    ):
-        dep = Deprojector(cfg)
-        out = dep.deproject(seg, depth, INTR, pose)
-        if not observations:
-            observations = list(out.observations)
-        p50, p90 = timed(partial(dep.deproject, seg, depth, INTR, pose), runs)
-        results[name] = p50
-        count = len(out.observations)
-        print(f"deprojection [{name}]: p50 {p50:.2f} ms, p90 {p90:.2f} ms, {count} obs")
+    with tempfile.TemporaryDirectory() as tmp:
+        world = seeded_world(Path(tmp) / "world.db")
+        try:
+            nodes = len(world.state.nodes)
+            p50s = {}
+            for name, cfg in CONFIGS:
+                dep = Deprojector(cfg)
+                out = dep.deproject(seg, depth, INTR, pose)
+                p50, p90 = timed(partial(dep.deproject, seg, depth, INTR, pose), runs)
+                p50s[name] = p50
+                print(
+                    f"deprojection [{name}]: p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
+                    f"{len(out.observations)} obs"
+                )
+                observations = list(out.observations)
+                p50, p90 = timed(lambda obs=observations: world.associate(obs), runs)
+                print(
+                    f"  association of {len(observations)} observations into a {nodes}-node "
+                    f"graph: p50 {p50:.2f} ms, p90 {p90:.2f} ms"
+                )
+
+                def frame(dep: Deprojector = dep) -> None:
+                    world.associate(list(dep.deproject(seg, depth, INTR, pose).observations))
+
+                p50, p90 = timed(frame, runs)
+                print(f"  per frame, deprojection + association: p50 {p50:.2f} ms, "
+                      f"p90 {p90:.2f} ms")
+        finally:
+            world.close()
     try:
         base_p50, base_p90 = timed(lambda: open3d_baseline(seg, depth, pose), max(5, runs // 10), 1)
     except ImportError as err:
         print(f"open3d baseline skipped: {err}")
-    else:
-        print(f"open3d per-mask baseline: p50 {base_p50:.2f} ms, p90 {base_p90:.2f} ms")
-        ours = results["vectorised, stride 1, OBB"]
-        print(
-            f"speed-up of the vectorised path (stride 1, OBB) over open3d: {base_p50 / ours:.1f}x"
-        )
-    return observations
-
-
-def bench_association(observations: list[ObjectObservation], runs: int) -> None:
-    # Nodes on a 1 m grid (10 labels), so none of them merge while the graph is built.
-    grid = np.stack(np.meshgrid(np.arange(10), np.arange(10), np.arange(10)), axis=-1)
-    grid = grid.reshape(-1, 3).astype(float) + np.array([-5.0, -5.0, 0.0])
-    with tempfile.TemporaryDirectory() as tmp:
-        world = WorldMemory.open(Path(tmp) / "world.db")
-        try:
-            batch = []
-            for i in range(1000):
-                c = grid[i]
-                batch.append(
-                    ObjectObservation(
-                        label=LABELS[i % len(LABELS)],
-                        centroid=c,
-                        bbox_min=c - 0.1,
-                        bbox_max=c + 0.1,
-                        stamp=1.0,
-                        detection_id=f"seed#{i}",
-                    )
-                )
-            for start in range(0, 1000, 100):
-                world.ingest(batch[start : start + 100])
-            nodes = len(world.state.nodes) if hasattr(world.state, "nodes") else "?"
-            p50, p90 = timed(lambda: world.associate(observations), runs)
-            print(
-                f"association of {len(observations)} observations into a {nodes}-node graph: "
-                f"p50 {p50:.3f} ms, p90 {p90:.3f} ms"
-            )
-        finally:
-            world.close()
+        return
+    print(f"open3d per-mask baseline: p50 {base_p50:.2f} ms, p90 {base_p90:.2f} ms")
+    for name, p50 in p50s.items():
+        print(f"speed-up over open3d [{name}]: {base_p50 / p50:.0f}x")
 
 
 def bench_fiducials(runs: int) -> None:
@@ -229,8 +237,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=100, help="timed repetitions per figure")
     args = parser.parse_args()
-    observations = bench_deprojection(args.runs)
-    bench_association(observations, args.runs)
+    bench_frames(args.runs)
     bench_fiducials(max(10, args.runs // 4))
 
 

@@ -148,8 +148,9 @@ class SceneNode:
 class GridIndex:
     """Uniform-grid spatial hash of node centroids, one grid per label.
 
-    The cell size of a label is its association radius, so a radius query looks at 27 cells
-    whatever the size of the graph.
+    The cell size of a label is the widest radius association asks about (the association
+    radius times the hypothesis factor), so both of its queries look at 27 cells whatever the
+    size of the graph.
     """
 
     def __init__(self, association: AssociationConfig) -> None:
@@ -160,7 +161,9 @@ class GridIndex:
 
     def _size(self, key: str) -> float:
         if key not in self._cell_size:
-            self._cell_size[key] = self.association.radius(key)
+            self._cell_size[key] = (
+                self.association.radius(key) * self.association.hypothesis_factor
+            )
         return self._cell_size[key]
 
     def _cell(self, key: str, point: Point) -> tuple[int, int, int]:

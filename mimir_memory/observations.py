@@ -7,6 +7,7 @@ association step consumes them. Everything is expressed in the map frame, in met
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,6 +89,87 @@ class ObjectObservation:
             if rot.shape != (3, 3) or not np.all(np.isfinite(rot)):
                 raise InvalidObservationError("obb_rotation must be a finite 3x3 matrix")
             object.__setattr__(self, "obb_rotation", rot)
+
+    @classmethod
+    def many(
+        cls,
+        *,
+        labels: Sequence[str],
+        centroids: npt.ArrayLike,
+        bbox_min: npt.ArrayLike,
+        bbox_max: npt.ArrayLike,
+        stamp: float,
+        scores: Sequence[float],
+        point_counts: Sequence[int],
+        detection_ids: Sequence[str],
+        camera: str = "",
+        frame_id: str = "map",
+        obb_centers: npt.ArrayLike | None = None,
+        obb_extents: npt.ArrayLike | None = None,
+        obb_rotations: npt.ArrayLike | None = None,
+    ) -> list[ObjectObservation]:
+        """Build the observations of one frame at once.
+
+        Applies the same checks as the constructor, on whole arrays instead of one
+        observation at a time (vectors are ``(n, 3)``, rotations ``(n, 3, 3)``).
+
+        Raises:
+            InvalidObservationError: any field of any observation fails a check.
+        """
+        n = len(labels)
+
+        def block(value: npt.ArrayLike, name: str, shape: tuple[int, ...]) -> npt.NDArray[
+            np.float64
+        ]:
+            try:
+                arr = np.array(value, dtype=np.float64).reshape(n, *shape)
+            except (TypeError, ValueError) as err:
+                raise InvalidObservationError(f"{name} must be {n} arrays of {shape}") from err
+            if not np.all(np.isfinite(arr)):
+                row = int(np.flatnonzero(~np.isfinite(arr.reshape(n, -1)).all(axis=1))[0])
+                raise InvalidObservationError(f"{name} of observation {row} must be finite")
+            return arr
+
+        cen = block(centroids, "centroid", (3,))
+        lo = block(bbox_min, "bbox_min", (3,))
+        hi = block(bbox_max, "bbox_max", (3,))
+        if np.any(lo > hi):
+            row = int(np.flatnonzero((lo > hi).any(axis=1))[0])
+            raise InvalidObservationError(
+                f"bbox_min {lo[row].tolist()} exceeds bbox_max {hi[row].tolist()}"
+            )
+        obb = (
+            (block(obb_centers, "obb_center", (3,)), block(obb_extents, "obb_extent", (3,)),
+             block(obb_rotations, "obb_rotation", (3, 3)))
+            if obb_centers is not None and obb_extents is not None and obb_rotations is not None
+            else None
+        )
+        score = np.asarray(scores, dtype=np.float64)
+        counts = [int(c) for c in point_counts]
+        if len(score) != n or len(counts) != n or len(detection_ids) != n:
+            raise InvalidObservationError("every per-observation sequence needs one entry each")
+        if not np.all((score >= 0.0) & (score <= 1.0)):
+            raise InvalidObservationError(f"scores must lie in [0, 1], got {score.tolist()}")
+        if any(c < 0 for c in counts):
+            raise InvalidObservationError("point_count must be >= 0")
+        if not all(isinstance(label, str) and label.strip() for label in labels):
+            raise InvalidObservationError("label must be a non-empty string")
+        if not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
+            raise InvalidObservationError(f"stamp must be a finite number, got {stamp!r}")
+        out: list[ObjectObservation] = []
+        for i in range(n):
+            # Every field was checked above; build without repeating the checks per object.
+            obs = object.__new__(cls)
+            obs.__dict__.update(
+                label=labels[i], centroid=cen[i], bbox_min=lo[i], bbox_max=hi[i],
+                stamp=stamp, score=float(score[i]), point_count=counts[i], camera=camera,
+                detection_id=detection_ids[i], frame_id=frame_id,
+                obb_center=None if obb is None else obb[0][i],
+                obb_extent=None if obb is None else obb[1][i],
+                obb_rotation=None if obb is None else obb[2][i],
+            )
+            out.append(obs)
+        return out
 
     @property
     def extent(self) -> Vec3:

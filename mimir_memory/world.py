@@ -178,6 +178,9 @@ class WorldMemory:
             InvalidValueError: An element is not an ObjectObservation or is in another frame.
         """
         pairs: list[tuple[float, int, str]] = []
+        factor = self.config.association.hypothesis_factor
+        # One query per observation out to the hypothesis reach; the nearer part are matches.
+        nearby: list[list[tuple[float, str]]] = []
         for index, obs in enumerate(observations):
             if not isinstance(obs, ObjectObservation):
                 raise InvalidValueError(
@@ -187,10 +190,11 @@ class WorldMemory:
                 raise InvalidValueError(
                     f"observation {index} is in frame {obs.frame_id!r}, expected {self.map_frame!r}"
                 )
-            point = _as_point(obs.centroid)
             radius = self.config.association.radius(obs.label)
-            for distance, node_id in self.state.within(obs.label, point, radius):
-                pairs.append((distance, index, node_id))
+            found = self.state.within(obs.label, _as_point(obs.centroid), radius * factor)
+            nearby.append(found)
+            pairs.extend((distance, index, node_id) for distance, node_id in found
+                         if distance <= radius)
         pairs.sort()
         matched: dict[int, tuple[str, float]] = {}
         taken: set[str] = set()
@@ -201,7 +205,6 @@ class WorldMemory:
             taken.add(node_id)
         counters: dict[str, int] = {}
         result: list[Association] = []
-        factor = self.config.association.hypothesis_factor
         for index, obs in enumerate(observations):
             if index in matched:
                 node_id, distance = matched[index]
@@ -210,9 +213,7 @@ class WorldMemory:
             prefix = node_id_prefix(obs.label)
             number = counters.get(prefix, self.state.label_counters.get(prefix, 0)) + 1
             counters[prefix] = number
-            point = _as_point(obs.centroid)
-            reach = self.config.association.radius(obs.label) * factor
-            alternatives = tuple(sorted(i for _, i in self.state.within(obs.label, point, reach)))
+            alternatives = tuple(sorted(i for _, i in nearby[index]))
             result.append(Association(index, f"{prefix}_{number}", True, 0.0, alternatives))
         return result
 

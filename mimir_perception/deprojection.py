@@ -174,14 +174,99 @@ def detection_id(camera: str, stamp: float, instance_id: int) -> str:
 
 
 @dataclass(frozen=True)
-class _InteriorProbe:
-    """Eroded id image and interior mask of a frame, to explain empty instances lazily."""
+class _Grid:
+    """One frame on the sampling grid (every ``stride``-th row and column).
+
+    Attributes:
+        ids: Instance-id image.
+        low: Ids after erosion (a pixel keeps its id where its whole neighbourhood shares it).
+        interior: 1 where a pixel survived erosion, else 0.
+        valid: 1 where a pixel survived erosion and has a depth in range, else 0.
+        depth: Depth image, in the configured unit and dtype.
+        ray_x: ``(u - cx) / fx`` of every grid column.
+        ray_y: ``(v - cy) / fy`` of every grid row.
+        ray_x_image: ``ray_x`` repeated on every row (an image of the grid's size).
+        ray_y_image: ``ray_y`` repeated on every column.
+        stride: Grid spacing in image pixels.
+    """
 
     ids: npt.NDArray[np.uint16]
+    low: npt.NDArray[np.uint16]
     interior: npt.NDArray[np.uint8]
+    valid: npt.NDArray[np.uint8]
+    depth: npt.NDArray[np.generic]
+    ray_x: npt.NDArray[np.float32]
+    ray_y: npt.NDArray[np.float32]
+    ray_x_image: npt.NDArray[np.float32]
+    ray_y_image: npt.NDArray[np.float32]
+    stride: int
 
-    def has_pixels(self, instance_id: int) -> bool:
-        return bool(np.any((self.ids == instance_id) & (self.interior > 0)))
+
+@dataclass
+class _Instance:
+    """Working state of one instance: its crop of the grid and its surviving pixels."""
+
+    info: InstanceInfo
+    rows: slice
+    cols: slice
+    mask: npt.NDArray[np.uint8] | None = None
+    """1 on the crop's pixels that survived every filter so far."""
+    pixels: npt.NDArray[np.intp] | None = None
+    """Flat crop positions of those pixels, in raster order."""
+    depth: npt.NDArray[np.float32] | None = None
+    """The crop's depth in metres (float32; NaN or garbage off the mask)."""
+
+    @property
+    def count(self) -> int:
+        return 0 if self.pixels is None else int(self.pixels.size)
+
+    def grid_index(self, positions: npt.NDArray[np.intp], grid_width: int) -> npt.NDArray[np.intp]:
+        """Flat grid indices of flat crop positions."""
+        width = self.cols.stop - self.cols.start
+        rows, cols = np.divmod(positions, width)
+        return np.asarray((rows + self.rows.start) * grid_width + cols + self.cols.start, np.intp)
+
+
+def _sample(instances: list[_Instance], k: int, grid_width: int) -> npt.NDArray[np.intp]:
+    """(n, k) flat grid indices of ``k`` pixels spread evenly over each instance's survivors.
+
+    Every instance needs at least one surviving pixel; small ones repeat pixels.
+    """
+    steps = np.arange(k, dtype=np.int64)
+    picks = np.stack(
+        [inst.pixels[(steps * inst.count) // k] for inst in instances if inst.pixels is not None]
+    )
+    widths = np.array([[inst.cols.stop - inst.cols.start] for inst in instances], np.int64)
+    rows, cols = np.divmod(picks, widths)
+    rows += np.array([[inst.rows.start] for inst in instances], np.int64)
+    cols += np.array([[inst.cols.start] for inst in instances], np.int64)
+    return np.asarray(rows * grid_width + cols, np.intp)
+
+
+def _wide(start: int, stop: int, width: int) -> slice:
+    """Grid columns ``start:stop`` clipped to the grid, at least two wide where it can be.
+
+    OpenCV reads a one-column array of up to four rows as a scalar, so crops keep two columns.
+    """
+    start, stop = min(start, width), min(stop, width)
+    if stop - start < 2 and width >= 2:
+        start = max(0, min(start, width - 2))
+        stop = start + 2
+    return slice(start, stop)
+
+
+def _median(values: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Median along the last axis (numpy's SIMD sort beats ``np.median`` on these sizes)."""
+    k = values.shape[-1]
+    ordered = np.sort(values, axis=-1)
+    return np.asarray(
+        (ordered[..., (k - 1) // 2] + ordered[..., k // 2]) * np.float32(0.5), np.float32
+    )
+
+
+def _surviving(mask: npt.NDArray[np.uint8]) -> npt.NDArray[np.intp]:
+    """Flat positions of the non-zero pixels of a 0/1 mask (through a bool view, no copy)."""
+    return np.flatnonzero(mask.view(np.bool_))
 
 
 class Deprojector:
@@ -194,24 +279,30 @@ class Deprojector:
     def __init__(self, config: DeprojectionConfig | None = None) -> None:
         self._config = config or DeprojectionConfig()
         self._ray_key: tuple[Intrinsics, int] | None = None
-        self._rays: npt.NDArray[np.float32] | None = None
+        self._rays: tuple[npt.NDArray[np.float32], ...] | None = None
+        self.corrected_boxes = 0
+        """Instances whose pixel box did not hold all their pixels (the box was recomputed)."""
 
     @property
     def config(self) -> DeprojectionConfig:
         """The deprojection settings."""
         return self._config
 
-    def _ray_table(self, intrinsics: Intrinsics) -> npt.NDArray[np.float32]:
-        """(H*W, 2) table of ``((u - cx) / fx, (v - cy) / fy)`` per (strided) pixel."""
+    def _ray_tables(self, intrinsics: Intrinsics) -> tuple[npt.NDArray[np.float32], ...]:
+        """``(u - cx) / fx`` per grid column, ``(v - cy) / fy`` per grid row, and both as images."""
         stride = self._config.pixel_stride
         key = (intrinsics, stride)
         if self._rays is None or self._ray_key != key:
             us = np.arange(0, intrinsics.width, stride, dtype=np.float64)
             vs = np.arange(0, intrinsics.height, stride, dtype=np.float64)
-            table = np.empty((vs.size, us.size, 2), dtype=np.float32)
-            table[:, :, 0] = ((us - intrinsics.cx) / intrinsics.fx)[None, :]
-            table[:, :, 1] = ((vs - intrinsics.cy) / intrinsics.fy)[:, None]
-            self._rays = table.reshape(-1, 2)
+            ray_x = ((us - intrinsics.cx) / intrinsics.fx).astype(np.float32)
+            ray_y = ((vs - intrinsics.cy) / intrinsics.fy).astype(np.float32)
+            self._rays = (
+                ray_x,
+                ray_y,
+                np.ascontiguousarray(np.broadcast_to(ray_x[None, :], (ray_y.size, ray_x.size))),
+                np.ascontiguousarray(np.broadcast_to(ray_y[:, None], (ray_y.size, ray_x.size))),
+            )
             self._ray_key = key
         return self._rays
 
@@ -276,13 +367,23 @@ class Deprojector:
         if not infos:
             return FrameObservations((), tuple(skipped), frame_stamp, frame_camera)
 
-        points, counts, probe = self._valid_points(segmentation, depth, infos, intrinsics, pose)
-        observations, obs_ids, more_skips = self._summarise(
-            points, counts, probe, infos, stamp=frame_stamp, camera=frame_camera
-        )
-        skipped.extend(more_skips)
+        grid = self._grid(segmentation, depth, intrinsics)
+        instances = self._filtered(grid, infos)
+        good: list[_Instance] = []
+        for inst in instances:
+            if inst.count >= cfg.min_points:
+                good.append(inst)
+            else:
+                skipped.append(self._skip(grid, inst))
+        if not good:
+            return FrameObservations((), tuple(skipped), frame_stamp, frame_camera)
+        observations = self._summarise(grid, good, pose, stamp=frame_stamp, camera=frame_camera)
         return FrameObservations(
-            tuple(observations), tuple(skipped), frame_stamp, frame_camera, tuple(obs_ids)
+            tuple(observations),
+            tuple(skipped),
+            frame_stamp,
+            frame_camera,
+            tuple(inst.info.instance_id for inst in good),
         )
 
     def instance_points(
@@ -306,12 +407,17 @@ class Deprojector:
         infos = list(segmentation.instances)
         if not infos:
             return {}
-        points, counts, _ = self._valid_points(segmentation, depth, infos, intrinsics, pose)
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        return {
-            info.instance_id: np.ascontiguousarray(points[:, bounds[k] : bounds[k + 1]].T)
-            for k, info in enumerate(infos)
-        }
+        grid = self._grid(segmentation, depth, intrinsics)
+        width = grid.ids.shape[1]
+        points: dict[int, npt.NDArray[np.float32]] = {}
+        for inst in self._filtered(grid, infos):
+            if inst.pixels is None or not inst.pixels.size:
+                points[inst.info.instance_id] = np.zeros((0, 3), np.float32)
+                continue
+            cam = self._camera_points(grid, inst.grid_index(inst.pixels, width))
+            mapped = cam @ pose[:3, :3].T.astype(np.float32) + pose[:3, 3].astype(np.float32)
+            points[inst.info.instance_id] = np.ascontiguousarray(mapped, np.float32)
+        return points
 
     def _check_frame(
         self,
@@ -331,28 +437,16 @@ class Deprojector:
                 f"{intrinsics.width}x{intrinsics.height}"
             )
 
-    def _valid_points(
+    def _grid(
         self,
         segmentation: SegmentationResult,
         depth: npt.NDArray[np.generic],
-        infos: list[InstanceInfo],
         intrinsics: Intrinsics,
-        pose: FloatArray,
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], _InteriorProbe]:
-        """Grouped map points of all kept instances.
-
-        Returns:
-            ``(points, counts, probe)``: (3, N) float32 map points grouped by slot (slot ``s``
-            is ``infos[s - 1]``; groups follow slot order), the number of points of each slot
-            (length ``len(infos)``), and a probe telling whether an instance kept any pixel
-            after erosion (asked only for instances that produced no point).
-        """
+    ) -> _Grid:
+        """Subsample, erode and test depth validity once for the whole frame."""
         cfg = self._config
-        ids: npt.NDArray[np.uint16] = segmentation.instance_ids
-        n = len(infos)
-        top = max(int(ids.max(initial=0)), *(i.instance_id for i in infos))
-        identity = top <= n and all(info.instance_id == k + 1 for k, info in enumerate(infos))
         stride = cfg.pixel_stride
+        ids: npt.NDArray[np.uint16] = segmentation.instance_ids
         if stride > 1:
             ids = np.ascontiguousarray(ids[::stride, ::stride])
         low: npt.NDArray[np.uint16]
@@ -364,7 +458,6 @@ class Deprojector:
             low = np.asarray(cv2.erode(ids, kernel, borderType=cv2.BORDER_REPLICATE), np.uint16)
             high = np.asarray(cv2.dilate(ids, kernel, borderType=cv2.BORDER_REPLICATE), np.uint16)
             same = np.asarray(cv2.compare(low, high, cv2.CMP_EQ), np.uint8)
-            # 0/1 values, so the final mask can be viewed as bool without a copy.
             inside = np.greater(low, 0).view(np.uint8)
             interior = np.asarray(cv2.bitwise_and(same, inside), np.uint8)
         else:
@@ -379,173 +472,185 @@ class Deprojector:
             # inRange rejects NaN; infinities fall outside the range.
             depth_ok = cv2.inRange(np.asarray(dimg), cfg.min_depth, cfg.max_depth)
         valid = np.asarray(cv2.bitwise_and(interior, depth_ok), np.uint8)
-        sel = np.flatnonzero(valid.ravel().view(np.bool_))
-        probe = _InteriorProbe(low, interior)
-        raw = np.take(low.ravel(), sel)
-        if identity:
-            slots = raw
-        else:
-            # Instance id -> slot 1..n for kept instances; capped and stray ids map to 0.
-            lut = np.zeros(top + 1, np.uint16)
-            for slot, info in enumerate(infos, start=1):
-                lut[info.instance_id] = slot
-            slots = lut[raw]
-            kept = slots > 0
-            sel = sel[kept]
-            slots = slots[kept]
-        counts = np.bincount(slots, minlength=n + 1)[1:]
-        # Stable sort of small integers is a radix sort; one byte is one pass.
-        keys = slots.astype(np.uint8) if n < 256 else slots.astype(np.uint16)
-        sel = np.take(sel, np.argsort(keys, kind="stable"))
-        flat_depth = dimg.ravel()
-        zf = np.take(flat_depth, sel).astype(np.float32, copy=False)
-        if cfg.depth_unit == "mm":
-            zf *= np.float32(0.001)
-        if cfg.outlier_mad_k > 0.0 and sel.size:
-            keep = self._depth_inliers(zf, counts)
-            if not np.all(keep):
-                sel = sel[keep]
-                zf = zf[keep]
-                present = counts > 0
-                starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-                kept_counts = np.zeros_like(counts)
-                kept_counts[present] = np.add.reduceat(keep, starts[present], dtype=np.intp)
-                counts = kept_counts
-        rays = np.take(self._ray_table(intrinsics), sel, axis=0)  # both components at once
-        camera_points = np.empty((3, sel.size), dtype=np.float32)
-        np.multiply(rays[:, 0], zf, out=camera_points[0])
-        np.multiply(rays[:, 1], zf, out=camera_points[1])
-        camera_points[2] = zf
-        points = pose[:3, :3].astype(np.float32) @ camera_points
-        points += pose[:3, 3].astype(np.float32)[:, None]
-        return points, counts.astype(np.intp), probe
+        ray_x, ray_y, ray_x_image, ray_y_image = self._ray_tables(intrinsics)
+        return _Grid(
+            ids, low, interior, valid, dimg, ray_x, ray_y, ray_x_image, ray_y_image, stride
+        )
 
-    def _sample_index(
-        self, starts: npt.NDArray[np.intp], counts: npt.NDArray[np.intp]
-    ) -> npt.NDArray[np.intp]:
-        """(n, K) indices spread evenly over each group (repeating when a group is small)."""
-        k = self._config.sample_size
-        steps = np.arange(k, dtype=np.int64)
-        offsets = (steps[None, :] * counts[:, None].astype(np.int64)) // k
-        return np.asarray(starts[:, None] + offsets, dtype=np.intp)
+    def _crops(self, grid: _Grid, infos: list[InstanceInfo]) -> list[_Instance]:
+        """Each instance with the crop of the grid its pixel box covers.
 
-    def _depth_inliers(
-        self, z: npt.NDArray[np.float32], counts: npt.NDArray[np.integer]
-    ) -> npt.NDArray[np.bool_]:
-        """Points whose depth lies within the robust band around their group's median."""
-        cfg = self._config
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp)
-        present = counts > 0
-        med = np.zeros(counts.size, dtype=np.float32)
-        band = np.full(counts.size, np.inf, dtype=np.float32)
-        if np.any(present):
-            sample = z[self._sample_index(starts[present], counts[present].astype(np.intp))]
-            m = np.median(sample, axis=1)
-            mad = np.median(np.abs(sample - m[:, None]), axis=1)
-            med[present] = m
-            band[present] = np.maximum(
-                np.float32(cfg.outlier_mad_k * 1.4826) * mad, np.float32(cfg.outlier_min_band)
+        Boxes come from the segmentation and are only trusted once they are shown to hold
+        every pixel of their instance: the crops' pixel counts must add up to all labelled
+        pixels of the frame. Otherwise each count is checked against a histogram of the id
+        image, and a box that misses pixels is recomputed from the id image.
+        """
+        stride = grid.stride
+        height, width = grid.ids.shape
+        instances: list[_Instance] = []
+        in_crop: list[int] = []
+        for info in infos:
+            x0, y0, x1, y1 = info.box
+            rows = slice(min(height, -(-y0 // stride)), min(height, -(-y1 // stride)))
+            inst = _Instance(info, rows, _wide(-(-x0 // stride), -(-x1 // stride), width))
+            instances.append(inst)
+            crop = grid.ids[inst.rows, inst.cols]
+            in_crop.append(int(np.count_nonzero(crop == info.instance_id)))
+        if sum(in_crop) == cv2.countNonZero(grid.ids):
+            return instances
+        top = max(int(grid.ids.max(initial=0)), *(info.instance_id for info in infos))
+        totals = np.bincount(grid.ids.ravel(), minlength=top + 1)
+        for inst, count in zip(instances, in_crop, strict=True):
+            if count == totals[inst.info.instance_id]:
+                continue
+            self.corrected_boxes += 1
+            own = np.equal(grid.ids, inst.info.instance_id).view(np.uint8)
+            x, y, w, h = cv2.boundingRect(own)
+            inst.rows, inst.cols = slice(y, y + h), _wide(x, x + w, width)
+            LOG.debug(
+                "instance %d: box %s misses pixels; recomputed on the grid",
+                inst.info.instance_id,
+                inst.info.box,
             )
-        lower = np.repeat(med - band, counts)
-        upper = np.repeat(med + band, counts)
-        result: npt.NDArray[np.bool_] = (z >= lower) & (z <= upper)
-        return result
+        return instances
+
+    def _filtered(self, grid: _Grid, infos: list[InstanceInfo]) -> list[_Instance]:
+        """Crop, erode, drop invalid depth and depth outliers for every instance."""
+        cfg = self._config
+        instances = self._crops(grid, infos)
+        width = grid.ids.shape[1]
+        for inst in instances:
+            low = grid.low[inst.rows, inst.cols]
+            if not low.size:
+                continue
+            inst.mask = np.equal(low, inst.info.instance_id).view(np.uint8)
+            inst.mask &= grid.valid[inst.rows, inst.cols]
+            inst.pixels = _surviving(inst.mask)
+            crop = grid.depth[inst.rows, inst.cols]
+            if cfg.depth_unit == "mm":
+                inst.depth = crop.astype(np.float32) * np.float32(0.001)
+            else:
+                inst.depth = np.asarray(crop, np.float32)
+        present = [inst for inst in instances if inst.count]
+        if cfg.outlier_mad_k <= 0.0 or not present:
+            return instances
+        # Median depth and its spread from an evenly spread sample of each instance.
+        index = _sample(present, cfg.sample_size, width)
+        sample = np.take(grid.depth.ravel(), index).astype(np.float32)
+        if cfg.depth_unit == "mm":
+            sample *= np.float32(0.001)
+        med = _median(sample)
+        mad = _median(np.abs(sample - med[:, None]))
+        band = np.maximum(np.float32(cfg.outlier_mad_k * 1.4826) * mad, cfg.outlier_min_band)
+        for inst, m, b in zip(present, med.tolist(), band.tolist(), strict=True):
+            assert inst.mask is not None and inst.depth is not None
+            inst.mask &= cv2.inRange(inst.depth, m - b, m + b)
+            inst.pixels = _surviving(inst.mask)
+        return instances
+
+    def _skip(self, grid: _Grid, inst: _Instance) -> SkippedInstance:
+        """Why an instance with too few points gave no observation."""
+        info = inst.info
+        low = grid.low[inst.rows, inst.cols]
+        if inst.count:
+            reason = SkipReason.TOO_FEW_POINTS
+        else:
+            interior = grid.interior[inst.rows, inst.cols].view(np.bool_)
+            inside = bool(np.any((low == info.instance_id) & interior))
+            reason = SkipReason.NO_VALID_DEPTH if inside else SkipReason.EMPTY_MASK
+        return SkippedInstance(info.instance_id, info.label, reason, inst.count)
+
+    def _camera_points(self, grid: _Grid, index: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
+        """Camera-frame points (..., 3) of flat grid indices of any shape."""
+        width = grid.ids.shape[1]
+        rows, cols = np.divmod(index, width)
+        z = np.take(grid.depth.ravel(), index).astype(np.float32)
+        if self._config.depth_unit == "mm":
+            z *= np.float32(0.001)
+        out = np.empty((*index.shape, 3), np.float32)
+        np.multiply(grid.ray_x[cols], z, out=out[..., 0])
+        np.multiply(grid.ray_y[rows], z, out=out[..., 1])
+        out[..., 2] = z
+        return out
+
+    def _map_sample(
+        self,
+        grid: _Grid,
+        instances: list[_Instance],
+        k: int,
+        rot_t: npt.NDArray[np.float32],
+        trans: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        """(n, 3, k) map coordinates of ``k`` points spread evenly over each instance."""
+        index = _sample(instances, k, grid.ids.shape[1])
+        mapped = self._camera_points(grid, index) @ rot_t + trans  # (n, k, 3)
+        return np.ascontiguousarray(mapped.transpose(0, 2, 1))
 
     def _summarise(
         self,
-        points: npt.NDArray[np.float32],
-        counts: npt.NDArray[np.intp],
-        probe: _InteriorProbe,
-        infos: list[InstanceInfo],
+        grid: _Grid,
+        good: list[_Instance],
+        pose: FloatArray,
         *,
         stamp: float,
         camera: str,
-    ) -> tuple[list[ObjectObservation], list[int], list[SkippedInstance]]:
+    ) -> list[ObjectObservation]:
+        """Boxes, centroids and oriented boxes of the instances with enough points."""
         cfg = self._config
-        n = len(infos)
-        skipped: list[SkippedInstance] = []
-        good = counts >= cfg.min_points
-        for i in np.flatnonzero(~good):
-            info = infos[i]
-            if counts[i] == 0 and not probe.has_pixels(info.instance_id):
-                reason = SkipReason.EMPTY_MASK
-            elif counts[i] == 0:
-                reason = SkipReason.NO_VALID_DEPTH
-            else:
-                reason = SkipReason.TOO_FEW_POINTS
-            skipped.append(SkippedInstance(info.instance_id, info.label, reason, int(counts[i])))
-        if not np.any(good):
-            return [], [], skipped
-        g_idx = np.flatnonzero(good)
-        g_counts = counts[g_idx].astype(np.intp)
-        if g_idx.size != n:
-            # Keep only the points of good groups so every reduceat span is exactly one group.
-            points = points[:, np.repeat(good, counts)]
-        g_starts = np.concatenate(([0], np.cumsum(g_counts)[:-1])).astype(np.intp)
-        lo = np.minimum.reduceat(points, g_starts, axis=1).T.astype(np.float64)
-        hi = np.maximum.reduceat(points, g_starts, axis=1).T.astype(np.float64)
-        if cfg.centroid == "mean":
-            sums = np.add.reduceat(points, g_starts, axis=1, dtype=np.float64).T
-            centroids = sums / g_counts[:, None]
+        rot = pose[:3, :3]
+        trans = pose[:3, 3]
+        n = len(good)
+        lo = np.empty((n, 3))
+        hi = np.empty((n, 3))
+        means = np.empty((n, 3)) if cfg.centroid == "mean" else None
+        rows = rot.tolist()
+        for row, inst in enumerate(good):
+            assert inst.depth is not None and inst.mask is not None
+            # A map coordinate is z * (r0 * x + r1 * y + r2) + t for the ray (x, y, 1), so the
+            # exact box of all points is one masked min/max per axis over the crop.
+            ray_x = grid.ray_x_image[inst.rows, inst.cols]
+            ray_y = grid.ray_y_image[inst.rows, inst.cols]
+            for axis, (r0, r1, r2) in enumerate(rows):
+                coord = cv2.multiply(inst.depth, cv2.addWeighted(ray_x, r0, ray_y, r1, r2))
+                low, high, _, _ = cv2.minMaxLoc(coord, inst.mask)
+                lo[row, axis] = low + trans[axis]
+                hi[row, axis] = high + trans[axis]
+                if means is not None:
+                    means[row, axis] = cv2.mean(coord, inst.mask)[0] + trans[axis]
+        rot32 = rot.T.astype(np.float32)
+        trans32 = trans.astype(np.float32)
+        per_axis: npt.NDArray[np.float32] | None = None
+        if means is not None:
+            centroids = means
         else:
-            sample = points[:, self._sample_index(g_starts, g_counts)].astype(np.float64)
+            per_axis = self._map_sample(grid, good, cfg.sample_size, rot32, trans32)
             if cfg.centroid == "median":
-                centroids = np.median(sample, axis=2).T
+                centroids = _median(per_axis).astype(np.float64)
             else:
-                k = sample.shape[2]
+                k = per_axis.shape[2]
                 cut = int(k * cfg.trim_fraction)
-                centroids = np.sort(sample, axis=2)[:, :, cut : k - cut].mean(axis=2).T
-        boxes = self._oriented_boxes(points, g_starts, g_counts) if cfg.compute_obb else None
-        observations: list[ObjectObservation] = []
-        obs_ids: list[int] = []
-        for row, i in enumerate(g_idx):
-            info = infos[i]
-            obb_center = obb_extent = obb_rot = None
-            if boxes is not None:
-                obb_center, obb_extent, obb_rot = boxes[0][row], boxes[1][row], boxes[2][row]
-            observations.append(
-                ObjectObservation(
-                    label=info.label,
-                    centroid=centroids[row],
-                    bbox_min=lo[row],
-                    bbox_max=hi[row],
-                    stamp=stamp,
-                    score=info.score,
-                    point_count=int(g_counts[row]),
-                    camera=camera,
-                    detection_id=detection_id(camera, stamp, info.instance_id),
-                    frame_id=cfg.map_frame,
-                    obb_center=obb_center,
-                    obb_extent=obb_extent,
-                    obb_rotation=obb_rot,
-                )
-            )
-            obs_ids.append(info.instance_id)
-        return observations, obs_ids, skipped
-
-    def _oriented_boxes(
-        self,
-        points: npt.NDArray[np.float32],
-        starts: npt.NDArray[np.intp],
-        counts: npt.NDArray[np.intp],
-    ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """PCA boxes of all groups at once from ``obb_sample_size`` points spread over each."""
-        k = self._config.obb_sample_size
-        steps = np.arange(k, dtype=np.int64)
-        idx = starts[:, None] + (steps[None, :] * counts[:, None].astype(np.int64)) // k
-        sample = points[:, idx]  # (3, n, k)
-        mean = sample.mean(axis=2, dtype=np.float64)  # (3, n)
-        centred = np.moveaxis(sample - mean[:, :, None].astype(np.float32), 0, 1)  # (n, 3, k)
-        cov = (centred @ centred.transpose(0, 2, 1)).astype(np.float64) / k
-        _, vecs = np.linalg.eigh(cov)
-        axes = vecs[:, :, ::-1].copy()
-        flip = np.linalg.det(axes) < 0.0
-        axes[flip, :, 2] *= -1.0
-        local = axes.transpose(0, 2, 1).astype(np.float32) @ centred  # (n, 3, k)
-        lo = local.min(axis=2).astype(np.float64)
-        hi = local.max(axis=2).astype(np.float64)
-        centers = mean.T + (axes @ ((lo + hi) / 2.0)[:, :, None])[:, :, 0]
-        return centers, hi - lo, axes
+                trimmed = np.sort(per_axis, axis=2)[:, :, cut : k - cut]
+                centroids = trimmed.mean(axis=2, dtype=np.float64)
+        boxes = None
+        if cfg.compute_obb:
+            if per_axis is None or cfg.obb_sample_size != cfg.sample_size:
+                per_axis = self._map_sample(grid, good, cfg.obb_sample_size, rot32, trans32)
+            boxes = _oriented_boxes(per_axis)
+        return ObjectObservation.many(
+            labels=[inst.info.label for inst in good],
+            centroids=centroids,
+            bbox_min=lo,
+            bbox_max=hi,
+            stamp=stamp,
+            scores=[inst.info.score for inst in good],
+            point_counts=[inst.count for inst in good],
+            detection_ids=[detection_id(camera, stamp, inst.info.instance_id) for inst in good],
+            camera=camera,
+            frame_id=cfg.map_frame,
+            obb_centers=None if boxes is None else boxes[0],
+            obb_extents=None if boxes is None else boxes[1],
+            obb_rotations=None if boxes is None else boxes[2],
+        )
 
     def deproject_mask(
         self,
@@ -586,6 +691,25 @@ class Deprojector:
                 f"(minimum {self._config.min_points}): {reason.reason.value}"
             )
         return result.observations[0]
+
+
+def _oriented_boxes(
+    per_axis: npt.NDArray[np.float32],
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """PCA boxes of (n, 3, k) point samples (coordinates along the middle axis), one per row."""
+    k = per_axis.shape[2]
+    mean = per_axis.mean(axis=2, dtype=np.float64)  # (n, 3)
+    centred = per_axis - mean[:, :, None].astype(np.float32)  # (n, 3, k)
+    cov = np.einsum("nik,njk->nij", centred, centred).astype(np.float64) / k
+    _, vecs = np.linalg.eigh(cov)
+    axes = vecs[:, :, ::-1].copy()
+    flip = np.linalg.det(axes) < 0.0
+    axes[flip, :, 2] *= -1.0
+    local = axes.transpose(0, 2, 1).astype(np.float32) @ centred  # (n, 3, k)
+    lo = local.min(axis=2).astype(np.float64)
+    hi = local.max(axis=2).astype(np.float64)
+    centers = mean + (axes @ ((lo + hi) / 2.0)[:, :, None])[:, :, 0]
+    return centers, hi - lo, axes
 
 
 def _principal_axes(cov: FloatArray) -> FloatArray:

@@ -295,3 +295,67 @@ def test_oriented_box_of_rotated_cuboid() -> None:
         oriented_box(np.zeros((0, 3)))
     with pytest.raises(PerceptionError):
         oriented_box(np.full((3, 3), np.nan))
+
+
+def test_wrong_pixel_boxes_are_corrected_not_trusted() -> None:
+    seg, depth = scene()
+    dep = Deprojector(DeprojectionConfig(erode_px=2, min_points=10))
+    truth = dep.deproject(seg, depth, INTR, OPTICAL_TO_MAP)
+    # the table claims boxes that cut the instances: a shifted one, a tiny one and an empty one
+    wrong = [
+        InstanceInfo(info.instance_id, info.label, info.score, box, info.pixel_count)
+        for info, box in zip(seg.instances, [(0, 0, 70, 50), (10, 10, 11, 11)], strict=True)
+    ]
+    for table in (wrong, [wrong[0], InstanceInfo(2, "mug", 0.7, (0, 0, 0, 0), 400)]):
+        bad = SegmentationResult(seg.instance_ids, tuple(table), seg.stamp, seg.camera)
+        out = dep.deproject(bad, depth, INTR, OPTICAL_TO_MAP)
+        assert [o.point_count for o in out.observations] == [
+            o.point_count for o in truth.observations
+        ]
+        for got, want in zip(out.observations, truth.observations, strict=True):
+            np.testing.assert_allclose(got.bbox_min, want.bbox_min, atol=1e-6)
+            np.testing.assert_allclose(got.bbox_max, want.bbox_max, atol=1e-6)
+            np.testing.assert_allclose(got.centroid, want.centroid, atol=1e-6)
+    assert dep.corrected_boxes == 4
+
+
+def test_matches_a_per_instance_reference_on_random_scenes() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(5):
+        depth = rng.uniform(1.0, 4.0, size=(H, W)).astype(np.float32)
+        depth[rng.random((H, W)) < 0.05] = np.nan
+        masks = []
+        for _ in range(6):
+            cy, cx = rng.integers(10, H - 10), rng.integers(10, W - 10)
+            ry, rx = rng.integers(4, 25), rng.integers(4, 30)
+            v, u = np.mgrid[0:H, 0:W]
+            masks.append(((v - cy) / ry) ** 2 + ((u - cx) / rx) ** 2 <= 1.0)
+        seg = compose_instances(masks, ["thing"] * 6, [0.5] * 6, min_pixels=1)
+        cfg = DeprojectionConfig(erode_px=1, min_points=5, outlier_mad_k=0.0, pixel_stride=1)
+        out = Deprojector(cfg).deproject(seg, depth, INTR, OPTICAL_TO_MAP)
+        by_id = dict(zip(out.instance_ids, out.observations, strict=True))
+        for info in seg.instances:
+            # reference: erode this instance's own mask, keep finite depth in range, deproject
+            own = seg.instance_ids == info.instance_id
+            inner = own.copy()
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    shifted = np.zeros_like(own)
+                    shifted[max(dy, 0) : H + min(dy, 0), max(dx, 0) : W + min(dx, 0)] = own[
+                        max(-dy, 0) : H + min(-dy, 0), max(-dx, 0) : W + min(-dx, 0)
+                    ]
+                    edge = np.zeros_like(own)
+                    edge[max(dy, 0) : H + min(dy, 0), max(dx, 0) : W + min(dx, 0)] = True
+                    inner &= shifted | ~edge  # the image border repeats the pixel itself
+            keep = inner & np.isfinite(depth) & (depth >= cfg.min_depth) & (depth <= cfg.max_depth)
+            v, u = np.nonzero(keep)
+            z = depth[v, u].astype(np.float64)
+            cam = np.stack(((u - INTR.cx) / INTR.fx * z, (v - INTR.cy) / INTR.fy * z, z), axis=1)
+            pts = cam @ OPTICAL_TO_MAP[:3, :3].T + OPTICAL_TO_MAP[:3, 3]
+            if len(pts) < cfg.min_points:
+                assert info.instance_id not in by_id, trial
+                continue
+            obs = by_id[info.instance_id]
+            assert obs.point_count == len(pts), trial
+            np.testing.assert_allclose(obs.bbox_min, pts.min(axis=0), atol=1e-4)
+            np.testing.assert_allclose(obs.bbox_max, pts.max(axis=0), atol=1e-4)
