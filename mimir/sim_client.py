@@ -211,9 +211,12 @@ class SimClient:
         report.planner_progress = float(result.progress)
         report.answer = result.answer
         report.error = result.error_msg
+        # The judge binds what the answer names to simulated entities by remembered position;
+        # the planner's words themselves are never taken as simulator ids.
         judged = self._call(self._judge, JudgeInstruction.Request(
-            index=index, answer=[w for w in result.answer.replace(",", " ").split() if w]),
+            index=index, answer_entities=list(result.answer_entities)),
             30.0, "sim/judge_instruction")
+        named = ", ".join(e.node_id or f"{e.label} (listed)" for e in result.answer_entities)
         report.success = bool(judged.success)
         report.judged_progress = float(judged.progress)
         with self._lock:
@@ -224,6 +227,7 @@ class SimClient:
             "result",
             f"  planner: progress {result.progress:.0%} in {result.steps} steps"
             + (f", answer: {result.answer}" if result.answer else "")
+            + (f", names: {named}" if named else "")
             + (f", error: {result.error_msg}" if result.error_msg else "")
             + (f" ({goals})" if goals else "")
             + f"\n  judged from simulator state: {'DONE' if judged.success else 'NOT DONE'}"

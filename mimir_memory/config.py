@@ -54,11 +54,18 @@ class AssociationConfig:
         label_radius_m: Per-label radius (m), keyed by normalised label.
         hypothesis_factor: New nodes within ``factor * radius`` of a same-label node become
             alternative hypotheses of it.
+        box_overlap: An observation also matches a same-label node within the hypothesis
+            reach when this share of one box lies inside the other (per axis, multiplied);
+            0 disables. Large fixtures need it: a front face, an edge, an open door and the
+            interior of one cabinet have centroids far apart but boxes inside one another.
+        box_tolerance_m: Slack added around boxes for that test (m).
     """
 
     default_radius_m: float = 0.30
     label_radius_m: dict[str, float] = field(default_factory=dict)
     hypothesis_factor: float = 2.0
+    box_overlap: float = 0.6
+    box_tolerance_m: float = 0.03
 
     def __post_init__(self) -> None:
         _positive("association.default_radius_m", self.default_radius_m)
@@ -71,6 +78,13 @@ class AssociationConfig:
         object.__setattr__(self, "label_radius_m", cleaned)
         if _positive("association.hypothesis_factor", self.hypothesis_factor) < 1.0:
             raise ConfigError("association.hypothesis_factor must be >= 1")
+        for name, value in (("box_overlap", self.box_overlap),
+                            ("box_tolerance_m", self.box_tolerance_m)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value >= 0.0):
+                raise ConfigError(f"association.{name} must be a number >= 0, got {value!r}")
+        if self.box_overlap > 1.0:
+            raise ConfigError("association.box_overlap must lie in [0, 1]")
 
     def radius(self, label: str) -> float:
         """Association radius of ``label`` (m)."""

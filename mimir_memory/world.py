@@ -172,13 +172,15 @@ class WorldMemory:
     def associate(self, observations: Sequence[ObjectObservation]) -> list[Association]:
         """Match observations to same-label nodes by 3D proximity (no write).
 
-        Each node takes at most one observation of a batch; pairs are assigned nearest first.
+        Each node takes at most one observation of a batch. Pairs whose boxes nest (see
+        ``AssociationConfig.box_overlap``) are assigned first, then the rest, nearest first.
 
         Raises:
             InvalidValueError: An element is not an ObjectObservation or is in another frame.
         """
-        pairs: list[tuple[float, int, str]] = []
-        factor = self.config.association.hypothesis_factor
+        pairs: list[tuple[int, float, int, str]] = []
+        assoc = self.config.association
+        factor = assoc.hypothesis_factor
         # One query per observation out to the hypothesis reach; the nearer part are matches.
         nearby: list[list[tuple[float, str]]] = []
         for index, obs in enumerate(observations):
@@ -190,15 +192,20 @@ class WorldMemory:
                 raise InvalidValueError(
                     f"observation {index} is in frame {obs.frame_id!r}, expected {self.map_frame!r}"
                 )
-            radius = self.config.association.radius(obs.label)
+            radius = assoc.radius(obs.label)
             found = self.state.within(obs.label, _as_point(obs.centroid), radius * factor)
             nearby.append(found)
-            pairs.extend((distance, index, node_id) for distance, node_id in found
-                         if distance <= radius)
+            for distance, node_id in found:
+                nested = (assoc.box_overlap > 0.0
+                          and self._box_overlap(obs, node_id) >= assoc.box_overlap)
+                if nested or distance <= radius:
+                    # pairs whose boxes nest go first: a partial view near a neighbour's
+                    # centroid must not take the node its own box sits in
+                    pairs.append((0 if nested else 1, distance, index, node_id))
         pairs.sort()
         matched: dict[int, tuple[str, float]] = {}
         taken: set[str] = set()
-        for distance, index, node_id in pairs:
+        for _, distance, index, node_id in pairs:
             if index in matched or node_id in taken:
                 continue
             matched[index] = (node_id, distance)
@@ -216,6 +223,15 @@ class WorldMemory:
             alternatives = tuple(sorted(i for _, i in nearby[index]))
             result.append(Association(index, f"{prefix}_{number}", True, 0.0, alternatives))
         return result
+
+    def _box_overlap(self, obs: ObjectObservation, node_id: str) -> float:
+        """Share of the observation's box inside the node's, or of the node's inside the
+        observation's, whichever is larger (per-axis shares multiplied)."""
+        node = self.state.nodes[node_id]
+        tol = self.config.association.box_tolerance_m
+        lo, hi = obs.bbox_min.tolist(), obs.bbox_max.tolist()
+        return max(_inside_share(lo, hi, node.bbox_min, node.bbox_max, tol),
+                   _inside_share(node.bbox_min, node.bbox_max, lo, hi, tol))
 
     @synchronized
     def ingest(
@@ -733,6 +749,27 @@ class WorldMemory:
     def render(self, max_chars: int | None = None, focus: Iterable[str] = ()) -> str:
         """Bounded planner-prompt text of the graph (see :func:`render_graph`)."""
         return render_graph(self.state, max_chars or self.config.render.max_chars, focus)
+
+
+def _inside_share(lo: Sequence[float], hi: Sequence[float], outer_lo: Sequence[float],
+                  outer_hi: Sequence[float], tol: float) -> float:
+    """Share of box ``lo..hi`` inside box ``outer_lo..outer_hi`` widened by ``tol``.
+
+    Per axis: the covered fraction of the extent (a flat axis counts 1 when inside, else 0);
+    the axes multiply.
+    """
+    share = 1.0
+    for a in range(3):
+        start = max(lo[a], outer_lo[a] - tol)
+        stop = min(hi[a], outer_hi[a] + tol)
+        extent = hi[a] - lo[a]
+        if extent <= 1e-6:
+            share *= 1.0 if start <= stop else 0.0
+        else:
+            share *= max(0.0, stop - start) / extent
+        if share == 0.0:
+            break
+    return share
 
 
 def _as_point(values: Any) -> Point:

@@ -6,9 +6,68 @@ question needs (the planner then explores or blocks; it never invents an answer)
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_planner.instructions import GoalSpec
-from mimir_planner.recall import GoalRecall, RecallQuery, canon
+from mimir_planner.recall import Candidate, GoalRecall, RecallQuery, canon
+
+
+@dataclass(frozen=True)
+class NamedEntity:
+    """Something an answer names, with where memory places it.
+
+    Attributes:
+        node_id: Scene-graph id; empty for an item known only as listed contents.
+        label: Label of the thing.
+        position: Remembered position in the map frame (m): the node's centroid, or for a
+            listed item the centroid of the fixture that lists it. None when unknown.
+    """
+
+    node_id: str
+    label: str
+    position: tuple[float, float, float] | None
+
+
+def node_entity(node: SceneNode) -> NamedEntity:
+    """The entity of a scene-graph node."""
+    x, y, z = node.centroid
+    return NamedEntity(node.node_id, node.label, (float(x), float(y), float(z)))
+
+
+def item_entity(world: SceneGraphState, holder: SceneNode, name: str,
+                node_id: str = "") -> NamedEntity:
+    """The entity of an item a fixture lists (its own node when the listing names one)."""
+    if node_id and node_id in world.nodes:
+        return node_entity(world.nodes[node_id])
+    x, y, z = holder.centroid
+    return NamedEntity("", name, (float(x), float(y), float(z)))
+
+
+def candidate_entity(world: SceneGraphState, cand: Candidate) -> NamedEntity:
+    """The entity a recall candidate stands for (the listed item for a contents match)."""
+    node = world.nodes[cand.node_id]
+    if cand.content_item is None:
+        return node_entity(node)
+    listed = next((str(i.get("node_id") or "") for i in node.contents
+                   if str(i.get("name", "")) == cand.content_item), "")
+    return item_entity(world, node, cand.content_item, listed)
+
+
+def mentioned_entities(text: str, world: SceneGraphState) -> list[NamedEntity]:
+    """Nodes whose ids the text names, in the order they first appear."""
+    found: list[tuple[int, str]] = []
+    for node_id in world.nodes:
+        match = re.search(rf"(?<![\w]){re.escape(node_id)}(?![\w])", text)
+        if match:
+            found.append((match.start(), node_id))
+    return [node_entity(world.nodes[i]) for _, i in sorted(found)]
+
+
+def _unique(entities: Iterable[NamedEntity]) -> list[NamedEntity]:
+    return list(dict.fromkeys(entities))
 
 
 def _where(node: SceneNode, world: SceneGraphState) -> str:
@@ -25,11 +84,83 @@ def _resolve(recall: GoalRecall, world: SceneGraphState, mention: str) -> list[S
     return [world.nodes[i] for i in recall.resolve(world, mention)]
 
 
+def _query(spec: GoalSpec) -> RecallQuery:
+    assert spec.obj is not None
+    return RecallQuery(obj=spec.obj, near=spec.near, avoid=spec.avoid)
+
+
+def _holders_of(world: SceneGraphState, recall: GoalRecall, mention: str) -> list[SceneNode]:
+    """Nodes that list ``mention`` among their contents or hold a node it names."""
+    holders = {n.node_id for n in world.nodes.values()
+               if any(recall.synonyms.same(str(i.get("name", "")), mention) for i in n.contents)}
+    holders |= {n.parent for n in world.nodes.values()
+                if n.parent in world.nodes and recall.matches(mention, n) is not None}
+    return [world.nodes[h] for h in sorted(h for h in holders if h is not None)]
+
+
+def _names(recall: GoalRecall, mention: str, node: SceneNode) -> bool:
+    """Whether ``mention`` names ``node`` by id, label or synonym (not by a partial label)."""
+    match = recall.matches(mention, node)
+    return match is not None and match.kind != "partial"
+
+
+def _in_state(world: SceneGraphState, recall: GoalRecall, label: str,
+              state: str) -> list[SceneNode] | None:
+    """Nodes of ``label`` remembered in ``state`` (None: memory knows no such node)."""
+    nodes = [n for n in world.nodes.values() if _names(recall, label, n)]
+    if not nodes:
+        return None
+    out = []
+    for node in sorted(nodes, key=lambda n: n.node_id):
+        if state == "locked":
+            prop = node.properties.get("locked")
+            hit = prop is not None and prop.value is True
+        elif state in ("open", "opened", "closed"):
+            openable = node.properties.get("openable")
+            opened = openable.is_opened if openable is not None else None
+            hit = opened is (state != "closed")
+        else:
+            hit = node.contents_empty is True and not node.contents
+        if hit:
+            out.append(node)
+    return out
+
+
+def _destination(world: SceneGraphState, recall: GoalRecall,
+                 spec: GoalSpec) -> SceneNode | None:
+    """The fixture where ``spec.obj`` belongs: the one holding the most of its kind.
+
+    Fixtures of the asked kind (``spec.target``) that are not remembered locked are scored by
+    what they hold (listed contents and nodes inside): two points per thing of the same name,
+    one per thing of a shared category. None when no fixture scores or the best is tied.
+    """
+    assert spec.obj is not None and spec.target is not None
+    obj = spec.obj
+    kinds = recall.categories.of(obj)
+    scored: list[tuple[int, str]] = []
+    for node in world.nodes.values():
+        if not _names(recall, spec.target, node):
+            continue
+        locked = node.properties.get("locked")
+        if locked is not None and locked.value is True:
+            continue
+        held = [str(i.get("name", "")) for i in node.contents]
+        held += [n.label for n in world.nodes.values() if n.parent == node.node_id]
+        score = sum(2 if recall.names_thing(h, obj) else
+                    int(bool(kinds & recall.categories.of(h))) for h in held if h)
+        if score > 0:
+            scored.append((score, node.node_id))
+    scored.sort(reverse=True)
+    if not scored or (len(scored) > 1 and scored[0][0] == scored[1][0]):
+        return None
+    return world.nodes[scored[0][1]]
+
+
 def answer_question(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
     """The literal answer of a question goal from memory, or None when memory lacks it."""
     kind = spec.question_kind
     if kind == "where" and spec.obj:
-        found = recall.recall(world, RecallQuery(obj=spec.obj))
+        found = recall.recall(world, _query(spec))
         if not found:
             return None
         places = []
@@ -51,19 +182,17 @@ def answer_question(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) 
         return "; ".join(parts) + "."
     if kind == "what_with" and spec.obj:
         mention = spec.obj
-        holders = [n for n in world.nodes.values()
-                   if any(recall.synonyms.same(str(i.get("name", "")), mention)
-                          for i in n.contents)]
+        holders = _holders_of(world, recall, mention)
         if not holders:
             return None
         parts = []
-        for node in sorted(holders, key=lambda n: n.node_id):
+        for node in holders:
             others = [str(i.get("name")) for i in node.contents
                       if not recall.synonyms.same(str(i.get("name", "")), mention)]
             parts.append(f"in {node.node_id}: " + (", ".join(others) if others else "nothing else"))
         return f"With the {mention}: " + "; ".join(parts) + "."
     if kind == "which" and spec.obj:
-        found = recall.recall(world, RecallQuery(obj=spec.obj))
+        found = recall.recall(world, _query(spec))
         holder_ids: list[str] = []
         for cand in found:
             holder = cand.node_id if cand.content_item is not None else cand.parent
@@ -84,6 +213,20 @@ def answer_question(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) 
             return None if spec.source is None else f"0 {spec.obj} remembered in {spec.source}."
         return f"{len(found)} {spec.obj} remembered: " + ", ".join(
             c.node_id if c.content_item is None else f"one in {c.node_id}" for c in found) + "."
+    if kind == "which_state" and spec.obj and spec.target:
+        nodes = _in_state(world, recall, spec.obj, spec.target)
+        if nodes is None:
+            return None
+        if not nodes:
+            return f"No remembered {spec.obj} is known to be {spec.target}."
+        ids = ", ".join(n.node_id for n in nodes)
+        return f"{ids} {'is' if len(nodes) == 1 else 'are'} {spec.target}."
+    if kind == "belongs" and spec.obj and spec.target:
+        chosen = _destination(world, recall, spec)
+        if chosen is None:
+            return None
+        held = [str(i.get("name")) for i in chosen.contents]
+        return f"{chosen.node_id}: the {spec.obj} belongs with what it holds ({', '.join(held)})."
     if kind == "yes_no" and spec.obj and spec.target:
         nodes = _resolve(recall, world, spec.obj)
         if not nodes:
@@ -110,3 +253,41 @@ def answer_question(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) 
             yes = empty if state == "empty" else not empty
             return f"{'Yes' if yes else 'No'}, {node.node_id} holds {len(node.contents)} item(s)."
     return None
+
+
+def question_entities(spec: GoalSpec, world: SceneGraphState,
+                      recall: GoalRecall) -> list[NamedEntity]:
+    """What the memory answer of a question names (the entities behind :func:`answer_question`).
+
+    ``where`` and ``which`` name holders (or the node itself when it has no holder), ``what``
+    and ``what_with`` name the listed items, ``which_state`` the nodes in that state,
+    ``belongs`` the chosen fixture, ``how_many`` the counted objects.
+    """
+    kind = spec.question_kind
+    out: list[NamedEntity] = []
+    if kind in ("where", "which") and spec.obj:
+        for cand in recall.recall(world, _query(spec)):
+            place = cand.node_id if cand.content_item is not None else (cand.parent or "")
+            if place in world.nodes:
+                out.append(node_entity(world.nodes[place]))
+            elif kind == "where":
+                out.append(node_entity(world.nodes[cand.node_id]))
+    elif kind == "what" and spec.source:
+        for fixture in _resolve(recall, world, spec.source):
+            out.extend(item_entity(world, fixture, str(i.get("name")), str(i.get("node_id") or ""))
+                       for i in fixture.contents)
+    elif kind == "what_with" and spec.obj:
+        for fixture in _holders_of(world, recall, spec.obj):
+            out.extend(item_entity(world, fixture, str(i.get("name")), str(i.get("node_id") or ""))
+                       for i in fixture.contents
+                       if not recall.synonyms.same(str(i.get("name", "")), spec.obj))
+    elif kind == "which_state" and spec.obj and spec.target:
+        out.extend(node_entity(n) for n in _in_state(world, recall, spec.obj, spec.target) or [])
+    elif kind == "belongs" and spec.obj:
+        chosen = _destination(world, recall, spec)
+        if chosen is not None:
+            out.append(node_entity(chosen))
+    elif kind == "how_many" and spec.obj:
+        out.extend(candidate_entity(world, c)
+                   for c in recall.recall(world, RecallQuery(obj=spec.obj, source=spec.source)))
+    return _unique(out)

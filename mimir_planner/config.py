@@ -106,6 +106,8 @@ class LoopConfig:
         find_requires_inspection: A ``find`` goal completes only after the fixture that holds
             the object was inspected during the current instruction (so the object is
             discovered, not just remembered); when false it completes from memory at once.
+        find_accepts_sighting: A ``find`` goal also completes without inspecting the holder
+            when perception observed the object's own node during the current instruction.
         holder_margin_m: Margin around a fixture's box within which an object without a
             remembered parent counts as held by that fixture (m).
         holder_max_distance_m: Failing containment, the nearest fixture within this distance
@@ -123,6 +125,7 @@ class LoopConfig:
     max_retries: int = 1
     persistent_failures: tuple[str, ...] = ("NO_MOTION", "LOCKED")
     find_requires_inspection: bool = True
+    find_accepts_sighting: bool = False
     holder_margin_m: float = 0.1
     holder_max_distance_m: float = 0.75
 
@@ -159,6 +162,8 @@ class PlannerConfig:
     Attributes:
         fixture_labels: Labels of fixtures the robot can navigate to and open or inspect.
         synonyms: Label -> other names of the same thing (the always-available recall path).
+        categories: Category -> its members (fruit, condiment, dry goods ...), the offline
+            planner's knowledge of which things go together.
         primitive_descriptions: Abstract primitive -> one line shown to the planner.
         embodiments: Embodiment name -> abstract primitive -> legal action name.
         aliases: Other names a plan may use for an abstract primitive.
@@ -175,6 +180,7 @@ class PlannerConfig:
     openable_labels: tuple[str, ...] = ("cabinet", "cab", "drawer", "fridge", "refrigerator",
                                         "microwave", "oven", "dishwasher", "box")
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    categories: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     primitive_descriptions: Mapping[str, str] = field(default_factory=dict)
     embodiments: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {"sim_tidybot": {p: p for p in ABSTRACT_PRIMITIVES}}
@@ -295,7 +301,7 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
     if not isinstance(raw, Mapping):
         raise PlannerConfigError(f"planner config {cfg_path} must be a mapping")
     sections = {"recall", "retrieval", "planner", "gate", "fixture_labels", "openable_labels",
-                "synonyms", "primitives", "embodiments", "aliases"}
+                "synonyms", "categories", "primitives", "embodiments", "aliases"}
     unknown = set(raw) - sections
     if unknown:
         raise PlannerConfigError(f"unknown sections in {cfg_path}: {sorted(unknown)}")
@@ -319,6 +325,7 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
         loop=_section(LoopConfig, "planner", raw.get("planner")),
         gate=_section(GateConfig, "gate", raw.get("gate")),
         synonyms=_string_lists("synonyms", raw.get("synonyms")),
+        categories=_string_lists("categories", raw.get("categories")),
         aliases=_string_lists("aliases", raw.get("aliases")),
         base_dir=cfg_path.resolve().parent,
         **extra,

@@ -259,7 +259,10 @@ class Grounder:
             mention = robot.holding
         fixtures_only = spec.kind in (GoalKind.OPEN, GoalKind.CLOSE)
         source = spec.source if spec.kind in (GoalKind.FIND, GoalKind.PICK) else None
-        query = RecallQuery(obj=mention, source=source, fixtures_only=fixtures_only)
+        finding = spec.kind in (GoalKind.FIND, GoalKind.PICK)
+        query = RecallQuery(obj=mention, source=source, fixtures_only=fixtures_only,
+                            near=spec.near if finding else None,
+                            avoid=spec.avoid if finding else None)
         try:
             recalled = self.recall.recall(world, query, failed)
         except RecallError as err:

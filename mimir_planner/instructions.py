@@ -2,9 +2,12 @@
 
 Recognised forms (case-insensitive, one or several joined by "and"/"then"):
 find/locate/look for X [in S]; open Y; close Y; go to Y; pick X [from S] [and place it on/in T];
-put/place X on/in T; bring X [from S] [to T]; questions starting with what/where/which/how many/
-is/are/does. Anything else is returned with ``symbolic=False`` and goes to the VLM planner.
-The parser never guesses: an unknown verb makes the whole instruction non-symbolic.
+put/place X on/in T; bring X [from S] [to T]; choose the F where X belongs; questions starting
+with what/where/which/how many/is/are/does. An object may carry a relative clause naming where
+it is kept (``that is stored in a cabinet``) or what it is kept with (``that is kept with the
+fruit``), and a find may exclude a place (``, not the one on the counter``). Anything else is
+returned with ``symbolic=False`` and goes to the VLM planner. The parser never guesses: an
+unknown verb or an unrecognised clause makes the whole instruction non-symbolic.
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ class GoalSpec:
         source: Explicit source mention (``from the cabinet``), if any.
         target: Explicit target mention for placement, if any.
         relation: ``container`` (in/into/inside) or ``surface`` (on/onto) for placement.
-        question_kind: ``what``, ``where``, ``which``, ``how_many`` or ``yes_no`` for questions.
+        question_kind: ``what``, ``what_with``, ``where``, ``which``, ``which_state``,
+            ``how_many``, ``yes_no`` or ``belongs`` for questions.
         text: The instruction fragment this goal came from.
+        near: What the object is kept with (a name or a category such as ``fruit``).
+        avoid: A place the object must not be taken from (``not the one on the counter``).
     """
 
     kind: GoalKind
@@ -51,6 +57,8 @@ class GoalSpec:
     relation: str | None = None
     question_kind: str | None = None
     text: str = ""
+    near: str | None = None
+    avoid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,8 +113,32 @@ _HOW_MANY = re.compile(rf"^how many\s+{_NOUN}\s+(?:are|is|were)\s*(?:there)?"
                        rf"(?:\s+{_PREP_FROM}\s+{_NOUN})?$")
 _WHAT_IN = re.compile(rf"^what(?:'s| is| was| are)?\s+(?:stored\s+)?{_PREP_IN}\s+{_NOUN}$")
 _WHAT_WITH = re.compile(rf"^what\s+(?:else\s+)?(?:is|was|are|were)\s+(?:stored|kept|placed)\s+"
-                        rf"(?:with|next to|near|beside)\s+{_NOUN}$")
-_WHICH = re.compile(rf"^which\s+{_NOUN}\s+(?:has|holds|contains|is|are|was)\s+(?:.*?)\s*{_NOUN}$")
+                        rf"(?:together with|with|next to|near|beside)\s+{_NOUN}$")
+_WHICH = re.compile(
+    rf"^which\s+{_NOUN}\s+(?:has|have|holds|held|had|contains|contained|stores|stored|keeps|"
+    rf"kept|is|are|was|were)\s+(?:.*?)\s*{_NOUN}$"
+)
+_WHICH_STATE = re.compile(rf"^which\s+{_NOUN}\s+(?:is|are|was|were)\s+"
+                          r"(locked|open|opened|closed|empty)$")
+_BELONGS = re.compile(
+    rf"^(?:choose|pick|select|name|find|decide on)\s+{_NOUN}\s+where\s+{_NOUN}\s+"
+    r"(?:belongs|goes|should go|should be (?:put away|stored|kept|placed|put))$"
+)
+_FIND_HEAD = re.compile(r"^(?:find|locate|look for|search for|identify|spot)\s+(?P<rest>.+)$")
+_KEPT_VERB = r"(?:stored|kept|placed|put|sitting|standing|lying|sat|sits|stood|stands|lay|lies)"
+_REL_IN = re.compile(
+    rf"^(?P<obj>.+?)\s+that\s+(?:is|was|are|were)\s+(?:{_KEPT_VERB}\s+)?"
+    rf"(?:in|inside|within|on)\s+(?P<place>[a-z0-9 _'\-]+)$"
+)
+_REL_WITH = re.compile(
+    rf"^(?P<obj>.+?)\s+that\s+(?:(?:is|was|are|were)\s+)?(?:{_KEPT_VERB}\s+)?"
+    r"(?:together with|next to|beside|alongside|near|with)\s+(?P<near>[a-z0-9 _'\-]+)$"
+)
+_AT_PLACE = re.compile(r"^(?P<obj>.+?)\s+(?:on|in|from)\s+(?P<place>(?:the|a)\s+[a-z0-9 _'\-]+)$")
+_AVOID = re.compile(
+    r"^(?P<head>.+?),?\s+not\s+the\s+(?:one|ones)\s+(?:on|in|inside|from|at)\s+"
+    r"(?P<avoid>[a-z0-9 _'\-]+)$"
+)
 _YES_NO = re.compile(rf"^(?:is|are|was|were)\s+{_NOUN}\s+(locked|open|opened|closed|empty|full)$")
 
 
@@ -132,6 +164,35 @@ def noun(phrase: str | None) -> str | None:
     return out.strip() or None
 
 
+def _kept_with(phrase: str) -> str | None:
+    """The thing of ``the other condiments`` (``condiments``)."""
+    out = noun(phrase)
+    if out is not None:
+        out = re.sub(r"^(?:other|rest of the|remaining)\s+", "", out).strip() or None
+    return out
+
+
+def relative(phrase: str) -> tuple[str, str | None, str | None] | None:
+    """``(object, source, near)`` of a mention with a relative clause, or None.
+
+    ``mug that is stored in a cabinet`` gives ``("mug", "cabinet", None)``; ``ketchup that is
+    kept with the fruit`` gives ``("ketchup", None, "fruit")``. A mention without ``that``
+    is returned as it is; a relative clause of another kind gives None.
+    """
+    if not re.search(r"\bthat\b", phrase):
+        obj = noun(phrase)
+        return (obj, None, None) if obj else None
+    match = _REL_IN.match(phrase)
+    if match:
+        obj, place = noun(match.group("obj")), noun(match.group("place"))
+        return (obj, place, None) if obj and place else None
+    match = _REL_WITH.match(phrase)
+    if match:
+        obj, near = noun(match.group("obj")), _kept_with(match.group("near"))
+        return (obj, None, near) if obj and near else None
+    return None
+
+
 def _check(text: object) -> str:
     if not isinstance(text, str):
         raise InstructionError(f"an instruction must be text, got {type(text).__name__}")
@@ -148,7 +209,16 @@ def _check(text: object) -> str:
 def _question(text: str) -> GoalSpec | None:
     match = _WHERE.match(text)
     if match:
-        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), question_kind="where", text=text)
+        rel = relative(match.group(1))
+        if rel is None:
+            return None
+        obj, source, near = rel
+        return GoalSpec(GoalKind.QUESTION, obj, source=source, near=near, question_kind="where",
+                        text=text)
+    match = _WHICH_STATE.match(text)
+    if match:
+        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), target=match.group(2),
+                        question_kind="which_state", text=text)
     match = _HOW_MANY.match(text)
     if match:
         return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), source=noun(match.group(2)),
@@ -174,6 +244,12 @@ def _question(text: str) -> GoalSpec | None:
 
 def _clause(text: str, held: str | None) -> list[GoalSpec] | None:
     """Goal specs of one clause; ``held`` is the object of an earlier pick (for "place it")."""
+    head = _FIND_HEAD.match(text)
+    if head and re.search(r"\bthat\b", head.group("rest")):
+        rel = relative(head.group("rest"))
+        if rel is None:
+            return None
+        return [GoalSpec(GoalKind.FIND, rel[0], source=rel[1], near=rel[2], text=text)]
     match = _FIND.match(text)
     if match:
         return [GoalSpec(GoalKind.FIND, noun(match.group(1)), source=noun(match.group(2)),
@@ -223,7 +299,28 @@ def parse_instruction(text: object) -> ParsedInstruction:
     return replace(_parse(cleaned), original=str(text).strip())
 
 
+def _belongs(text: str) -> GoalSpec | None:
+    """``choose the cabinet where the bread on the counter belongs``."""
+    match = _BELONGS.match(text)
+    if match is None:
+        return None
+    kind, phrase = noun(match.group(1)), match.group(2)
+    at = _AT_PLACE.match(phrase)
+    obj, source = (noun(at.group("obj")), noun(at.group("place"))) if at else (noun(phrase), None)
+    if kind is None or obj is None:
+        return None
+    return GoalSpec(GoalKind.QUESTION, obj, source=source, target=kind, question_kind="belongs",
+                    text=text)
+
+
 def _parse(cleaned: str) -> ParsedInstruction:
+    belongs = _belongs(cleaned)
+    if belongs is not None:
+        return ParsedInstruction(cleaned, (belongs,), True)
+    avoid: str | None = None
+    excluded = _AVOID.match(cleaned)
+    if excluded and _FIND_HEAD.match(excluded.group("head")):
+        cleaned, avoid = excluded.group("head"), noun(excluded.group("avoid"))
     if _QUESTION.match(cleaned):
         spec = _question(cleaned)
         if spec is None:
@@ -260,4 +357,6 @@ def _parse(cleaned: str) -> ParsedInstruction:
         look_source = None
     if not specs:
         return ParsedInstruction(cleaned, (), False, "no goal recognised")
+    if avoid is not None:
+        specs = [replace(s, avoid=avoid) if s.kind is GoalKind.FIND else s for s in specs]
     return ParsedInstruction(cleaned, tuple(specs), True)

@@ -73,6 +73,12 @@ from mimir_memory.task import (
 )
 from mimir_memory.world import WorldMemory
 from mimir_perception.camera import Intrinsics
+from mimir_planner.answers import (
+    NamedEntity,
+    candidate_entity,
+    mentioned_entities,
+    question_entities,
+)
 from mimir_planner.config import PlannerConfig
 from mimir_planner.errors import (
     ActionRefusedError,
@@ -104,7 +110,7 @@ from mimir_planner.policies import (
 )
 from mimir_planner.primitives import ExecutableStep, PrimitiveRegistry, RobotContext
 from mimir_planner.reasoning.errors import ReasoningError
-from mimir_planner.recall import GoalRecall, SynonymTable, TextEmbedder
+from mimir_planner.recall import CategoryTable, GoalRecall, SynonymTable, TextEmbedder, canon
 from mimir_planner.retrieval import KeyframeRetriever, RetrievalQuery, RetrievedFrame, task_terms
 
 LOG = logging.getLogger(__name__)
@@ -213,6 +219,7 @@ class RunReport:
     completed: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)
+    answer_entities: dict[str, tuple[NamedEntity, ...]] = field(default_factory=dict)
     budget_exhausted: bool = False
     error: str | None = None
 
@@ -260,6 +267,7 @@ class PlannerSession:
             SynonymTable(config.synonyms),
             is_fixture=config.is_fixture_label,
             embedder=embedder,
+            categories=CategoryTable(config.categories),
         )
         self.grounder = Grounder(self.recall, self.registry)
         self.policy: PlannerPolicy = policy or OfflinePlanner(self.registry, self.recall)
@@ -279,6 +287,9 @@ class PlannerSession:
         self._last_moved_to: str | None = None
         self._step_ids = itertools.count(1)
         self._instruction_start = 0
+        self._instruction_stamp: float | None = None
+        self.answer_entities: dict[str, tuple[NamedEntity, ...]] = {}
+        """What the answer of each completed goal names (found objects, answers' entities)."""
 
     # ------------------------------------------------------------------ state
     def robot(self) -> RobotContext:
@@ -474,6 +485,11 @@ class PlannerSession:
         parsed = parse_instruction(instruction)
         when = self._clock() if stamp is None else stamp
         self._instruction_start = len(self.history)
+        # Memory's own clock: anything observed after its newest observation now is "seen
+        # during this instruction" (the session clock may run on another time base).
+        self.world.refresh()
+        self._instruction_stamp = max(
+            (n.last_seen for n in self.world.state.nodes.values()), default=-math.inf)
         ids: list[str] = []
         if not parsed.symbolic:
             goal_id = self._new_id("task")
@@ -634,6 +650,7 @@ class PlannerSession:
             believed_open=believed_open,
             inspected_now=self.inspected_now(),
             exhausted=frozenset(exhausted),
+            seen_now=self.seen_now(),
         )
 
     def _ask(self, ctx: PlanningContext) -> PlanAnswer:
@@ -693,13 +710,26 @@ class PlannerSession:
                            value=relation),)
         return f"cannot confirm {post} from memory"
 
+    def seen_now(self) -> frozenset[str]:
+        """Nodes observed after the newest observation memory held when the current
+        instruction was submitted."""
+        since = self._instruction_stamp
+        if since is None:
+            return frozenset()
+        return frozenset(n.node_id for n in self.world.state.nodes.values() if n.last_seen > since)
+
     def _needs_inspection(self, goal: Goal, grounding: GroundedGoal,
                           believed_open: frozenset[str]) -> bool:
         """Whether a grounded find goal still has to inspect its holder in this instruction."""
         holder = grounding.holder
         if not isinstance(goal.postcondition, Found) or holder is None:
             return False
-        if not self.config.loop.find_requires_inspection:
+        loop = self.config.loop
+        if not loop.find_requires_inspection:
+            return False
+        cand = grounding.candidate
+        if (loop.find_accepts_sighting and cand.content_item is None
+                and cand.node_id in self.seen_now()):
             return False
         node = self.world.state.nodes.get(holder)
         if node is None or holder_sealed(node, believed_open):
@@ -811,7 +841,33 @@ class PlannerSession:
                                              result.reason))
             return StepRecord(call, goal.goal_id, "rejected_finish", detail=result.reason)
         self.history.append(HistoryEntry(goal.goal_id, "finish", goal.goal_id, True, detail))
+        self.answer_entities[goal.goal_id] = self._named(goal, spec, detail, ctx.grounding)
         return StepRecord(call, goal.goal_id, "completed", detail=detail)
+
+    def _named(self, goal: Goal, spec: GoalSpec | None, text: str,
+               grounding: GroundingResult | None) -> tuple[NamedEntity, ...]:
+        """What a completed goal's answer names.
+
+        A find names the object it grounded. A recognised question names what memory's
+        answer to it names, as far as the literal answer mentions it (by id, or by name for a
+        listed item); a free-form answer names the nodes whose ids it mentions.
+        """
+        world = self.world.state
+        post = goal.postcondition
+        if isinstance(post, Found):
+            if isinstance(grounding, GroundedGoal):
+                return (candidate_entity(world, grounding.candidate),)
+            return ()
+        if not isinstance(post, Answered):
+            return ()
+        if spec is None or spec.kind is not GoalKind.QUESTION:
+            return tuple(mentioned_entities(text, world))
+        said = " " + canon(re.sub(r"[^\w\s]", " ", text)) + " "
+        return tuple(
+            e for e in question_entities(spec, world, self.recall)
+            if (e.node_id and e.node_id in text)
+            or (not e.node_id and f" {canon(e.label)} " in said)
+        )
 
     def _execute(self, goal: Goal, step: ExecutableStep, executor: Executor,
                  call: int) -> StepRecord:
@@ -897,6 +953,8 @@ class PlannerSession:
                 report.completed.append(gid)
                 if gid in self.task.state.answers:
                     report.answers[gid] = self.task.state.answers[gid]
+                if gid in self.answer_entities:
+                    report.answer_entities[gid] = self.answer_entities[gid]
             elif status is GoalStatus.BLOCKED:
                 report.blocked.append(gid)
         return report

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import Point
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -71,15 +72,22 @@ from mimir_memory.keyframes import KeyframeStore
 from mimir_memory.task import GoalStatus, TaskMemory
 from mimir_memory.world import WorldMemory
 from mimir_msgs.action import ExecutePrimitive, RunTask
+from mimir_msgs.msg import (
+    AnswerEntity,
+    InteractionEvent,
+    KeyframeMetadata,
+    PlanStep,
+    RetrievedKeyframe,
+)
 from mimir_msgs.msg import Candidate as CandidateMsg
 from mimir_msgs.msg import GoalStatus as GoalStatusMsg
-from mimir_msgs.msg import InteractionEvent, KeyframeMetadata, PlanStep, RetrievedKeyframe
 from mimir_msgs.srv import (
     AnalyzeInteraction,
     ApprovePrimitive,
     ListPendingPrimitives,
     RetrieveMemory,
 )
+from mimir_planner.answers import NamedEntity
 from mimir_planner.config import GateConfig, PlannerConfig, load_planner_config
 from mimir_planner.errors import (
     GateError,
@@ -99,7 +107,13 @@ from mimir_planner.reasoning import load_reasoning_config, make_backend
 from mimir_planner.reasoning.errors import ReasoningError
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import VlmBackend
-from mimir_planner.recall import GoalRecall, PackagedMiniLM, RecallQuery, SynonymTable
+from mimir_planner.recall import (
+    CategoryTable,
+    GoalRecall,
+    PackagedMiniLM,
+    RecallQuery,
+    SynonymTable,
+)
 from mimir_planner.retrieval import (
     KeyframeRetriever,
     RetrievalQuery,
@@ -333,6 +347,15 @@ class NodePlannerSession(PlannerSession):
 
 
 # ---------------------------------------------------------------------- message conversion
+def answer_entity_msg(entity: NamedEntity) -> AnswerEntity:
+    """The message of something an answer names."""
+    msg = AnswerEntity(node_id=entity.node_id, label=entity.label)
+    if entity.position is not None:
+        msg.position = Point(x=entity.position[0], y=entity.position[1], z=entity.position[2])
+        msg.has_position = True
+    return msg
+
+
 def plan_step_msgs(answer: PlanAnswer | None,
                    canonical: Callable[[str], str | None] | None = None) -> list[PlanStep]:
     """The plan of an answer as PlanStep messages (abstract primitive names when known)."""
@@ -847,6 +870,7 @@ class PlannerNode(Node):
         statuses = []
         completed = 0
         answers = []
+        entities: list[AnswerEntity] = []
         blocked = []
         for goal in goals:
             status = state.status[goal.goal_id]
@@ -855,6 +879,8 @@ class PlannerNode(Node):
                 completed += 1
                 if goal.goal_id in state.answers:
                     answers.append(state.answers[goal.goal_id])
+                entities.extend(answer_entity_msg(e)
+                                for e in session.answer_entities.get(goal.goal_id, ()))
             elif status is GoalStatus.BLOCKED:
                 blocked.append(f"{goal.goal_id}: {reason}")
             statuses.append(GoalStatusMsg(goal_id=goal.goal_id, description=goal.description,
@@ -865,6 +891,7 @@ class PlannerNode(Node):
             progress=float(completed) / len(goals) if goals else 0.0,
             steps=calls,
             answer="; ".join(answers),
+            answer_entities=entities,
             goals=statuses,
             error_code=code,
             error_msg=message,
@@ -945,7 +972,8 @@ class PlannerNode(Node):
             return response
         cfg = self.planner_config
         recall = GoalRecall(cfg.recall, SynonymTable(cfg.synonyms),
-                            is_fixture=cfg.is_fixture_label)
+                            is_fixture=cfg.is_fixture_label,
+                            categories=CategoryTable(cfg.categories))
         queries = [RecallQuery(obj=g.obj or g.source or "", source=g.source if g.obj else None)
                    for g in parsed.goals if (g.obj or g.source)] if parsed.symbolic else []
         if not queries:

@@ -26,7 +26,7 @@ from mimir_planner.overlay import Mark
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import ChatMessage, ImagePart, TextPart, VlmBackend, VlmRequest
-from mimir_planner.recall import GoalRecall
+from mimir_planner.recall import Candidate, GoalRecall
 from mimir_planner.retrieval import RetrievedFrame
 
 LOG = logging.getLogger(__name__)
@@ -99,6 +99,8 @@ class PlanningContext:
     """Fixtures inspected successfully during the current instruction."""
     exhausted: frozenset[tuple[str, str]] = frozenset()
     """(primitive, target) pairs whose retry allowance is spent in this instruction."""
+    seen_now: frozenset[str] = frozenset()
+    """Nodes perception observed during the current instruction."""
 
 
 class PlannerPolicy(Protocol):
@@ -205,14 +207,15 @@ class OfflinePlanner:
         evidence = "; ".join(e.detail for e in grounded.evidence)
         if spec.kind is GoalKind.FIND:
             holder = grounded.holder
-            if self._must_confirm(ctx, holder):
+            if self._must_confirm(ctx, holder, cand):
                 assert holder is not None
                 why = (f"memory places '{spec.obj}' in {holder} ({evidence}); inspect it to "
                        "discover the object in this instruction")
                 return self._look_inside(ctx, holder, why), [why], []
             where = (f"inside {cand.node_id}" if cand.content_item is not None
                      else f"{cand.node_id}" + (f" in {cand.parent}" if cand.parent else ""))
-            seen = f"; inspected {holder}" if holder in ctx.inspected_now else ""
+            seen = (f"; inspected {holder}" if holder in ctx.inspected_now else
+                    "; seen during this instruction" if cand.node_id in ctx.seen_now else "")
             return [], [f"Found the {spec.obj}: {where} ({evidence}{seen})."], []
         if spec.kind is GoalKind.QUESTION:
             text = answer_question(spec, ctx.world, self.recall)
@@ -254,11 +257,16 @@ class OfflinePlanner:
         plan.append(_step(0, "place", target, f"place {ctx.robot.holding} on/in {target}"))
         return plan, [evidence], []
 
-    def _must_confirm(self, ctx: PlanningContext, holder: str | None) -> bool:
+    def _must_confirm(self, ctx: PlanningContext, holder: str | None,
+                      cand: Candidate | None = None) -> bool:
         """Whether a found object's holder still has to be inspected in this instruction."""
         if holder is None or holder not in ctx.world.nodes:
             return False
-        if not self.registry.config.loop.find_requires_inspection:
+        loop = self.registry.config.loop
+        if not loop.find_requires_inspection:
+            return False
+        if (loop.find_accepts_sighting and cand is not None and cand.content_item is None
+                and cand.node_id in ctx.seen_now):
             return False
         return holder not in ctx.inspected_now and not holder_sealed(
             ctx.world.nodes[holder], ctx.believed_open)

@@ -71,6 +71,42 @@ class SynonymTable:
         return frozenset(self._groups.get(key, {key}))
 
 
+class CategoryTable:
+    """Kinds of things and their members (``fruit: [banana, apple, ...]``).
+
+    The offline planner's only world knowledge: it tells that a ketchup is a condiment, so
+    "the ketchup kept with the condiments" and "where the bread belongs" can be answered from
+    memory without a model. A member matches a name it equals or whose words it contains
+    (``pasta`` matches ``pasta box``).
+    """
+
+    def __init__(self, table: Mapping[str, Sequence[str]] | None = None) -> None:
+        self._members: dict[str, tuple[tuple[str, ...], ...]] = {
+            canon(kind): tuple(tuple(canon(m).split()) for m in members)
+            for kind, members in (table or {}).items()
+        }
+
+    def is_category(self, word: str) -> bool:
+        """Whether ``word`` names a category."""
+        return canon(word) in self._members
+
+    def of(self, name: str) -> frozenset[str]:
+        """Categories ``name`` belongs to."""
+        words = tuple(canon(name).split())
+        out = set()
+        for kind, members in self._members.items():
+            for member in members:
+                n = len(member)
+                if any(words[i : i + n] == member for i in range(len(words) - n + 1)):
+                    out.add(kind)
+                    break
+        return frozenset(out)
+
+    def member(self, name: str, category: str) -> bool:
+        """Whether ``name`` belongs to ``category``."""
+        return canon(category) in self.of(name)
+
+
 class TextEmbedder(Protocol):
     """A sentence-embedding model: texts to unit-norm rows."""
 
@@ -197,12 +233,23 @@ class RecallQuery:
         source: Explicit source mention (id or label), if any.
         required_state: A property the candidate must not contradict (e.g. ``openable``).
         fixtures_only: Only fixtures qualify (open/close/go to a fixture).
+        near: The object is kept with this (a name or a category such as ``condiments``):
+            only candidates whose holder also holds such a thing qualify.
+        avoid: Not the one on or in this (a label or id): candidates held there are left out.
     """
 
     obj: str
     source: str | None = None
     required_state: str | None = None
     fixtures_only: bool = False
+    near: str | None = None
+    avoid: str | None = None
+
+
+def _words_nest(a: str, b: str) -> bool:
+    """Whether the words of one name are all among the other's (``pasta`` / ``pasta box``)."""
+    wa, wb = set(canon(a).split()), set(canon(b).split())
+    return bool(wa) and bool(wb) and (wa <= wb or wb <= wa)
 
 
 def _is_true(node: SceneNode, name: str) -> bool:
@@ -220,9 +267,11 @@ class GoalRecall:
         *,
         is_fixture: Any = None,
         embedder: TextEmbedder | None = None,
+        categories: CategoryTable | None = None,
     ) -> None:
         self.config = config
         self.synonyms = synonyms
+        self.categories = categories or CategoryTable()
         self.embedder = embedder
         self._is_fixture = is_fixture or (lambda label: False)
 
@@ -241,6 +290,9 @@ class GoalRecall:
         if label_words and label_words <= mention_words:
             return EvidenceItem("partial", f"label '{node.label}' is part of '{mention}'",
                                 0.6 * cfg.label_weight)
+        if mention_words and mention_words <= label_words:
+            return EvidenceItem("partial", f"'{mention}' is part of label '{node.label}'",
+                                0.5 * cfg.label_weight)
         return None
 
     def resolve(self, world: SceneGraphState, mention: str) -> list[str]:
@@ -251,6 +303,27 @@ class GoalRecall:
             if ev is not None and ev.kind != "partial":
                 scored.append((-ev.score, node.node_id))
         return [nid for _, nid in sorted(scored)]
+
+    def names_thing(self, name: str, mention: str) -> bool:
+        """Whether an item or label ``name`` is what ``mention`` names: the same, a synonym,
+        or a member of the category ``mention`` names."""
+        return (canon(name) == canon(mention) or self.synonyms.same(name, mention)
+                or self.categories.member(name, mention))
+
+    def held_with(self, world: SceneGraphState, holder: str, mention: str,
+                  itself: str | None = None) -> list[str]:
+        """Names of the things ``holder`` holds that ``mention`` names (``itself`` aside).
+
+        Looks at the holder's listed contents and at the nodes remembered inside it.
+        """
+        node = world.nodes.get(holder)
+        if node is None:
+            return []
+        names = [str(i.get("name", "")) for i in node.contents]
+        names += [n.label for n in world.nodes.values()
+                  if n.parent == holder and n.node_id != itself]
+        skip = canon(itself) if itself is not None and itself not in world.nodes else None
+        return [n for n in names if n and canon(n) != skip and self.names_thing(n, mention)]
 
     def _source_ok(self, world: SceneGraphState, node: SceneNode, source: str) -> bool:
         for ancestor in world.ancestors(node.node_id):
@@ -298,6 +371,10 @@ class GoalRecall:
                         scored[(node.node_id, name)] = [EvidenceItem(
                             "contents", f"{node.node_id} contents list '{name}'",
                             cfg.contents_weight)]
+                    elif name and _words_nest(name, query.obj):
+                        scored[(node.node_id, name)] = [EvidenceItem(
+                            "contents", f"{node.node_id} contents list '{name}' (in part)",
+                            0.6 * cfg.contents_weight)]
         if cfg.use_embedder and self.embedder is not None and unmatched and not explicit:
             texts = [query.obj] + [n.label for n in unmatched]
             vectors = self.embedder.encode(texts)
@@ -348,5 +425,40 @@ class GoalRecall:
                 evidence=tuple(evidence),
                 content_item=item,
             ))
+        out = self._constrain(world, query, out)
         out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
         return out[: cfg.max_candidates]
+
+    def _constrain(self, world: SceneGraphState, query: RecallQuery,
+                   candidates: list[Candidate]) -> list[Candidate]:
+        """Apply ``near`` (prefer, then require) and ``avoid`` (exclude) of a query."""
+        def holder(cand: Candidate) -> str | None:
+            return cand.node_id if cand.content_item is not None else cand.parent
+
+        out = candidates
+        if query.avoid is not None:
+            avoid = query.avoid
+
+            def held_there(cand: Candidate) -> bool:
+                place = holder(cand)
+                node = world.nodes.get(place or "")
+                return place == avoid or (node is not None
+                                          and self.matches(avoid, node) is not None)
+
+            out = [c for c in out if not held_there(c)]
+        if query.near is not None:
+            near = query.near
+            kept: list[Candidate] = []
+            for cand in out:
+                place = holder(cand)
+                itself = cand.content_item if cand.content_item is not None else cand.node_id
+                with_it = self.held_with(world, place, near, itself) if place else []
+                if with_it:
+                    kept.append(Candidate(
+                        cand.node_id, cand.label, cand.parent, cand.relation,
+                        cand.score + self.config.label_weight,
+                        (EvidenceItem("near", f"{place} also holds {', '.join(with_it)}",
+                                      self.config.label_weight), *cand.evidence),
+                        cand.content_item))
+            out = kept
+        return out

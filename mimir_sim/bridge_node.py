@@ -100,6 +100,8 @@ from mimir_sim.embodiment import (
     PrimitiveOutcome,
     PrimitiveRequest,
     SimEmbodiment,
+    TargetSpec,
+    UnknownTargetError,
     base_pose_matrix,
     build_request,
     camera_in_base,
@@ -863,6 +865,23 @@ class SimBridgeNode(Node):
             response.error_msg = f"instruction {request.index} does not exist ({count} in all)"
             return response
         answer = [str(a) for a in request.answer]
+        bound: dict[str, str] = {}
+        for entity in request.answer_entities:
+            name = entity.node_id or entity.label
+            target = TargetSpec(
+                entity.node_id,
+                entity.label,
+                (entity.position.x, entity.position.y, entity.position.z)
+                if entity.has_position
+                else None,
+            )
+            try:
+                sim_id = self.embodiment.resolve(target)
+            except UnknownTargetError as err:
+                bound[name] = f"unbound: {err}"
+                continue
+            bound[name] = sim_id
+            answer.append(sim_id)
         visible = (
             self.visibility.visible(request.index, self.config.discover_min_pixels)
             if self.config.discover_min_pixels > 0
@@ -899,6 +918,7 @@ class SimBridgeNode(Node):
                 "success": verdict.success,
                 "sim_time": self.sim.time,
                 "criteria": criteria,
+                "answer_bound": bound,
                 "visible_objects": visible,
             }
         )

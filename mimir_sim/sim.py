@@ -1071,6 +1071,12 @@ class KitchenSim:
         record = self._begin("open" if opening else "close", fixture_id)
         before = self.fixture_opening(fixture_id)
         record.measurements["opening_before"] = before
+        if opening and self.is_open(fixture_id):
+            # nothing to pull: the door or drawer already stands open
+            record.success = True
+            record.outcome = "already open"
+            record.measurements["opening_after"] = before
+            return self._end(record)
         point, _, _ = self._handle_grip(fx)
         if self._check_reach(point) > self.config.reach_radius:
             record.outcome = "handle out of reach; move closer first"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from memory_helpers import obs
 
-from mimir_memory.config import AssociationConfig, MemoryConfig
+from mimir_memory.config import AssociationConfig, ConfigError, MemoryConfig
 from mimir_memory.errors import (
     DuplicateEventError,
     GraphConsistencyError,
@@ -21,6 +21,7 @@ from mimir_memory.errors import (
     UnknownNodeError,
 )
 from mimir_memory.events import EventKind, Evidence, MemoryEvent, Source, Verdict
+from mimir_memory.observations import ObjectObservation
 from mimir_memory.world import WorldMemory
 
 
@@ -367,3 +368,43 @@ def test_threads_share_one_writer_safely(tmp_path: Path) -> None:
     world.close()
     with WorldMemory.open(path, readonly=True) as reader:
         assert reader.graph_snapshot() == snapshot
+
+
+def _box(label: str, lo: list[float], hi: list[float], centroid: list[float],
+         stamp: float = 1.0) -> ObjectObservation:
+    return ObjectObservation(label=label, centroid=np.asarray(centroid),
+                             bbox_min=np.asarray(lo), bbox_max=np.asarray(hi), stamp=stamp)
+
+
+def test_nested_boxes_fuse_a_fixture_seen_in_parts(world: WorldMemory) -> None:
+    # the front face of a closed cabinet (0.55 m wide, face at x = 0.88)
+    world.ingest([_box("cabinet", [0.86, 0.78, 1.0], [0.89, 1.33, 1.45], [0.88, 1.05, 1.2])])
+    # open: the door and the interior make a box that holds the face, centroid 0.7 m away
+    opened = _box("cabinet", [0.34, 0.77, 1.0], [1.24, 1.34, 1.45], [0.45, 0.6, 1.2], 2.0)
+    assert math.dist(opened.centroid, world.node("cabinet_1").centroid) > 0.6
+    (event,) = world.ingest([opened])
+    assert event.kind is EventKind.OBSERVATION_FUSED and event.payload["node_id"] == "cabinet_1"
+    # a sliver at the edge lies inside the node's box: same cabinet
+    (event,) = world.ingest([_box("cabinet", [0.9, 1.32, 1.0], [0.95, 1.33, 1.4],
+                                  [0.2, 1.32, 1.2], 3.0)])
+    assert event.payload["node_id"] == "cabinet_1"
+    # the neighbour 0.7 m along the wall shares no volume: a new node (a hypothesis of it)
+    (event,) = world.ingest([_box("cabinet", [0.86, 1.48, 1.0], [0.89, 2.03, 1.45],
+                                  [0.88, 1.75, 1.2], 4.0)])
+    assert event.kind is EventKind.NODE_CREATED and event.payload["node_id"] == "cabinet_2"
+
+
+def test_box_overlap_can_be_switched_off_and_is_validated(tmp_path: Path) -> None:
+    config = MemoryConfig(association=AssociationConfig(0.3, {"cabinet": 0.6}, box_overlap=0.0))
+    memory = WorldMemory.open(tmp_path / "world.db", config=config)
+    try:
+        memory.ingest([_box("cabinet", [0.86, 0.78, 1.0], [0.89, 1.33, 1.45], [0.88, 1.05, 1.2])])
+        (event,) = memory.ingest([_box("cabinet", [0.34, 0.77, 1.0], [1.24, 1.34, 1.45],
+                                       [0.45, 0.6, 1.2], 2.0)])
+        assert event.kind is EventKind.NODE_CREATED
+    finally:
+        memory.close()
+    for bad in ({"box_overlap": 1.5}, {"box_overlap": -0.1}, {"box_tolerance_m": math.nan},
+                {"box_overlap": True}, {"box_tolerance_m": "wide"}):
+        with pytest.raises(ConfigError):
+            AssociationConfig(**bad)  # type: ignore[arg-type]

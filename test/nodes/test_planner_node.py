@@ -611,7 +611,9 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     assert pending().steps[0].primitive == "open"
     # the operator denies it at the command-line prompt
     prompts: list[str] = []
-    args = build_parser().parse_args(["approve", "--namespace", ns, "--reason", "not now"])
+    # generous service timeouts: a loaded two-core machine can take seconds to discover them
+    args = build_parser().parse_args(["approve", "--namespace", ns, "--reason", "not now",
+                                      "--timeout", "60"])
     assert run_approve(args, ask=lambda text: prompts.append(text) or "n") == 0
     assert len(prompts) == 1
     result = tasks.result(handle)
@@ -635,7 +637,8 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     assert all(g.status == "blocked" for g in result.goals)
     assert pending().request_ids == []
     assert robot.log.executed == [("move_to", locked)]
-    assert cli_main(["approve", "--deny-all", "--namespace", ns]) == 0  # nothing waits
+    assert cli_main(["approve", "--deny-all", "--namespace", ns,
+                     "--timeout", "60"]) == 0  # nothing waits
     assert cli_main(["approve", "--approve-all", "--namespace", ns + "_nobody",
                      "--timeout", "0.5"]) == 1
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import Point, PoseStamped
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -34,7 +34,7 @@ from mimir.ros.camera import msg_to_segmentation
 from mimir.ros.images import depth_to_metres, image_to_rgb
 from mimir.ros.time import to_seconds
 from mimir_msgs.action import ExecutePrimitive
-from mimir_msgs.msg import InteractionEvent, Segmentation
+from mimir_msgs.msg import AnswerEntity, InteractionEvent, Segmentation
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction
 from mimir_sim.bridge_node import BridgeStartupError, SimBridgeNode
 from mimir_sim.embodiment import (
@@ -411,6 +411,19 @@ def test_primitives_events_and_judging(
     # the pole camera also had the banana in view through the open door
     assert details["visible_objects"].get("banana_1", 0) >= 20
     assert "in view with" in details["criteria"][0]["reason"]
+    # what an answer names is bound to simulated entities by remembered label and position
+    bx, by, bz = (float(v) for v in node.sim.scene.objects["banana_1"].pos)
+    named = [
+        AnswerEntity(node_id="banana_4", label="banana", position=Point(x=bx, y=by, z=bz),
+                     has_position=True),
+        AnswerEntity(node_id="mug_9", label="mug", position=Point(x=-1.0, y=-1.2, z=0.4),
+                     has_position=True),
+        AnswerEntity(label="cabinet"),  # no position, several cabinets: cannot be bound
+    ]
+    judged = drv.call(drv.judge, JudgeInstruction.Request(index=0, answer_entities=named))
+    bound = json.loads(judged.details_json)["answer_bound"]
+    assert bound["banana_4"] == "banana_1"
+    assert bound["mug_9"].startswith("unbound:") and bound["cabinet"].startswith("unbound:")
 
     # pick the banana, refuse a second pick, place it on the counter given by parameters
     banana = tuple(float(v) for v in node.sim.scene.objects["banana_1"].pos)

@@ -8,6 +8,7 @@ through the open door before anything was inspected.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,7 +130,10 @@ def _arrive(session, place: str, stamp: float) -> None:
 def test_run1_sequence_no_longer_loops(run1) -> None:
     world, task, kit = run1
     kit.unverified_opens.add("cabinet_2")
-    session = session_for(world, task)
+    # this test pins the strict rule: a find completes only after its holder was inspected
+    config = load_planner_config()
+    strict = replace(config, loop=replace(config.loop, find_accepts_sighting=False))
+    session = session_for(world, task, strict)
     kit.instruction = "Look into upper cabinets and find the banana."
     session.submit(kit.instruction)
     first = session.run(kit)
@@ -153,6 +157,29 @@ def test_run1_sequence_no_longer_loops(run1) -> None:
     assert second.completed == ["g002_find"] and second.calls == 4
     explore = [r for r in session.history if r.goal_id == "g002_find"]
     assert all(e.target not in ("cabinet_1", "cabinet_2") for e in explore)
+
+
+def test_sighting_during_the_instruction_completes_a_find(run1) -> None:
+    world, task, kit = run1
+    kit.unverified_opens.add("cabinet_2")
+    session = session_for(world, task)  # the repository setting accepts a sighting
+    kit.instruction = "Look into upper cabinets and find the banana."
+    session.submit(kit.instruction)
+    first = session.run(kit)
+    # opening cabinet_2 showed the banana to the cameras: no inspection needed
+    assert _steps(kit) == [
+        ("move_to", "cabinet_1"), ("open", "cabinet_1"),
+        ("move_to", "cabinet_2"), ("open", "cabinet_2"),
+    ]
+    assert first.completed == ["g001_find"]
+    assert "seen during this instruction" in first.records[-1].detail
+    (named,) = session.answer_entities["g001_find"]
+    assert world.node(named.node_id).label == "banana"
+    # the next instruction starts afresh: the old sighting is not a new one
+    kit.executed.clear()
+    session.submit("Find the banana.")
+    again = session.run(kit)
+    assert ("inspect", "cabinet_2") in _steps(kit) and again.completed == ["g002_find"]
 
 
 def test_failed_reopen_of_unverified_open_prefers_inspect(run1) -> None:

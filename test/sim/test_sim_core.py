@@ -207,6 +207,11 @@ def test_locked_door_resists_and_unlocked_door_opens(sim, scenario) -> None:  # 
     opened = sim.open("cab_2")
     assert opened.success, opened.outcome
     assert sim.fixture_opening("cab_2") > 0.5
+    # an open door has nothing left to pull: success at once, no motion, no grasp
+    start, angle = sim.time, sim.fixture_opening("cab_2")
+    again = sim.open("cab_2")
+    assert again.success and again.outcome == "already open"
+    assert sim.time - start < 0.1 and sim.fixture_opening("cab_2") == pytest.approx(angle)
     inspect = sim.inspect("cab_2")
     assert inspect.frames and "banana_1" in inspect.outcome
     assert judge_instruction(sim, scenario.instructions[0], 0).success

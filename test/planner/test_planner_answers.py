@@ -1,0 +1,182 @@
+"""Relative clauses, memory questions, destination choice and the entities answers name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mimir_memory.world import WorldMemory
+from mimir_planner.answers import (
+    NamedEntity,
+    answer_question,
+    mentioned_entities,
+    question_entities,
+)
+from mimir_planner.config import load_planner_config
+from mimir_planner.instructions import GoalKind, parse_instruction
+from mimir_planner.recall import CategoryTable, GoalRecall, RecallQuery, SynonymTable
+
+CONFIG = load_planner_config()
+
+
+def _recall() -> GoalRecall:
+    return GoalRecall(CONFIG.recall, SynonymTable(CONFIG.synonyms),
+                      is_fixture=CONFIG.is_fixture_label,
+                      categories=CategoryTable(CONFIG.categories))
+
+
+@pytest.fixture
+def kitchen(tmp_path: Path):
+    """Four cabinets with remembered contents, one locked, and a counter with loose things."""
+    world = WorldMemory.open(tmp_path / "world.db")
+    cabinets = {
+        "pantry": ((1.0, 2.4, 1.3), ["pasta box", "rice bag", "cereal box", "croissant"]),
+        "condiments": ((1.0, 1.0, 1.3), ["ketchup", "mustard", "mayonnaise", "hot sauce", "cup"]),
+        "fruit": ((1.0, -0.4, 1.3), ["banana", "apple", "ketchup", "cereal box"]),
+        "locked": ((1.0, -1.8, 1.3), []),
+    }
+    ids = {}
+    for stamp, (name, (pos, contents)) in enumerate(cabinets.items(), start=1):
+        node = world.add_node("cabinet", pos, stamp=float(stamp)).payload["node_id"]
+        ids[name] = node
+        if contents:
+            world.set_contents(node, [{"name": c} for c in contents], is_empty=False,
+                               stamp=10.0 + stamp, source_action="inspect")
+    world.set_property(ids["locked"], "locked", True, confidence=0.9, stamp=20.0)
+    counter = world.add_node("counter", (0.8, 0.0, 0.9), stamp=5.0).payload["node_id"]
+    bread = world.add_node("bread", (0.8, 0.1, 0.95), stamp=5.0).payload["node_id"]
+    world.set_parent(bread, counter, "surface", stamp=6.0)
+    mug = world.add_node("mug", (0.8, -0.2, 0.95), stamp=5.0).payload["node_id"]
+    world.set_parent(mug, counter, "surface", stamp=6.0)
+    ids.update(counter=counter, bread=bread, mug=mug)
+    yield world, ids
+    world.close()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Find the white mug that is stored in a cabinet, not the one on the counter.",
+     ("find", "white mug", "cabinet", None, "counter", None)),
+    ("Find the ketchup that is kept with the other condiments.",
+     ("find", "ketchup", None, "condiments", None, None)),
+    ("Find the sponge that is stored in a cabinet.",
+     ("find", "sponge", "cabinet", None, None, None)),
+    ("Where was the croissant that sat next to the pineapple?",
+     ("question", "croissant", None, "pineapple", None, "where")),
+    ("Which cabinets are locked?", ("question", "cabinets", None, None, None, "which_state")),
+    ("Which cabinet held the pasta box?",
+     ("question", "pasta box", "cabinet", None, None, "which")),
+    ("What was stored together with the mayonnaise?",
+     ("question", "mayonnaise", None, None, None, "what_with")),
+    ("Choose the cabinet where the bread on the counter belongs.",
+     ("question", "bread", "counter", None, None, "belongs")),
+    ("Choose the cabinet where the mug on the counter should be put away.",
+     ("question", "mug", "counter", None, None, "belongs")),
+])
+def test_relative_clauses_and_new_question_forms(text: str, expected: tuple) -> None:
+    parsed = parse_instruction(text)
+    assert parsed.symbolic, parsed.reason
+    (goal,) = parsed.goals
+    got = (goal.kind.value, goal.obj, goal.source, goal.near, goal.avoid, goal.question_kind)
+    assert got == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Find the water bottle that has clear space around it for grasping.",
+    "Find the Froot Loops box, the red one with the blue check pattern.",
+    "Find the cup that looks like the cup on the counter.",
+    "Choose the cabinet where.",
+])
+def test_clauses_the_parser_cannot_check_go_to_the_model(text: str) -> None:
+    parsed = parse_instruction(text)
+    assert not parsed.symbolic and not parsed.goals
+
+
+def test_categories_match_whole_words() -> None:
+    table = CategoryTable({"fruit": ["apple", "pineapple"], "dry goods": ["pasta", "soup can"]})
+    assert table.member("green apple", "fruit") and table.member("pasta box", "dry goods")
+    assert table.member("tomato soup can", "dry goods")
+    assert not table.member("applesauce", "fruit") and not table.member("soup", "dry goods")
+    assert table.is_category("Fruits") and not table.is_category("banana")
+    assert CategoryTable().of("apple") == frozenset()
+
+
+def test_near_and_avoid_choose_among_same_named_things(kitchen) -> None:
+    world, ids = kitchen
+    recall = _recall()
+    with_condiments = recall.recall(world.state, RecallQuery(obj="ketchup", near="condiments"))
+    assert [c.node_id for c in with_condiments] == [ids["condiments"]]
+    assert with_condiments[0].evidence[0].kind == "near"
+    with_fruit = recall.recall(world.state, RecallQuery(obj="ketchup", near="fruit"))
+    assert [c.node_id for c in with_fruit] == [ids["fruit"]]
+    # nothing kept with pineapple: no candidate at all rather than a wrong one
+    assert recall.recall(world.state, RecallQuery(obj="ketchup", near="pineapple")) == []
+    # not the mug on the counter: the cup listed in a cabinet (a synonym) is what remains
+    stored = recall.recall(world.state, RecallQuery(obj="mug", avoid="counter"))
+    assert [(c.node_id, c.content_item) for c in stored] == [(ids["condiments"], "cup")]
+    assert [c.node_id for c in recall.recall(world.state, RecallQuery(obj="mug"))] == [
+        ids["mug"], ids["condiments"]]
+
+
+def test_memory_questions_and_what_they_name(kitchen) -> None:
+    world, ids = kitchen
+    recall = _recall()
+    state = world.state
+
+    def ask(text: str) -> tuple[str | None, list[NamedEntity]]:
+        (spec,) = parse_instruction(text).goals
+        assert spec.kind is GoalKind.QUESTION
+        return answer_question(spec, state, recall), question_entities(spec, state, recall)
+
+    text, named = ask("Which cabinets are locked?")
+    assert text == f"{ids['locked']} is locked."
+    assert [e.node_id for e in named] == [ids["locked"]]
+
+    text, named = ask("What was stored together with the mayonnaise?")
+    assert text is not None and "ketchup" in text and "mayonnaise" not in text.split(":", 2)[2]
+    assert sorted(e.label for e in named) == ["cup", "hot sauce", "ketchup", "mustard"]
+    assert all(e.node_id == "" and e.position == (1.0, 1.0, 1.3) for e in named)
+
+    text, named = ask("Choose the cabinet where the bread on the counter belongs.")
+    assert text is not None and text.startswith(ids["pantry"])
+    assert [e.node_id for e in named] == [ids["pantry"]]
+    # a mug goes with the cup (drinkware) in the condiments cabinet, never the locked one
+    _, named = ask("Choose the cabinet where the mug on the counter should be put away.")
+    assert [e.node_id for e in named] == [ids["condiments"]]
+
+    text, named = ask("Which cabinet held the pasta box?")
+    assert text == f"{ids['pantry']} holds the pasta box."
+    assert [e.node_id for e in named] == [ids["pantry"]]
+
+
+def test_unknown_answers_stay_unknown(kitchen) -> None:
+    world, _ = kitchen
+    recall = _recall()
+    for text in ("Which drawers are open?", "Choose the shelf where the bread belongs.",
+                 "What was stored together with the teapot?"):
+        (spec,) = parse_instruction(text).goals
+        assert answer_question(spec, world.state, recall) is None, text
+        assert question_entities(spec, world.state, recall) == [], text
+    (spec,) = parse_instruction("Which cabinets are open?").goals
+    assert answer_question(spec, world.state, recall) == \
+        "No remembered cabinets is known to be open."
+
+
+def test_mentioned_entities_match_whole_ids(kitchen) -> None:
+    world, ids = kitchen
+    text = f"{ids['pantry']} and {ids['locked']}; not {ids['pantry']}0 or x{ids['fruit']}"
+    assert [e.node_id for e in mentioned_entities(text, world.state)] == [
+        ids["pantry"], ids["locked"]]
+
+
+def test_names_that_nest_match_in_part(kitchen) -> None:
+    world, ids = kitchen
+    recall = _recall()
+    # "pasta" is part of the listed "pasta box"; "white mug" holds the label "mug"
+    (cand,) = recall.recall(world.state, RecallQuery(obj="pasta"))
+    assert (cand.node_id, cand.content_item) == (ids["pantry"], "pasta box")
+    assert "in part" in cand.evidence[0].detail
+    assert ids["mug"] in [c.node_id for c in recall.recall(world.state,
+                                                           RecallQuery(obj="white mug"))]
+    # an unrelated word still matches nothing
+    assert recall.recall(world.state, RecallQuery(obj="teapot")) == []
