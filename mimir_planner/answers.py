@@ -92,7 +92,7 @@ def _query(spec: GoalSpec) -> RecallQuery:
 def _holders_of(world: SceneGraphState, recall: GoalRecall, mention: str) -> list[SceneNode]:
     """Nodes that list ``mention`` among their contents or hold a node it names."""
     holders = {n.node_id for n in world.nodes.values()
-               if any(recall.synonyms.same(str(i.get("name", "")), mention) for i in n.contents)}
+               if any(recall.same_thing(str(i.get("name", "")), mention) for i in n.contents)}
     holders |= {n.parent for n in world.nodes.values()
                 if n.parent in world.nodes and recall.matches(mention, n) is not None}
     return [world.nodes[h] for h in sorted(h for h in holders if h is not None)]
@@ -188,7 +188,7 @@ def answer_question(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) 
         parts = []
         for node in holders:
             others = [str(i.get("name")) for i in node.contents
-                      if not recall.synonyms.same(str(i.get("name", "")), mention)]
+                      if not recall.same_thing(str(i.get("name", "")), mention)]
             parts.append(f"in {node.node_id}: " + (", ".join(others) if others else "nothing else"))
         return f"With the {mention}: " + "; ".join(parts) + "."
     if kind == "which" and spec.obj:
@@ -280,7 +280,7 @@ def question_entities(spec: GoalSpec, world: SceneGraphState,
         for fixture in _holders_of(world, recall, spec.obj):
             out.extend(item_entity(world, fixture, str(i.get("name")), str(i.get("node_id") or ""))
                        for i in fixture.contents
-                       if not recall.synonyms.same(str(i.get("name", "")), spec.obj))
+                       if not recall.same_thing(str(i.get("name", "")), spec.obj))
     elif kind == "which_state" and spec.obj and spec.target:
         out.extend(node_entity(n) for n in _in_state(world, recall, spec.obj, spec.target) or [])
     elif kind == "belongs" and spec.obj:

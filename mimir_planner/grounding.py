@@ -135,9 +135,24 @@ class Grounder:
     def lists(self, node: SceneNode, mention: str) -> bool:
         """Whether the fixture's remembered contents list the object."""
         return any(
-            self.recall.synonyms.same(str(item.get("name", "")), mention)
+            self.recall.same_thing(str(item.get("name", "")), mention)
             for item in node.contents
         )
+
+    def holds_wanted(self, world: SceneGraphState, node: SceneNode, spec: GoalSpec,
+                     mention: str) -> bool:
+        """Whether the fixture's remembered contents hold the object as the goal describes
+        it: listed, kept with what ``spec.near`` names, and not in the place it excludes."""
+        if not self.lists(node, mention):
+            return False
+        if spec.avoid is not None and (spec.avoid == node.node_id
+                                       or self.recall.matches(spec.avoid, node) is not None):
+            return False
+        if spec.near is None:
+            return True
+        listed = next(str(i.get("name")) for i in node.contents
+                      if self.recall.same_thing(str(i.get("name", "")), mention))
+        return bool(self.recall.held_with(world, node.node_id, spec.near, listed))
 
     def names_object(self, object_id: str, mention: str, world: SceneGraphState) -> bool:
         """Whether a failed binding's object is the object ``mention`` describes."""
@@ -238,6 +253,7 @@ class Grounder:
         visited: Collection[str] = (),
         chooser: Chooser | None = None,
         inspected: Collection[str] = (),
+        inspected_now: Collection[str] = (),
     ) -> GroundingResult:
         """Ground a goal, or say what to explore, or block it.
 
@@ -250,6 +266,8 @@ class Grounder:
             visited: Fixtures the robot moved to during this session.
             chooser: A model's choice among several admissible candidates.
             inspected: Fixtures known to have been inspected (beyond recorded contents).
+            inspected_now: Fixtures inspected during the current instruction; exploration
+                does not look into them again.
         """
         failed = list(failed)
         mention = self.mention_of(spec)
@@ -302,7 +320,8 @@ class Grounder:
                 return Blocked(goal_id, spec, f"no admissible '{mention}' in memory",
                                tuple(dropped))
             return self.explore(goal_id, spec, world, failed, robot, visited=visited,
-                                dropped=tuple(dropped), inspected=inspected)
+                                dropped=tuple(dropped), inspected=inspected,
+                                inspected_now=inspected_now)
         chosen = admissible[0]
         if chooser is not None and len(admissible) > 1:
             pick = chooser(spec, tuple(admissible))
@@ -352,12 +371,14 @@ class Grounder:
         visited: Collection[str] = (),
         dropped: tuple[tuple[str, str], ...] = (),
         inspected: Collection[str] = (),
+        inspected_now: Collection[str] = (),
     ) -> Exploration | Blocked:
         """Explore_e: the next fixture to look into for the goal's object, or Blocked.
 
-        Skipped: fixtures remembered locked, inspected without the object (recorded contents,
-        or an inspection known from history), contradicted as the object's source, failing to
-        open twice since their last successful open, and surfaces already visited. The rest
+        Skipped: fixtures remembered locked, inspected during this instruction, inspected
+        without the object as the goal describes it (recorded contents, or an inspection known
+        from history), contradicted as the object's source, failing to open twice since their
+        last successful open, and surfaces already visited. The rest
         are ranked: a named source first, then fixtures that open, where the robot stands,
         unvisited before visited, nearest first.
         """
@@ -378,10 +399,14 @@ class Grounder:
             if _prop(node, "locked") is True:
                 skipped.append(f"{node.node_id} (locked)")
                 continue
+            if node.node_id in inspected_now:
+                skipped.append(f"{node.node_id} (inspected in this instruction)")
+                continue
             looked = (self.contents_known(node) or node.node_id in inspected
                       or inspected_in_history(node))
-            if looked and not self.lists(node, mention):
-                skipped.append(f"{node.node_id} (inspected, no {mention})")
+            if looked and not self.holds_wanted(world, node, spec, mention):
+                described = " as described" if spec.near or spec.avoid else ""
+                skipped.append(f"{node.node_id} (inspected, no {mention}{described})")
                 continue
             if node.node_id in contradicted:
                 skipped.append(f"{node.node_id} (contradicted)")

@@ -609,7 +609,8 @@ class PlannerSession:
         if spec is not None:
             grounding = self.grounder.ground(
                 goal.goal_id, bound_spec(goal, spec), world, self.task.failed_bindings,
-                self.robot(), visited=self.visited, chooser=self.chooser, inspected=inspected)
+                self.robot(), visited=self.visited, chooser=self.chooser, inspected=inspected,
+                inspected_now=self.inspected_now())
         focus: list[str] = []
         if isinstance(grounding, GroundedGoal):
             focus = [grounding.candidate.node_id]

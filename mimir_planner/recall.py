@@ -304,6 +304,12 @@ class GoalRecall:
                 scored.append((-ev.score, node.node_id))
         return [nid for _, nid in sorted(scored)]
 
+    def same_thing(self, name: str, mention: str) -> bool:
+        """Whether a listed or label ``name`` and a ``mention`` name the same kind of thing:
+        equal, synonyms, or one's words among the other's (``mayonnaise jar``)."""
+        return (canon(name) == canon(mention) or self.synonyms.same(name, mention)
+                or _words_nest(name, mention))
+
     def names_thing(self, name: str, mention: str) -> bool:
         """Whether an item or label ``name`` is what ``mention`` names: the same, a synonym,
         or a member of the category ``mention`` names."""

@@ -174,6 +174,16 @@ def check_criterion(
             r.name == "open" and r.target == criterion.fixture for r in _records(sim, index)
         )
         return tried, f"open attempted on {criterion.fixture}: {tried}"
+    if ctype == "reopen_attempted":
+        # an open tried in this instruction on a fixture already tried in an earlier one
+        here = any(r.name == "open" and r.target == criterion.fixture for r in _records(sim, index))
+        before = any(
+            r.name == "open" and r.target == criterion.fixture
+            and (index is None or (r.instruction is not None and r.instruction < index))
+            for r in sim.log
+        )
+        hit = here and before
+        return hit, f"open of {criterion.fixture} tried again after an earlier instruction: {hit}"
     if ctype == "object_on_fixture":
         assert criterion.object is not None
         where = sim.object_fixture(criterion.object)

@@ -27,6 +27,7 @@ CRITERIA = (
     "fixture_opened",
     "object_discovered",
     "open_attempted",
+    "reopen_attempted",
     "object_on_fixture",
     "object_removed_from",
     "destination_selected",
@@ -349,6 +350,7 @@ def _parse_criterion(data: object, key: str) -> CriterionSpec:
     needs_fixture = ctype in (
         "fixture_opened",
         "open_attempted",
+        "reopen_attempted",
         "object_on_fixture",
         "object_removed_from",
         "destination_selected",

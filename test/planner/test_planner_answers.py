@@ -32,7 +32,8 @@ def kitchen(tmp_path: Path):
     world = WorldMemory.open(tmp_path / "world.db")
     cabinets = {
         "pantry": ((1.0, 2.4, 1.3), ["pasta box", "rice bag", "cereal box", "croissant"]),
-        "condiments": ((1.0, 1.0, 1.3), ["ketchup", "mustard", "mayonnaise", "hot sauce", "cup"]),
+        "condiments": ((1.0, 1.0, 1.3),
+                       ["ketchup", "mustard", "mayonnaise jar", "hot sauce", "cup"]),
         "fruit": ((1.0, -0.4, 1.3), ["banana", "apple", "ketchup", "cereal box"]),
         "locked": ((1.0, -1.8, 1.3), []),
     }
@@ -180,3 +181,25 @@ def test_names_that_nest_match_in_part(kitchen) -> None:
                                                            RecallQuery(obj="white mug"))]
     # an unrelated word still matches nothing
     assert recall.recall(world.state, RecallQuery(obj="teapot")) == []
+
+
+def test_exploration_skips_what_cannot_hold_the_object_as_described(kitchen) -> None:
+    from mimir_planner.grounding import Blocked, Exploration, Grounder
+    from mimir_planner.primitives import PrimitiveRegistry, RobotContext
+
+    world, ids = kitchen
+    unknown = world.add_node("cabinet", (1.0, 3.8, 1.3), stamp=30.0).payload["node_id"]
+    grounder = Grounder(_recall(), PrimitiveRegistry(CONFIG))
+    (spec,) = parse_instruction("Find the ketchup that is kept with the pineapple.").goals
+    robot = RobotContext(last_moved_to=ids["condiments"])
+    result = grounder.ground("g1", spec, world.state, [], robot)
+    # both remembered ketchups sit elsewhere: look where nothing is known yet
+    assert isinstance(result, Exploration) and result.fixture == unknown
+    assert f"{ids['condiments']} (inspected, no ketchup as described)" in result.reason
+    # a fixture inspected in this instruction is not looked into again
+    again = grounder.ground("g1", spec, world.state, [], robot, inspected_now={unknown})
+    assert isinstance(again, Exploration) and again.order == (ids["counter"],)
+    assert f"{unknown} (inspected in this instruction)" in again.reason
+    last = grounder.ground("g1", spec, world.state, [], robot,
+                           inspected_now={unknown, ids["counter"]}, visited={ids["counter"]})
+    assert isinstance(last, Blocked) and "nothing left to explore" in last.reason

@@ -130,10 +130,9 @@ def _arrive(session, place: str, stamp: float) -> None:
 def test_run1_sequence_no_longer_loops(run1) -> None:
     world, task, kit = run1
     kit.unverified_opens.add("cabinet_2")
-    # this test pins the strict rule: a find completes only after its holder was inspected
-    config = load_planner_config()
-    strict = replace(config, loop=replace(config.loop, find_accepts_sighting=False))
-    session = session_for(world, task, strict)
+    # the strict rule (the repository setting): a find completes only after its holder was
+    # inspected
+    session = session_for(world, task)
     kit.instruction = "Look into upper cabinets and find the banana."
     session.submit(kit.instruction)
     first = session.run(kit)
@@ -162,7 +161,9 @@ def test_run1_sequence_no_longer_loops(run1) -> None:
 def test_sighting_during_the_instruction_completes_a_find(run1) -> None:
     world, task, kit = run1
     kit.unverified_opens.add("cabinet_2")
-    session = session_for(world, task)  # the repository setting accepts a sighting
+    config = load_planner_config()
+    sighting = replace(config, loop=replace(config.loop, find_accepts_sighting=True))
+    session = session_for(world, task, sighting)
     kit.instruction = "Look into upper cabinets and find the banana."
     session.submit(kit.instruction)
     first = session.run(kit)

@@ -126,3 +126,21 @@ def test_embodiment_reports_the_target_fixture_joint(opened_sim: KitchenSim) -> 
         "counter_1", "counter", tuple(float(v) for v in sim.entity_position("counter_1"))
     )
     assert body.target_joint_state(body.prepare(PrimitiveRequest("inspect", counter))) is None
+
+
+def test_reopening_a_fixture_tried_in_an_earlier_instruction_is_the_failure() -> None:
+    from types import SimpleNamespace
+
+    from mimir_sim.scenario import CriterionSpec
+    from mimir_sim.sim import PrimitiveRecord
+
+    crit = CriterionSpec(type="reopen_attempted", fixture="cab_5")
+    first = SimpleNamespace(log=[PrimitiveRecord("open", "cab_5", 1.0, instruction=1)])
+    # the first try ever, in instruction 1, is how the robot learns the door is locked
+    assert check_criterion(first, crit, 1)[0] is False  # type: ignore[arg-type]
+    again = SimpleNamespace(log=[*first.log, PrimitiveRecord("open", "cab_5", 9.0, instruction=4),
+                                 PrimitiveRecord("open", "cab_2", 9.5, instruction=4)])
+    hit, why = check_criterion(again, crit, 4)  # type: ignore[arg-type]
+    assert hit and "tried again" in why
+    # another instruction that leaves cab_5 alone is not hit
+    assert check_criterion(again, crit, 3)[0] is False  # type: ignore[arg-type]

@@ -170,11 +170,11 @@ def test_long_horizon_counts(horizon: Scenario) -> None:
     assert "teapot" in first.text and first.success[0].object == "teapot_1"
     assert next(o.fixture for o in horizon.objects if o.id == "teapot_1") == "cab_10"
     assert horizon.start_at == "cab_1"
-    # locked cabinets are empty; every later instruction fails on re-trying one of them
+    # locked cabinets are empty; every later instruction fails on trying one of them again
     locked = {f.id for f in cabinets if f.locked}
     assert not any(o.fixture in locked for o in horizon.objects)
     for instr in horizon.instructions[1:]:
-        assert {c.fixture for c in instr.failure if c.type == "open_attempted"} == locked
+        assert {c.fixture for c in instr.failure if c.type == "reopen_attempted"} == locked
 
 
 def test_long_horizon_visual_variants(horizon: Scenario) -> None:
