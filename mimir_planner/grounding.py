@@ -277,7 +277,10 @@ class Grounder:
             mention = robot.holding
         fixtures_only = spec.kind in (GoalKind.OPEN, GoalKind.CLOSE)
         source = spec.source if spec.kind in (GoalKind.FIND, GoalKind.PICK) else None
-        finding = spec.kind in (GoalKind.FIND, GoalKind.PICK)
+        # where/which questions take the object's description too, so an unknown "croissant
+        # next to the pineapple" is explored for rather than answered with another croissant
+        finding = spec.kind in (GoalKind.FIND, GoalKind.PICK) or (
+            spec.kind is GoalKind.QUESTION and spec.question_kind in ("where", "which"))
         query = RecallQuery(obj=mention, source=source, fixtures_only=fixtures_only,
                             near=spec.near if finding else None,
                             avoid=spec.avoid if finding else None)

@@ -203,3 +203,23 @@ def test_exploration_skips_what_cannot_hold_the_object_as_described(kitchen) -> 
     last = grounder.ground("g1", spec, world.state, [], robot,
                            inspected_now={unknown, ids["counter"]}, visited={ids["counter"]})
     assert isinstance(last, Blocked) and "nothing left to explore" in last.reason
+
+
+def test_where_question_explores_for_an_object_memory_does_not_hold_as_described(
+        kitchen) -> None:
+    from mimir_planner.grounding import Exploration, GroundedGoal, Grounder
+    from mimir_planner.primitives import PrimitiveRegistry, RobotContext
+
+    world, ids = kitchen
+    unknown = world.add_node("cabinet", (1.0, 3.8, 1.3), stamp=30.0).payload["node_id"]
+    grounder = Grounder(_recall(), PrimitiveRegistry(CONFIG))
+    robot = RobotContext(last_moved_to=ids["pantry"])
+    (spec,) = parse_instruction("Where was the croissant that sat next to the pineapple?").goals
+    result = grounder.ground("g1", spec, world.state, [], robot)
+    assert isinstance(result, Exploration) and result.fixture == unknown
+    world.set_contents(unknown, [{"name": "croissant"}, {"name": "pineapple"}], is_empty=False,
+                       stamp=40.0)
+    grounded = grounder.ground("g1", spec, world.state, [], robot)
+    assert isinstance(grounded, GroundedGoal) and grounded.candidate.node_id == unknown
+    text = answer_question(spec, world.state, _recall())
+    assert text is not None and unknown in text and ids["pantry"] not in text
