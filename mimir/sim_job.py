@@ -18,6 +18,7 @@ the bridge to judge every instruction from simulator state; and it writes a run 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -109,6 +110,29 @@ def write_params(options: SimJobOptions, run_dir: Path) -> Path:
     path = run_dir / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=True))
     return path
+
+
+@contextlib.contextmanager
+def exit_on_termination() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into ``SystemExit`` while the block runs.
+
+    Python's default for SIGTERM ends the process without running ``finally`` blocks, which
+    would leave the node processes (each in its own session) running. Only the main thread
+    can install handlers; elsewhere the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, _exit) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class NodeProcesses:
@@ -198,22 +222,24 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     nodes = NodeProcesses(run_dir, params)
     reports: list[InstructionReport] = []
     started = time.monotonic()
-    try:
-        nodes.start()
-        with SimClient(trace, nodes.dead) as client:
-            client.wait_ready(options.startup_timeout_s)
-            for index, text in enumerate(instructions):
-                report = client.run_instruction(index, text, options.step_budget,
-                                                options.instruction_timeout_s)
-                reports.append(report)
-            figures = client.memory_figures()
-    except SimJobError as err:
-        trace.record("error", f"error: {err}")
-        for name in nodes.dead():
-            trace.record("error", f"--- {name} log ---\n{nodes.log_tail(name)}")
-        return 2
-    finally:
-        nodes.stop()
+    # a SIGTERM must still stop the node processes in the finally block below
+    with exit_on_termination():
+        try:
+            nodes.start()
+            with SimClient(trace, nodes.dead) as client:
+                client.wait_ready(options.startup_timeout_s)
+                for index, text in enumerate(instructions):
+                    report = client.run_instruction(index, text, options.step_budget,
+                                                    options.instruction_timeout_s)
+                    reports.append(report)
+                figures = client.memory_figures()
+        except SimJobError as err:
+            trace.record("error", f"error: {err}")
+            for name in nodes.dead():
+                trace.record("error", f"--- {name} log ---\n{nodes.log_tail(name)}")
+            return 2
+        finally:
+            nodes.stop()
     wall = time.monotonic() - started
     summary = write_report(run_dir, scenario_name, options, reports=reports, figures=figures,
                            wall=wall)
