@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError, bounds_from_dict
 from mimir_memory.errors import ConfigError
 
 SYNCHRONOUS_LEVELS = ("FULL", "NORMAL", "EXTRA")
@@ -158,6 +159,7 @@ class MemoryConfig:
     storage: StorageConfig = field(default_factory=StorageConfig)
     keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
+    bounds: Bounds = DEFAULT_BOUNDS
 
 
 def _section(cls: type[Any], data: object, name: str) -> Any:
@@ -171,7 +173,9 @@ def _section(cls: type[Any], data: object, name: str) -> Any:
         raise ConfigError(f"unknown keys in section {name!r}: {unknown}")
     try:
         return cls(**data)
-    except TypeError as err:
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:
         raise ConfigError(f"bad section {name!r}: {err}") from err
 
 
@@ -187,11 +191,15 @@ def memory_config_from_dict(data: object) -> MemoryConfig:
         "keyframes": KeyframeConfig,
         "render": RenderConfig,
     }
-    unknown = sorted(set(data) - set(sections))
+    unknown = sorted(set(data) - {*sections, "bounds"})
     if unknown:
         raise ConfigError(f"unknown sections in memory configuration: {unknown}")
     parts = {key: _section(cls, data.get(key), key) for key, cls in sections.items()}
-    return MemoryConfig(**parts)
+    try:
+        bounds = bounds_from_dict(data.get("bounds"))
+    except BoundsError as err:
+        raise ConfigError(str(err)) from err
+    return MemoryConfig(**parts, bounds=bounds)
 
 
 def load_memory_config(path: str | Path) -> MemoryConfig:

@@ -78,3 +78,39 @@ class InvalidGoalError(MemoryStoreError, ValueError):
 
 class ConfigError(MemoryStoreError, ValueError):
     """A memory configuration file or value that is malformed."""
+
+
+FAILURE_CLASSES: dict[type[MemoryStoreError], str] = {
+    UnknownNodeError: "UNKNOWN_NODE",
+    UnknownKeyframeError: "UNKNOWN_KEYFRAME",
+    UnknownGoalError: "UNKNOWN_GOAL",
+    DuplicateEventError: "DUPLICATE_EVENT",
+    InvalidEventError: "INVALID_REQUEST",
+    InvalidValueError: "INVALID_REQUEST",
+    GraphConsistencyError: "INVALID_REQUEST",
+    InvalidImageError: "INVALID_REQUEST",
+    InvalidGoalError: "INVALID_REQUEST",
+    ConfigError: "INVALID_REQUEST",
+    StorageError: "STORAGE_ERROR",
+    ReadOnlyStoreError: "STORAGE_ERROR",
+    WriterBusyError: "STORAGE_ERROR",
+    SchemaVersionError: "STORAGE_ERROR",
+}
+"""The failure class (the UPPER_CASE error-code name of the services) of every memory error.
+
+Services look a caught error up here, most specific class first, and answer with the code of
+that name; README's "Reliability" section prints this table.
+"""
+
+
+def failure_class(err: BaseException) -> str:
+    """The failure class of ``err``: the entry of its most specific class in the table.
+
+    Errors that are not memory errors are ``INVALID_REQUEST`` when they are ``ValueError``s
+    (bad input) and ``STORAGE_ERROR`` otherwise.
+    """
+    for cls in type(err).__mro__:
+        name = FAILURE_CLASSES.get(cls)
+        if name is not None:
+            return name
+    return "INVALID_REQUEST" if isinstance(err, ValueError) else "STORAGE_ERROR"

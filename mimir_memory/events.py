@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlite_utils
 
+from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
 from mimir_memory.errors import DuplicateEventError, InvalidEventError
 from mimir_memory.schema import DatabaseHandle, storage_error
 
@@ -38,6 +39,7 @@ class EventKind(StrEnum):
     TASK_OUTCOME_RECORDED = "task_outcome_recorded"
     KEYFRAME_LINKED = "keyframe_linked"
     HYPOTHESES_LINKED = "hypotheses_linked"
+    EVENT_RETRACTED = "event_retracted"
     GOAL_ADDED = "goal_added"
     GOAL_STATUS_CHANGED = "goal_status_changed"
     HAND_CHANGED = "hand_changed"
@@ -59,6 +61,7 @@ WORLD_KINDS = frozenset(
         EventKind.TASK_OUTCOME_RECORDED,
         EventKind.KEYFRAME_LINKED,
         EventKind.HYPOTHESES_LINKED,
+        EventKind.EVENT_RETRACTED,
     }
 )
 TASK_KINDS = frozenset(
@@ -171,6 +174,13 @@ def canonical_json(value: object) -> str:
         raise InvalidEventError(f"value is not finite JSON: {err}") from err
 
 
+ENVELOPE = Bounds(max_json_chars=16 * DEFAULT_BOUNDS.max_json_chars,
+                  max_json_depth=2 * DEFAULT_BOUNDS.max_json_depth,
+                  max_items=16 * DEFAULT_BOUNDS.max_items)
+"""Limits of a whole event payload, whatever the log: generous multiples of the value bounds
+(a payload wraps values), checked before the payload is serialised."""
+
+
 def new_event_id() -> str:
     """A fresh random event id."""
     return uuid.uuid4().hex
@@ -218,6 +228,12 @@ class MemoryEvent:
             raise InvalidEventError("evidence must be an Evidence instance")
         if not isinstance(self.payload, Mapping):
             raise InvalidEventError("payload must be a mapping")
+        if len(self.event_id) > DEFAULT_BOUNDS.max_id_chars:
+            raise InvalidEventError("event_id is too long")
+        try:
+            ENVELOPE.json_value(dict(self.payload), "event payload")
+        except BoundsError as err:
+            raise InvalidEventError(str(err)) from err
         # Normalise the payload to its JSON form so live and replayed events compare equal.
         object.__setattr__(self, "payload", json.loads(canonical_json(dict(self.payload))))
 

@@ -13,11 +13,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
 from mimir_memory.config import AssociationConfig, normalize_label
 from mimir_memory.errors import (
     GraphConsistencyError,
     InvalidEventError,
     InvalidValueError,
+    MemoryStoreError,
     UnknownNodeError,
 )
 from mimir_memory.events import WORLD_KINDS, EventKind, MemoryEvent
@@ -219,7 +221,8 @@ def _pt(value: Any) -> Point:
 
 
 def _dist(a: Point, b: Point) -> float:
-    return math.sqrt((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2 + (a[2] - b[2]) ** 2)
+    # math.dist scales internally, so even a far query point cannot overflow
+    return math.dist(a, b)
 
 
 def _require_str(data: Mapping[str, Any], key: str) -> str:
@@ -241,6 +244,29 @@ def _confidence(value: object) -> float:
 class _BatchContext:
     created: set[str] = field(default_factory=set)
     parents: dict[str, str | None] = field(default_factory=dict)
+    retracted: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class SkippedEvent:
+    """A stored event the projection could not apply (it was kept out of the graph).
+
+    Attributes:
+        seq: Position in the log.
+        event_id: Id of the event.
+        kind: Its kind.
+        reason: Why it does not apply (the validation error).
+    """
+
+    seq: int
+    event_id: str
+    kind: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"seq": self.seq, "event_id": self.event_id, "kind": self.kind,
+                "reason": self.reason}
 
 
 class SceneGraphState:
@@ -250,8 +276,10 @@ class SceneGraphState:
     written so that a stored event always applies.
     """
 
-    def __init__(self, association: AssociationConfig | None = None) -> None:
+    def __init__(self, association: AssociationConfig | None = None,
+                 bounds: Bounds = DEFAULT_BOUNDS) -> None:
         self.association = association or AssociationConfig()
+        self.bounds = bounds
         self.nodes: dict[str, SceneNode] = {}
         self.children: dict[str, set[str]] = {}
         self.index = GridIndex(self.association)
@@ -260,6 +288,12 @@ class SceneGraphState:
         self.evidence_keyframes: set[str] = set()
         """Keyframes cited as evidence by an admitted world event (protected from retention)."""
         self.revision = 0
+        self.skipped: dict[str, SkippedEvent] = {}
+        """Stored events the projection kept out because they do not apply, not yet retracted."""
+        self.retracted: dict[str, str] = {}
+        """Skipped events later retracted by an ``event_retracted`` event (id -> reason)."""
+        self.reserved_ids: set[str] = set()
+        """Node ids named by skipped ``node_created`` events: never handed out again."""
 
     # ------------------------------------------------------------------ queries
     def node(self, node_id: str) -> SceneNode:
@@ -279,6 +313,8 @@ class SceneGraphState:
         """The id the next node of ``label`` would get (``<label>_<n>``)."""
         prefix = node_id_prefix(label)
         count = (reserved or {}).get(prefix, self.label_counters.get(prefix, 0))
+        while f"{prefix}_{count + 1}" in self.reserved_ids:
+            count += 1
         return f"{prefix}_{count + 1}"
 
     def within(self, label: str, point: Point, radius: float) -> list[tuple[float, str]]:
@@ -332,7 +368,10 @@ class SceneGraphState:
         """
         ctx = _BatchContext()
         for event in events:
-            self._check_one(event, ctx)
+            try:
+                self._check_one(event, ctx)
+            except BoundsError as err:
+                raise InvalidValueError(f"{event.kind.value}: {err}") from err
 
     def _exists(self, node_id: object, ctx: _BatchContext) -> str:
         known = isinstance(node_id, str) and (node_id in self.nodes or node_id in ctx.created)
@@ -345,13 +384,21 @@ class SceneGraphState:
             raise InvalidEventError(f"{event.kind.value} is not a world memory event")
         data = event.payload
         kind = event.kind
+        bounds = self.bounds
+        if isinstance(data.get("node_id"), str):
+            bounds.ident(data["node_id"], "node_id")
+        if "verdict_reason" in data:
+            bounds.text(data["verdict_reason"], "verdict_reason")
         if kind is EventKind.NODE_CREATED:
             node_id = _require_str(data, "node_id")
             if node_id in self.nodes or node_id in ctx.created or node_id == HAND_PARENT:
                 raise GraphConsistencyError(f"node {node_id!r} already exists")
-            _require_str(data, "label")
+            if node_id in self.reserved_ids:
+                raise GraphConsistencyError(
+                    f"node id {node_id!r} was taken by an event memory could not apply")
+            bounds.ident(_require_str(data, "label"), "label")
             self._check_geometry(data)
-            for alt in data.get("alternatives", []):
+            for alt in bounds.items(data.get("alternatives", []), "alternatives"):
                 self._exists(alt, ctx)
             ctx.created.add(node_id)
         elif kind is EventKind.OBSERVATION_FUSED:
@@ -359,12 +406,14 @@ class SceneGraphState:
             self._check_geometry(data)
         elif kind is EventKind.PROPERTY_SET:
             self._exists(data.get("node_id"), ctx)
-            _require_str(data, "name")
+            bounds.ident(_require_str(data, "name"), "property name")
             if "value" not in data:
                 raise InvalidValueError("property_set needs a value")
+            bounds.json_value(data["value"], f"value of {data['name']!r}")
             _confidence(data.get("confidence"))
             if not isinstance(data.get("reasoning", ""), str):
                 raise InvalidValueError("reasoning must be a string")
+            bounds.text(data.get("reasoning", ""), "reasoning")
             opened = data.get("is_opened")
             if opened is not None and not isinstance(opened, bool):
                 raise InvalidValueError("is_opened must be a boolean or null")
@@ -373,11 +422,22 @@ class SceneGraphState:
             contents = data.get("contents")
             if not isinstance(contents, list):
                 raise InvalidValueError("contents must be a list")
-            for item in contents:
+            for item in bounds.items(contents, "contents"):
                 if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                     raise InvalidValueError(f"content item needs a name: {item!r}")
+                bounds.ident(item["name"], "content item name")
+                bounds.json_value(item, "content item")
+                if item.get("description") is not None:
+                    bounds.text(item["description"], "content item description")
+                if item.get("node_id"):
+                    bounds.ident(item["node_id"], "content item node_id")
             if not isinstance(data.get("is_empty"), bool):
                 raise InvalidValueError("is_empty must be a boolean")
+            if data.get("is_empty") and contents:
+                raise InvalidValueError("contents marked empty must list no items")
+            bounds.text(data.get("reasoning") or "", "contents reasoning")
+            if data.get("source_action") is not None:
+                bounds.ident(data["source_action"], "source_action")
         elif kind is EventKind.PARENT_CHANGED:
             node_id = self._exists(data.get("node_id"), ctx)
             parent = data.get("parent_id")
@@ -401,32 +461,79 @@ class SceneGraphState:
             ctx.parents[node_id] = parent
         elif kind is EventKind.TASK_OUTCOME_RECORDED:
             self._exists(data.get("node_id"), ctx)
-            _require_str(data, "task")
+            bounds.text(_require_str(data, "task"), "task")
             if not isinstance(data.get("success"), bool):
                 raise InvalidValueError("success must be a boolean")
+            if data.get("failure_reason") is not None:
+                bounds.text(data["failure_reason"], "failure_reason")
+            for key in ("primitive", "interaction_id"):
+                if data.get(key) is not None:
+                    bounds.ident(data[key], key)
         elif kind is EventKind.KEYFRAME_LINKED:
-            _require_str(data, "frame_id")
+            bounds.ident(_require_str(data, "frame_id"), "frame_id")
             node_ids = data.get("node_ids")
             if not isinstance(node_ids, list) or not node_ids:
                 raise InvalidValueError("node_ids must be a non-empty list")
-            for node_id in node_ids:
+            for node_id in bounds.items(node_ids, "node_ids"):
                 self._exists(node_id, ctx)
         elif kind is EventKind.HYPOTHESES_LINKED:
             node_ids = data.get("node_ids")
             if not isinstance(node_ids, list) or len(set(map(str, node_ids))) < 2:
                 raise InvalidValueError("hypotheses_linked needs at least two node ids")
-            for node_id in node_ids:
+            for node_id in bounds.items(node_ids, "node_ids"):
                 self._exists(node_id, ctx)
+        elif kind is EventKind.EVENT_RETRACTED:
+            target = bounds.ident(_require_str(data, "event_id"), "retracted event_id")
+            bounds.text(data.get("reason", ""), "reason")
+            if target not in self.skipped or target in ctx.retracted:
+                raise GraphConsistencyError(
+                    f"event {target!r} is not an event memory skipped; only those can be "
+                    "retracted")
+            ctx.retracted.add(target)
 
-    @staticmethod
-    def _check_geometry(data: Mapping[str, Any]) -> None:
+    def _check_geometry(self, data: Mapping[str, Any]) -> None:
         finite_point(data.get("centroid"), "centroid")
         lo = finite_point(data.get("bbox_min"), "bbox_min")
         hi = finite_point(data.get("bbox_max"), "bbox_max")
         if any(a > b for a, b in zip(lo, hi, strict=True)):
             raise InvalidValueError(f"bbox_min {lo} exceeds bbox_max {hi}")
+        self.bounds.box(data.get("centroid"), lo, hi, "observation")
 
     # --------------------------------------------------------------- projection
+    def apply_stored(self, event: MemoryEvent) -> bool:
+        """Fold an event read back from the log, keeping out one that does not apply.
+
+        The log may hold events written before a bound existed, or by a broken writer. Such
+        an event is validated against the current state like a new one; when it fails (or its
+        application fails) it is recorded in :attr:`skipped` and the graph stays as it was.
+        ``mimir memory check`` lists these; ``mimir memory repair`` retracts them.
+
+        Returns:
+            True when the event was applied (or had nothing to apply), False when skipped.
+        """
+        if event.kind in WORLD_KINDS and event.verdict.effective:
+            try:
+                self.check([event])
+            except (MemoryStoreError, ValueError, TypeError, KeyError, ArithmeticError) as err:
+                self._skip(event, str(err))
+                return False
+        try:
+            self.apply(event)
+        except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as err:
+            self._skip(event, f"{type(err).__name__}: {err}")
+            return False
+        return True
+
+    def _skip(self, event: MemoryEvent, reason: str) -> None:
+        if event.seq is not None:
+            self.revision = max(self.revision, event.seq)
+        self.skipped[event.event_id] = SkippedEvent(event.seq or 0, event.event_id,
+                                                    event.kind.value, reason)
+        if event.kind is EventKind.NODE_CREATED:
+            node_id = event.payload.get("node_id")
+            if isinstance(node_id, str) and node_id not in self.nodes:
+                self.reserved_ids.add(node_id)
+
     def apply(self, event: MemoryEvent) -> None:
         """Fold one stored event into the state (non-world kinds only advance the revision)."""
         if event.seq is not None:
@@ -438,6 +545,10 @@ class SceneGraphState:
         kind = event.kind
         if kind is EventKind.NODE_CREATED:
             self._apply_created(event, data)
+            return
+        if kind is EventKind.EVENT_RETRACTED:
+            skipped = self.skipped.pop(data["event_id"])
+            self.retracted[skipped.event_id] = str(data.get("reason", ""))
             return
         node: SceneNode | None = None
         if kind not in (EventKind.KEYFRAME_LINKED, EventKind.HYPOTHESES_LINKED):

@@ -12,7 +12,6 @@ blank/blurry/near-duplicate filters. Serves ``query_keyframes``, ``get_keyframe_
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import sys
 import threading
@@ -23,13 +22,17 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import Image
 
+from mimir.bounds import BoundsError
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
+from mimir.ros.camera import NodeCounters
+from mimir.ros.errors import set_error
 from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
 from mimir.ros.memory_msgs import (
     MessageValueError,
@@ -44,7 +47,7 @@ from mimir.ros.tf import make_transform_source
 from mimir.ros.time import to_seconds
 from mimir.transforms import TransformError
 from mimir_memory.config import load_memory_config
-from mimir_memory.errors import MemoryStoreError, UnknownKeyframeError
+from mimir_memory.errors import MemoryStoreError, failure_class
 from mimir_memory.keyframes import KeyframeLabel, KeyframeStore, Trigger
 from mimir_msgs.msg import InteractionEvent
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
@@ -88,12 +91,21 @@ class KeyframeConfig:
     disk_budget_mb: float = field(
         default=0.0, metadata={"description": "keyframe disk budget (MB); 0 for no limit"})
     query_limit: int = field(default=50, metadata={"description": "default query result size"})
+    diagnostics_period: float = field(
+        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
+                               "read_only": True})
 
     def __post_init__(self) -> None:
         if self.buffer_seconds <= 0 or self.buffer_max_frames <= 0:
             raise ValueError("the frame buffer must hold something")
         if self.query_limit <= 0:
             raise ValueError("query_limit must be positive")
+        if not self.diagnostics_period > 0 or not self.max_offset_s > 0:
+            raise ValueError("diagnostics_period and max_offset_s must be positive")
+
+
+#: Counters that turn the /diagnostics status to WARN when they grow.
+_WARN_KEYS = ("store_error", "refused", "bad_image")
 
 
 class FrameBuffer:
@@ -153,7 +165,7 @@ class KeyframeNode(Node):
         self.session = self.config.session or uuid.uuid4().hex[:12]
         self.buffers = {cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames)
                         for cam in self.config.cameras}
-        self.counters: dict[str, int] = {}
+        self.counters = NodeCounters(_WARN_KEYS)
         self._pending: list[_PendingInteraction] = []
         self._pending_lock = threading.Lock()
         self._last_perception = -math.inf
@@ -178,23 +190,40 @@ class KeyframeNode(Node):
         self.create_service(AddKeyframeLabels, "add_keyframe_labels", self._on_add_labels,
                             callback_group=store_group)
         self.create_timer(0.2, self._flush_interactions, callback_group=store_group)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self.create_timer(self.config.diagnostics_period, self._report,
+                          callback_group=store_group)
         self.get_logger().info(f"keyframe store at {root}: {self.store.count()} keyframes, "
                                f"session {self.session}")
 
     def destroy_node(self) -> None:
-        """Close the store before the node goes."""
-        self.store.close()
+        """Close the store before the node goes (a node whose start failed may have none)."""
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.close()
         super().destroy_node()
 
     def _count(self, key: str) -> None:
-        self.counters[key] = self.counters.get(key, 0) + 1
+        self.counters.add(key)
+
+    def _report(self) -> None:
+        self.counters.set("keyframes", self.store.count())
+        array = self.counters.report(self.get_fully_qualified_name(), "keyframe_store")
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+    def _refuse(self, response: Any, failure: str, message: str) -> Any:
+        self._count("refused")
+        self.get_logger().warning(f"request refused ({failure}): {message}",
+                                  throttle_duration_sec=1.0)
+        return set_error(response, failure, message)
 
     # ------------------------------------------------------------------- frames
     def _on_image(self, camera: str, msg: Image) -> None:
         try:
             rgb = image_to_rgb(msg)
         except ImageConversionError as err:
-            self._count(f"bad_image_{camera}")
+            self._count(f"{camera}.bad_image")
             self.get_logger().warning(f"ignoring {camera} image: {err}", throttle_duration_sec=5.0)
             return
         self.buffers[camera].add(to_seconds(msg.header.stamp), rgb, msg.header.frame_id)
@@ -296,8 +325,12 @@ class KeyframeNode(Node):
         if camera not in self.buffers:
             return
         try:
-            payload = json.loads(msg.payload_json or "{}")
-        except json.JSONDecodeError:
+            payload = self.store.config.bounds.parse_json(msg.payload_json or "{}",
+                                                          "memory event payload")
+        except BoundsError:
+            self._count("bad_memory_event")
+            payload = {}
+        if not isinstance(payload, dict):
             payload = {}
         nodes = [msg.subject_id] if msg.subject_id else []
         try:
@@ -322,15 +355,15 @@ class KeyframeNode(Node):
         start = to_seconds(request.start) or None
         end = to_seconds(request.end) or None
         if start is not None and end is not None and start > end:
-            response.error_code = QueryKeyframes.Response.INVALID_REQUEST
-            response.error_msg = "start is after end"
-            return response
+            return self._refuse(response, "INVALID_REQUEST", "start is after end")
         try:
             triggers = triggers_for_query(request.trigger)
         except MessageValueError as err:
-            response.error_code = QueryKeyframes.Response.INVALID_REQUEST
-            response.error_msg = str(err)
-            return response
+            return self._refuse(response, "INVALID_REQUEST", str(err))
+        too_many = self.store.config.bounds.max_items
+        if len(request.node_ids) > too_many or len(request.labels) > too_many:
+            return self._refuse(response, "INVALID_REQUEST",
+                                f"at most {too_many} node ids and labels per query")
         limit = int(request.limit) or self.config.query_limit
         try:
             records = []
@@ -344,9 +377,7 @@ class KeyframeNode(Node):
                         seen.add(rec.frame_id)
                         records.append(rec)
         except MemoryStoreError as err:
-            response.error_code = QueryKeyframes.Response.STORAGE_ERROR
-            response.error_msg = str(err)
-            return response
+            return self._refuse(response, failure_class(err), str(err))
         records.sort(key=lambda r: r.timestamp, reverse=True)
         response.keyframes = [keyframe_to_msg(r, self.root) for r in records[:limit]]
         return response
@@ -356,14 +387,8 @@ class KeyframeNode(Node):
         try:
             record = self.store.get(request.keyframe_id)
             bgr = self.store.load_image(request.keyframe_id, thumbnail=request.thumbnail)
-        except UnknownKeyframeError as err:
-            response.error_code = GetKeyframeImage.Response.UNKNOWN_KEYFRAME
-            response.error_msg = str(err)
-            return response
         except MemoryStoreError as err:
-            response.error_code = GetKeyframeImage.Response.STORAGE_ERROR
-            response.error_msg = str(err)
-            return response
+            return self._refuse(response, failure_class(err), str(err))
         rgb = np.ascontiguousarray(np.asarray(bgr)[:, :, ::-1]) if np.ndim(bgr) == 3 else bgr
         metadata = keyframe_to_msg(record, self.root)
         response.image = numpy_to_image(rgb, "rgb8" if np.ndim(rgb) == 3 else "mono8",
@@ -376,27 +401,25 @@ class KeyframeNode(Node):
         try:
             trigger = trigger_from_msg(request.trigger, request.phase)
         except MessageValueError as err:
-            response.error_code = SaveKeyframe.Response.INVALID_REQUEST
-            response.error_msg = str(err)
-            return response
+            return self._refuse(response, "INVALID_REQUEST", str(err))
         if request.camera not in self.buffers:
-            response.error_code = SaveKeyframe.Response.INVALID_REQUEST
-            response.error_msg = f"camera {request.camera!r} is not buffered"
-            return response
+            return self._refuse(response, "INVALID_REQUEST",
+                                f"camera {request.camera[:64]!r} is not buffered")
+        offset = float(request.max_offset_s)
+        if not math.isfinite(offset) or offset < 0.0:
+            return self._refuse(response, "INVALID_REQUEST",
+                                f"max_offset_s must be a finite number >= 0 (0 for the "
+                                f"default {self.config.max_offset_s:g} s), got {offset!r}")
         tags = [f"interaction:{request.interaction_id}"] if request.interaction_id else []
         try:
             frame_id, result = self._save(
                 request.camera, to_seconds(request.stamp), "any", trigger=trigger,
                 action=request.action or None, nodes=list(request.linked_nodes), tags=tags,
                 labels=tuple((lab.text, lab.source or "analyzer") for lab in request.labels),
-                caption=request.caption, max_offset=request.max_offset_s or None,
+                caption=request.caption, max_offset=offset or None,
             )
         except MemoryStoreError as err:
-            response.error_code = (SaveKeyframe.Response.INVALID_REQUEST
-                                   if isinstance(err, ValueError)
-                                   else SaveKeyframe.Response.STORAGE_ERROR)
-            response.error_msg = str(err)
-            return response
+            return self._refuse(response, failure_class(err), str(err))
         response.result = result
         response.keyframe_id = frame_id
         if result == "no_frame":
@@ -411,22 +434,14 @@ class KeyframeNode(Node):
                        response: AddKeyframeLabels.Response) -> AddKeyframeLabels.Response:
         labels = [KeyframeLabel(lab.text, lab.source or "analyzer", 0.0) for lab in request.labels]
         if not labels or any(not lab.label.strip() for lab in labels):
-            response.error_code = AddKeyframeLabels.Response.INVALID_REQUEST
-            response.error_msg = "labels must be non-empty text"
-            return response
+            return self._refuse(response, "INVALID_REQUEST", "labels must be non-empty text")
         try:
             record = self.store.get(request.keyframe_id)
             self.store.add_labels(request.keyframe_id, [(lab.label, lab.source) for lab in labels],
                                   stamp=record.timestamp)
             record = self.store.get(request.keyframe_id)
-        except UnknownKeyframeError as err:
-            response.error_code = AddKeyframeLabels.Response.UNKNOWN_KEYFRAME
-            response.error_msg = str(err)
-            return response
         except MemoryStoreError as err:
-            response.error_code = AddKeyframeLabels.Response.STORAGE_ERROR
-            response.error_msg = str(err)
-            return response
+            return self._refuse(response, failure_class(err), str(err))
         response.metadata = keyframe_to_msg(record, self.root)
         return response
 

@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from mimir.bounds import BoundsError
 from mimir_memory.config import MemoryConfig
 from mimir_memory.errors import (
     ImageTooLargeError,
@@ -67,11 +68,18 @@ class Trigger(StrEnum):
     INTERACTION_PEAK = "interaction_peak"
     NEW_NODE = "new_node"
     NODE_UPDATE = "node_update"
+    OPERATOR = "operator"
 
     @property
     def interaction(self) -> bool:
-        """True for interaction frames, which are never filtered nor deleted by retention."""
+        """True for interaction frames."""
         return self.value.startswith("interaction")
+
+    @property
+    def kept(self) -> bool:
+        """True for frames asked for on purpose (an interaction's or an operator's): they skip
+        the blank/blurry/duplicate filters and retention never deletes them."""
+        return self.interaction or self is Trigger.OPERATOR
 
 
 @dataclass(frozen=True)
@@ -300,7 +308,8 @@ class KeyframeStore:
     def _load_recent(self) -> None:
         rows = self.handle.db.execute(
             "SELECT frame_id, timestamp, camera, dhash FROM keyframes "
-            "WHERE trigger NOT LIKE 'interaction%' ORDER BY seq DESC LIMIT ?",
+            "WHERE trigger NOT LIKE 'interaction%' AND trigger != 'operator' "
+            "ORDER BY seq DESC LIMIT ?",
             [self.config.keyframes.dedup_recent_count],
         ).fetchall()
         for frame_id, timestamp, camera, hash_hex in reversed(rows):
@@ -384,6 +393,22 @@ class KeyframeStore:
         nodes = tuple(dict.fromkeys(_text_tuple(node_ids, "node_ids")))
         tag_tuple = _text_tuple(tags, "tags")
         label_tuple = _labels(labels, stamp)
+        bounds = self.config.bounds
+        try:
+            bounds.ident(camera, "camera")
+            bounds.ident(session, "session", allow_empty=True)
+            bounds.text(caption, "caption")
+            for name, value in (("action", action), ("parent_frame", parent_frame)):
+                if value is not None:
+                    bounds.ident(value, name, allow_empty=True)
+            for name, seq in (("node_ids", nodes), ("tags", tag_tuple)):
+                for item in bounds.items(seq, name):
+                    bounds.ident(item, name)
+            for lab in bounds.items(label_tuple, "labels"):
+                bounds.text(lab.label, "label")
+                bounds.ident(lab.source, "label source")
+        except BoundsError as err:
+            raise InvalidValueError(str(err)) from err
         pose: tuple[float, float, float] | None = None
         if robot_pose is not None:
             pose = finite_point(robot_pose, "robot_pose")
@@ -397,7 +422,7 @@ class KeyframeStore:
         frame_hash = dhash(thumb_grey)
 
         reason, grey_std, sharpness = None, 0.0, 0.0
-        if not trig.interaction:
+        if not trig.kept:
             reason, grey_std, sharpness = self._assess_grey(grey)
             if reason is not None:
                 return SaveResult(False, None, reason, None, grey_std, sharpness)
@@ -464,7 +489,8 @@ class KeyframeStore:
             event = MemoryEvent(
                 kind=EventKind.KEYFRAME_SAVED,
                 stamp=stamp,
-                source=Source.INTERACTION if trig.interaction else Source.PERCEPTION,
+                source=(Source.INTERACTION if trig.interaction else
+                        Source.OPERATOR if trig is Trigger.OPERATOR else Source.PERCEPTION),
                 payload=meta,
                 evidence=Evidence(keyframe_ids=(frame_id,)),
                 event_id=f"keyframe-{frame_id}",
@@ -480,7 +506,7 @@ class KeyframeStore:
         except BaseException:
             self._discard(created)
             raise
-        if not trig.interaction:
+        if not trig.kept:
             self._recent.append(_Recent(frame_id, stamp, camera, frozenset(nodes), frame_hash))
         return SaveResult(True, frame_id, "saved", None, grey_std, sharpness)
 
@@ -578,6 +604,13 @@ class KeyframeStore:
         label_tuple = _labels(labels, when)
         if not label_tuple:
             raise InvalidValueError("no labels given")
+        bounds = self.config.bounds
+        try:
+            for lab in bounds.items(label_tuple, "labels"):
+                bounds.text(lab.label, "label")
+                bounds.ident(lab.source, "label source")
+        except BoundsError as err:
+            raise InvalidValueError(str(err)) from err
         self.get(frame_id)
         label_dicts = [lab.to_dict() for lab in label_tuple]
         payload = {"frame_id": frame_id, "labels": label_dicts}
@@ -811,7 +844,8 @@ class KeyframeStore:
             return []
         rows = self.handle.db.execute(
             "SELECT frame_id, image_file, thumb_file, bytes FROM keyframes"
-            " WHERE trigger NOT LIKE 'interaction%' ORDER BY timestamp, seq"
+            " WHERE trigger NOT LIKE 'interaction%' AND trigger != 'operator'"
+            " ORDER BY timestamp, seq"
         ).fetchall()
         parents = {
             r[0]

@@ -17,19 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from visualization_msgs.msg import Marker, MarkerArray
 
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
+from mimir.ros.camera import NodeCounters
+from mimir.ros.errors import set_error
 from mimir.ros.memory_msgs import (
     MessageValueError,
     event_to_msg,
     evidence_from_msgs,
     graph_to_msg,
     node_to_msg,
-    observations_from_msg,
+    observation_from_msg,
     properties_from_msgs,
     verdict_from_text,
 )
@@ -37,14 +40,18 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.time import to_seconds
 from mimir_memory.config import load_memory_config
-from mimir_memory.errors import DuplicateEventError, MemoryStoreError, UnknownNodeError
+from mimir_memory.errors import MemoryStoreError, failure_class
 from mimir_memory.events import MemoryEvent, Source
 from mimir_memory.graph import SceneNode as CoreNode
 from mimir_memory.observations import InvalidObservationError
+from mimir_memory.observations import ObjectObservation as CoreObservation
 from mimir_memory.world import WorldMemory
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.msg import ObjectObservationArray, SceneGraph
 from mimir_msgs.srv import GetSceneGraph, UpdateNode
+
+#: Counters that turn the /diagnostics status to WARN when they grow.
+_WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "storage_errors")
 
 
 @dataclass(frozen=True)
@@ -66,10 +73,13 @@ class SceneGraphConfig:
         default=0.5, metadata={"description": "shortest period between graph publications (s)"}
     )
     markers: bool = field(default=True, metadata={"description": "publish RViz markers"})
+    diagnostics_period: float = field(
+        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
+                               "read_only": True})
 
     def __post_init__(self) -> None:
-        if self.publish_period_s <= 0.0:
-            raise ValueError("publish_period_s must be positive")
+        if self.publish_period_s <= 0.0 or self.diagnostics_period <= 0.0:
+            raise ValueError("publish_period_s and diagnostics_period must be positive")
 
 
 def _colour(label: str) -> tuple[float, float, float]:
@@ -116,7 +126,7 @@ class SceneGraphNode(Node):
         self._lock = threading.Lock()
         self._dirty = True
         self._last_stamp = 0.0
-        self.dropped_observations = 0
+        self.counters = NodeCounters(_WARN_KEYS)
         db_group = MutuallyExclusiveCallbackGroup()
         self._graph_pub = self.create_publisher(SceneGraph, "scene_graph", qos.LATCHED)
         self._marker_pub = self.create_publisher(MarkerArray, "scene_graph/markers", qos.LATCHED)
@@ -129,14 +139,45 @@ class SceneGraphNode(Node):
                             callback_group=db_group)
         self.create_timer(self.config.publish_period_s, self._publish_graph,
                           callback_group=db_group)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self.create_timer(self.config.diagnostics_period, self._report, callback_group=db_group)
         self.get_logger().info(
             f"world memory at {Path(folder) / 'world.db'}: {len(self.world.state.nodes)} nodes, "
             f"revision {self.world.revision}"
         )
+        skipped = self.world.skipped_events
+        if skipped:
+            self.get_logger().error(
+                f"{len(skipped)} stored event(s) do not apply and are kept out of the graph "
+                f"(first: seq {skipped[0].seq}, {skipped[0].kind}: {skipped[0].reason}); run "
+                f"`mimir memory check {folder}` to list them and `mimir memory repair {folder}` "
+                "to retract them")
+
+    @property
+    def dropped_observations(self) -> int:
+        """Observations refused so far, whatever the reason."""
+        return sum(v for k, v in self.counters.snapshot().items()
+                   if k.startswith("observations_dropped"))
+
+    def _report(self) -> None:
+        self.counters.set("nodes", len(self.world.state.nodes))
+        self.counters.set("revision", self.world.revision)
+        self.counters.set("skipped_events", len(self.world.state.skipped))
+        self.counters.set("retracted_events", len(self.world.state.retracted))
+        array = self.counters.report(self.get_fully_qualified_name(), "world_memory")
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+    def _drop(self, reason: str, text: str, count: int = 1) -> None:
+        self.counters.add(f"observations_dropped.{reason}", count)
+        self.get_logger().warning(f"dropping {count} observation(s): {text}",
+                                  throttle_duration_sec=5.0)
 
     def destroy_node(self) -> None:
-        """Close the database before the node goes."""
-        self.world.close()
+        """Close the database before the node goes (a node whose start failed may have none)."""
+        world = getattr(self, "world", None)
+        if world is not None:
+            world.close()
         super().destroy_node()
 
     # ----------------------------------------------------------------- publishing
@@ -159,29 +200,40 @@ class SceneGraphNode(Node):
 
     # ------------------------------------------------------------------ callbacks
     def _on_observations(self, msg: ObjectObservationArray) -> None:
+        self.counters.add("observations_received", len(msg.observations))
         frame = msg.header.frame_id or self.config.map_frame
         if frame != self.config.map_frame:
-            self.dropped_observations += len(msg.observations)
-            self.get_logger().warning(
-                f"dropping observations in frame {frame!r}; world memory is in "
-                f"{self.config.map_frame!r}", throttle_duration_sec=5.0)
+            self._drop("wrong_frame", f"frame {frame!r}; world memory is in "
+                       f"{self.config.map_frame!r}", len(msg.observations))
             return
-        try:
-            observations = observations_from_msg(msg)
-        except InvalidObservationError as err:
-            self.dropped_observations += len(msg.observations)
-            self.get_logger().warning(f"dropping invalid observations: {err}",
-                                      throttle_duration_sec=5.0)
+        if len(msg.observations) > self.world.bounds.max_items:
+            self._drop("too_many", f"{len(msg.observations)} in one batch (at most "
+                       f"{self.world.bounds.max_items})", len(msg.observations))
             return
+        now = to_seconds(self.get_clock().now().to_msg())
+        observations: list[CoreObservation] = []
+        for item in msg.observations:
+            # each observation stands or falls alone: a bad one costs only itself
+            try:
+                obs = observation_from_msg(item, msg)
+                self.world.check_observation(obs, now)
+            except (InvalidObservationError, MemoryStoreError) as err:
+                self._drop("invalid", str(err))
+                continue
+            if obs.frame_id != self.config.map_frame:
+                self._drop("wrong_frame", f"observation in frame {obs.frame_id!r}")
+                continue
+            observations.append(obs)
         if not observations:
             return
         try:
-            events = self.world.ingest(observations, source=Source.PERCEPTION)
+            events = self.world.ingest(observations, source=Source.PERCEPTION, now=now)
         except MemoryStoreError as err:
-            self.dropped_observations += len(observations)
-            self.get_logger().error(f"could not store observations: {err}",
-                                    throttle_duration_sec=5.0)
+            self.counters.add("storage_errors")
+            self._drop(failure_class(err).lower(), f"could not store them: {err}",
+                       len(observations))
             return
+        self.counters.add("observations_stored", len(events))
         self._emit(events)
 
     def _on_get_graph(self, request: GetSceneGraph.Request,
@@ -190,15 +242,16 @@ class SceneGraphNode(Node):
             state = (self.world.as_of(to_seconds(request.as_of)) if request.use_as_of
                      else self.world.state)
         except MemoryStoreError as err:
-            response.error_code = GetSceneGraph.Response.STORAGE_ERROR
-            response.error_msg = str(err)
-            return response
+            return set_error(response, failure_class(err), str(err))
         nodes = list(state.nodes.values())
+        if len(request.node_ids) > self.world.bounds.max_items:
+            return set_error(response, "INVALID_REQUEST",
+                             f"{len(request.node_ids)} node ids (at most "
+                             f"{self.world.bounds.max_items})")
         unknown = [i for i in request.node_ids if i not in state.nodes]
         if unknown:
-            response.error_code = GetSceneGraph.Response.UNKNOWN_NODE
-            response.error_msg = f"unknown node ids: {', '.join(unknown)}"
-            return response
+            return set_error(response, "UNKNOWN_NODE",
+                             f"unknown node ids: {', '.join(i[:64] for i in unknown[:20])}")
         if request.node_ids:
             nodes = [state.nodes[i] for i in request.node_ids]
         if request.label:
@@ -209,27 +262,33 @@ class SceneGraphNode(Node):
 
     def _on_update_node(self, request: UpdateNode.Request,
                         response: UpdateNode.Response) -> UpdateNode.Response:
+        response = self._update_node(request, response)
+        refused = response.error_code != UpdateNode.Response.NONE
+        self.counters.add("update_node.refused" if refused else "update_node.ok")
+        if response.error_code != UpdateNode.Response.NONE:
+            self.get_logger().warning(
+                f"update_node {request.node_id[:64]!r} refused ({response.error_code}): "
+                f"{response.error_msg}", throttle_duration_sec=1.0)
+        return response
+
+    def _update_node(self, request: UpdateNode.Request,
+                     response: UpdateNode.Response) -> UpdateNode.Response:
+        bounds = self.world.bounds
         try:
             source = Source(request.source or "operator")
-            properties = properties_from_msgs(request.properties)
+            properties = properties_from_msgs(request.properties, bounds)
             evidence = evidence_from_msgs(request.evidence)
             verdict = verdict_from_text(request.verdict)
         except (MessageValueError, ValueError) as err:
-            response.error_code = UpdateNode.Response.INVALID_REQUEST
-            response.error_msg = str(err)
-            return response
+            return set_error(response, "INVALID_REQUEST", str(err))
+        except MemoryStoreError as err:
+            return set_error(response, failure_class(err), str(err))
+        earlier: list[MemoryEvent] = []
         if request.event_id:
             earlier = self.world.update_applied(request.event_id)
             if earlier and any(e.payload.get("node_id") != request.node_id for e in earlier):
-                response.error_code = UpdateNode.Response.DUPLICATE_EVENT
-                response.error_msg = f"event id {request.event_id!r} was used for another node"
-                return response
-            if earlier:  # a replayed request: report what it did the first time, change nothing
-                response.events = [event_to_msg(e, request.verdict_reason) for e in earlier]
-                if request.node_id in self.world.state.nodes:
-                    response.node = node_to_msg(self.world.node(request.node_id))
-                response.revision = self.world.revision
-                return response
+                return set_error(response, "DUPLICATE_EVENT",
+                                 f"event id {request.event_id!r} was used for another node")
         stamp = max(self._last_stamp, to_seconds(self.get_clock().now().to_msg()))
         contents = None
         if request.set_contents:
@@ -258,24 +317,16 @@ class SceneGraphNode(Node):
                 verdict=verdict, event_id=request.event_id or None,
                 verdict_reason=request.verdict_reason,
             )
-        except DuplicateEventError as err:
-            response.error_code = UpdateNode.Response.DUPLICATE_EVENT
-            response.error_msg = str(err)
-            return response
-        except UnknownNodeError as err:
-            response.error_code = UpdateNode.Response.UNKNOWN_NODE
-            response.error_msg = str(err)
-            return response
         except MemoryStoreError as err:
-            response.error_code = (UpdateNode.Response.INVALID_REQUEST
-                                   if isinstance(err, ValueError)
-                                   else UpdateNode.Response.STORAGE_ERROR)
-            response.error_msg = str(err)
-            return response
-        self._emit(events)
+            if failure_class(err) == "STORAGE_ERROR":
+                self.counters.add("storage_errors")
+            return set_error(response, failure_class(err), str(err))
+        if earlier and not events:  # a replayed request: report what it did the first time
+            events = earlier
+        else:
+            self._emit(events)
         response.events = [event_to_msg(e, request.verdict_reason) for e in events]
-        if request.node_id in self.world.state.nodes:  # a refused claim may name a ghost id
-            response.node = node_to_msg(self.world.node(request.node_id))
+        response.node = node_to_msg(self.world.node(request.node_id))
         response.revision = self.world.revision
         return response
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import heapq
+import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +23,12 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from mimir_memory.config import MemoryConfig, normalize_label
-from mimir_memory.errors import InvalidGoalError, InvalidValueError, UnknownGoalError
+from mimir_memory.errors import (
+    InvalidGoalError,
+    InvalidValueError,
+    MemoryStoreError,
+    UnknownGoalError,
+)
 from mimir_memory.events import (
     TASK_KINDS,
     EventKind,
@@ -35,6 +41,8 @@ from mimir_memory.events import (
 from mimir_memory.graph import HAND_PARENT, SceneGraphState
 from mimir_memory.locking import synchronized
 from mimir_memory.schema import DatabaseHandle, open_database
+
+LOG = logging.getLogger(__name__)
 
 
 class GoalStatus(StrEnum):
@@ -498,8 +506,17 @@ class TaskMemory:
         self.log = log
         self.lock = threading.RLock()
         self.state = TaskState()
+        self.skipped: list[tuple[int, str, str]] = []
+        """(seq, event id, reason) of stored events that do not apply (kept out of the state)."""
         for event in log.iter_events(kinds=TASK_KINDS):
-            self.state.apply(event)
+            try:
+                self.state.apply(event)
+            except (MemoryStoreError, KeyError, TypeError, ValueError, ArithmeticError) as err:
+                # an event from an older or broken writer must not stop the planner starting
+                reason = f"{type(err).__name__}: {err}"
+                self.skipped.append((event.seq or 0, event.event_id, reason))
+                LOG.warning("task memory: event %s (seq %s) does not apply: %s",
+                            event.event_id, event.seq, err)
 
     @classmethod
     def open(

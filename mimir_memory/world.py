@@ -7,6 +7,7 @@ projection and is updated only after the events are committed. A reader opened w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -16,8 +17,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from mimir.bounds import BoundsError
 from mimir_memory.config import MemoryConfig
-from mimir_memory.errors import InvalidValueError
+from mimir_memory.errors import DuplicateEventError, InvalidValueError
 from mimir_memory.events import (
     WORLD_KINDS,
     EventKind,
@@ -33,6 +35,7 @@ from mimir_memory.graph import (
     Point,
     SceneGraphState,
     SceneNode,
+    SkippedEvent,
     finite_point,
     node_id_prefix,
 )
@@ -78,7 +81,8 @@ class WorldMemory:
         self.config = config or MemoryConfig()
         self.map_frame = map_frame
         self.log = EventLog(handle)
-        self.state = SceneGraphState(self.config.association)
+        self.bounds = self.config.bounds
+        self.state = SceneGraphState(self.config.association, self.bounds)
         self._last_seq = 0
         self.refresh()
 
@@ -135,10 +139,36 @@ class WorldMemory:
         """
         count = 0
         for event in self.log.iter_events(after_seq=self._last_seq):
-            self.state.apply(event)
+            if not self.state.apply_stored(event):
+                LOG.warning("world memory %s: event %s (seq %s, %s) does not apply and is "
+                            "kept out of the graph: %s", self.handle.path, event.event_id,
+                            event.seq, event.kind.value,
+                            self.state.skipped[event.event_id].reason)
             self._last_seq = event.seq or self._last_seq
             count += 1
         return count
+
+    @property
+    def skipped_events(self) -> list[SkippedEvent]:
+        """Stored events kept out of the graph because they do not apply (oldest first)."""
+        return sorted(self.state.skipped.values(), key=lambda s: s.seq)
+
+    @synchronized
+    def retract_skipped(self, *, stamp: float, reason: str = "repair") -> list[MemoryEvent]:
+        """Append one ``event_retracted`` event per skipped event (the log stays append-only).
+
+        After this the memory reports no skipped event; each retraction names the event it
+        compensates and why that event did not apply.
+        """
+        events = [
+            self._event(EventKind.EVENT_RETRACTED,
+                        {"event_id": item.event_id,
+                         "reason": f"{reason}: {item.reason}"[: self.bounds.max_text_chars]},
+                        stamp=stamp, source=Source.OPERATOR, evidence=None, verdict=None,
+                        event_id=f"retract:{item.event_id}"[: self.bounds.max_id_chars])
+            for item in self.skipped_events
+        ]
+        return self.append(events) if events else []
 
     # -------------------------------------------------------------------- writes
     @synchronized
@@ -162,6 +192,11 @@ class WorldMemory:
                 raise InvalidValueError(f"expected MemoryEvent, got {type(event).__name__}")
         self.refresh()
         self.state.check(e for e in events if e.verdict.effective or e.kind not in WORLD_KINDS)
+        for event in events:  # refused claims are kept for audit, but only about real nodes
+            if not event.verdict.effective and event.kind in WORLD_KINDS:
+                node_id = event.payload.get("node_id")
+                if node_id is not None:
+                    self.state.node(node_id)
         stored = self.log.append(events)
         for event in stored:
             self.state.apply(event)
@@ -178,6 +213,12 @@ class WorldMemory:
         Raises:
             InvalidValueError: An element is not an ObjectObservation or is in another frame.
         """
+        for index, obs in enumerate(observations):
+            if not isinstance(obs, ObjectObservation):
+                raise InvalidValueError(
+                    f"observation {index} is a {type(obs).__name__}, not an ObjectObservation"
+                )
+            self.check_observation(obs)
         pairs: list[tuple[int, float, int, str]] = []
         assoc = self.config.association
         factor = assoc.hypothesis_factor
@@ -219,10 +260,32 @@ class WorldMemory:
                 continue
             prefix = node_id_prefix(obs.label)
             number = counters.get(prefix, self.state.label_counters.get(prefix, 0)) + 1
+            while f"{prefix}_{number}" in self.state.reserved_ids:
+                number += 1
             counters[prefix] = number
             alternatives = tuple(sorted(i for _, i in nearby[index]))
             result.append(Association(index, f"{prefix}_{number}", True, 0.0, alternatives))
         return result
+
+    def check_observation(self, obs: ObjectObservation, now: float | None = None) -> None:
+        """Refuse an observation outside the bounds (workspace, box, label, stamp).
+
+        Args:
+            obs: The observation.
+            now: The receiving clock (s); None when unknown (no stamp-skew check).
+
+        Raises:
+            InvalidValueError: Which bound it breaks.
+        """
+        try:
+            self.bounds.ident(obs.label, "label")
+            self.bounds.ident(obs.camera, "camera", allow_empty=True)
+            self.bounds.ident(obs.detection_id, "detection_id", allow_empty=True)
+            self.bounds.box(obs.centroid.tolist(), obs.bbox_min.tolist(), obs.bbox_max.tolist(),
+                            f"{obs.label} observation")
+            self.bounds.stamp(obs.stamp, now, f"{obs.label} observation stamp")
+        except BoundsError as err:
+            raise InvalidValueError(str(err)) from err
 
     def _box_overlap(self, obs: ObjectObservation, node_id: str) -> float:
         """Share of the observation's box inside the node's, or of the node's inside the
@@ -240,14 +303,28 @@ class WorldMemory:
         *,
         source: Source = Source.PERCEPTION,
         keyframe_ids: Sequence[str] = (),
+        now: float | None = None,
     ) -> list[MemoryEvent]:
         """Associate and store a batch of observations (one transaction).
 
+        Args:
+            observations: The batch.
+            source: Source of the events.
+            keyframe_ids: Keyframes showing the batch.
+            now: The receiving clock (s): stamps too far ahead of it are refused (None: the
+                stamps are not compared with a clock).
+
         Returns:
             One ``node_created`` or ``observation_fused`` event per observation.
+
+        Raises:
+            InvalidValueError: An observation breaks a bound (nothing is written).
         """
         if isinstance(observations, ObjectObservation):
             observations = [observations]
+        for obs in observations:
+            if isinstance(obs, ObjectObservation):
+                self.check_observation(obs, now)
         associations = self.associate(observations)
         events: list[MemoryEvent] = []
         for assoc in associations:
@@ -523,8 +600,7 @@ class WorldMemory:
                 replaying the same update is recognised (see :meth:`update_applied`).
             verdict_reason: Why the verifier decided so; kept in every event's payload.
         """
-        if verdict.effective:
-            self.state.node(node_id)
+        self.state.node(node_id)
         updates: list[tuple[EventKind, dict[str, Any]]] = []
         for name, spec in (properties or {}).items():
             if not isinstance(spec, Mapping):
@@ -578,7 +654,24 @@ class WorldMemory:
             )
             for i, (kind, payload) in enumerate(updates)
         ]
+        if event_id:
+            earlier = self.update_applied(event_id)
+            if earlier:
+                self._same_update(event_id, earlier, events)
+                return []
         return self.append(events)
+
+    @staticmethod
+    def _same_update(event_id: str, earlier: Sequence[MemoryEvent],
+                     events: Sequence[MemoryEvent]) -> None:
+        """Raise unless ``events`` repeat the stored ``earlier`` ones (stamps aside)."""
+        same = len(earlier) == len(events) and all(
+            dataclasses.replace(new, stamp=old.stamp).digest == old.digest
+            for old, new in zip(earlier, events, strict=True))
+        if not same:
+            raise DuplicateEventError(
+                f"update id {event_id!r} was already used for a different update of "
+                f"{earlier[0].payload.get('node_id')!r}")
 
     def update_applied(self, event_id: str) -> list[MemoryEvent]:
         """Events already stored for an :meth:`update_node` call with this ``event_id``."""
@@ -725,9 +818,9 @@ class WorldMemory:
             raise InvalidValueError(f"stamp must be a number, got {stamp!r}")
         if math.isnan(stamp):
             raise InvalidValueError("stamp must not be NaN")
-        past = SceneGraphState(self.config.association)
+        past = SceneGraphState(self.config.association, self.bounds)
         for event in self.log.iter_events(until_stamp=float(stamp), kinds=WORLD_KINDS):
-            past.apply(event)
+            past.apply_stored(event)
         return past
 
     @synchronized

@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from mimir.bounds import DEFAULT_BOUNDS
 from mimir_memory.observations import ObjectObservation
 from mimir_perception.camera import Intrinsics, as_transform
 from mimir_perception.errors import (
@@ -39,6 +40,7 @@ from mimir_perception.errors import (
     MissingIntrinsicsError,
     MissingTransformError,
     PerceptionError,
+    PoseOutOfWorkspaceError,
     SegmentationError,
 )
 from mimir_perception.segmentation import InstanceInfo, SegmentationResult
@@ -61,6 +63,8 @@ class SkipReason(enum.StrEnum):
     """Fewer than ``min_points`` valid points after outlier rejection."""
     INSTANCE_CAP = "instance_cap"
     """The frame had more instances than ``max_instances``; lower scores were skipped."""
+    OUTSIDE_WORKSPACE = "outside_workspace"
+    """The instance's points lie outside the workspace bound (``workspace_m``)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,9 @@ class DeprojectionConfig:
         pixel_stride: Use every n-th row and column only (1 = all pixels); erosion then
             works on the subsampled grid with radius ``max(1, round(erode_px / stride))``.
         map_frame: Frame id written into observations.
+        workspace_m: Largest absolute map coordinate of a camera or an observation (m), from
+            the bounds table (``mimir.bounds``); a pose beyond it is refused, an instance beyond
+            it skipped.
     """
 
     depth_unit: DepthUnit = "m"
@@ -103,6 +110,7 @@ class DeprojectionConfig:
     obb_sample_size: int = 512
     pixel_stride: int = 1
     map_frame: str = "map"
+    workspace_m: float = DEFAULT_BOUNDS.workspace_m
 
     def __post_init__(self) -> None:
         if self.depth_unit not in ("mm", "m"):
@@ -128,6 +136,8 @@ class DeprojectionConfig:
             raise PerceptionError("trim_fraction must lie in [0, 0.5)")
         if not self.map_frame:
             raise PerceptionError("map_frame must be non-empty")
+        if not (math.isfinite(self.workspace_m) and self.workspace_m > 0.0):
+            raise PerceptionError("workspace_m must be a finite positive number")
 
 
 @dataclass(frozen=True)
@@ -340,6 +350,11 @@ class Deprojector:
         if camera_to_map is None:
             raise MissingTransformError("no camera-to-map transform at the image stamp")
         pose = as_transform(camera_to_map, "camera_to_map")
+        position = pose[:3, 3]
+        if np.max(np.abs(position)) > cfg.workspace_m:
+            raise PoseOutOfWorkspaceError(
+                f"camera_to_map puts the camera at {np.array2string(position, precision=4)} m, "
+                f"outside the workspace (|coordinate| <= {cfg.workspace_m:g} m)")
         self._check_frame(segmentation, depth, intrinsics)
         frame_stamp = float(segmentation.stamp if stamp is None else stamp)
         if not math.isfinite(frame_stamp):
@@ -378,12 +393,22 @@ class Deprojector:
         if not good:
             return FrameObservations((), tuple(skipped), frame_stamp, frame_camera)
         observations = self._summarise(grid, good, pose, stamp=frame_stamp, camera=frame_camera)
+        inside: list[ObjectObservation] = []
+        kept: list[int] = []
+        for inst, obs in zip(good, observations, strict=True):
+            reach = max(float(np.max(np.abs(obs.bbox_min))), float(np.max(np.abs(obs.bbox_max))))
+            if reach > cfg.workspace_m:
+                skipped.append(SkippedInstance(inst.info.instance_id, inst.info.label,
+                                               SkipReason.OUTSIDE_WORKSPACE, inst.count))
+                continue
+            inside.append(obs)
+            kept.append(inst.info.instance_id)
         return FrameObservations(
-            tuple(observations),
+            tuple(inside),
             tuple(skipped),
             frame_stamp,
             frame_camera,
-            tuple(inst.info.instance_id for inst in good),
+            tuple(kept),
         )
 
     def instance_points(

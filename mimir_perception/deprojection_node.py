@@ -49,6 +49,8 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
 from mimir import transforms as tfm
+from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError, load_bounds
+from mimir.paths import config_file
 from mimir.ros import qos
 from mimir.ros.camera import (
     CameraInfoError,
@@ -72,6 +74,7 @@ from mimir_perception.errors import (
     DepthError,
     ImageSizeMismatchError,
     PerceptionError,
+    PoseOutOfWorkspaceError,
     SynchronizationError,
     TransformError,
 )
@@ -90,6 +93,7 @@ _WARN_KEYS = (
     "out_of_order",
     "backlog",
     "deprojection_failed",
+    "pose_outside_workspace",
     *(f"segmentation_{r}" for r in ("stale", "late", "duplicate", "queue_full")),
     *(r.value for r in SkipReason),
 )
@@ -170,6 +174,11 @@ class DeprojectionNodeConfig:
         default=1.0, metadata={"description": "period of the /diagnostics report (s)",
                                "read_only": True}
     )
+    memory_config: str = field(
+        default="", metadata={"description": "settings YAML whose bounds section limits poses "
+                              "and observations; empty for the installed memory.yaml",
+                              "read_only": True}
+    )
 
     def __post_init__(self) -> None:
         if not self.cameras or any(not c or "/" in c for c in self.cameras):
@@ -183,9 +192,11 @@ class DeprojectionNodeConfig:
         if not self.diagnostics_period > 0.0:
             raise ValueError("diagnostics_period must be positive")
 
-    def deprojection(self, unit: DepthUnit) -> DeprojectionConfig:
+    def deprojection(self, unit: DepthUnit, bounds: Bounds = DEFAULT_BOUNDS
+                     ) -> DeprojectionConfig:
         """The core deprojection settings for depth in ``unit``."""
         return DeprojectionConfig(
+            workspace_m=bounds.workspace_m,
             depth_unit=unit,
             min_depth=self.min_depth,
             max_depth=self.max_depth,
@@ -280,12 +291,13 @@ class DeprojectionNode(Node):
             self.config = declare_config(self, DeprojectionNodeConfig)
             cfg = self.config
             self._sync = FrameSynchronizer(cfg.sync())
+            bounds = load_bounds(config_file("memory.yaml", cfg.memory_config))
             self._deprojectors = {
-                (cam, unit): Deprojector(cfg.deprojection(unit))
+                (cam, unit): Deprojector(cfg.deprojection(unit, bounds))
                 for cam in cfg.cameras
                 for unit in ("mm", "m")
             }
-        except (ValueError, PerceptionError) as err:
+        except (ValueError, PerceptionError, OSError, BoundsError) as err:
             raise PerceptionNodeError(f"invalid deprojection parameters: {err}") from err
         self.counters = NodeCounters(_WARN_KEYS)
         self._sync_lock = threading.Lock()
@@ -433,6 +445,9 @@ class DeprojectionNode(Node):
             return
         except DepthError as err:
             self._skip(camera, "bad_depth", f"skipping frame: {err}")
+            return
+        except PoseOutOfWorkspaceError as err:
+            self._skip(camera, "pose_outside_workspace", f"skipping frame: {err}")
             return
         except (TransformError, PerceptionError) as err:
             self._skip(camera, "deprojection_failed", f"skipping frame: {err}")

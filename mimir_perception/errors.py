@@ -43,6 +43,10 @@ class TransformError(PerceptionError):
     """A rigid transform is missing or is not a finite 4x4 homogeneous matrix."""
 
 
+class PoseOutOfWorkspaceError(TransformError):
+    """A camera pose outside the workspace bound (a broken localiser or a hostile peer)."""
+
+
 class MissingTransformError(TransformError):
     """No camera pose was available for the stamp of an image."""
 

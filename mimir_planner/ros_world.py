@@ -8,7 +8,6 @@ revisions. Conversions are plain functions so that they are tested without a ROS
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mimir.bounds import DEFAULT_BOUNDS, BoundsError
 from mimir_msgs.msg import SceneGraph, SceneNode
 from mimir_planner.reasoning.errors import EvidenceError
 from mimir_planner.reasoning.world import Box3D, InMemoryWorld, NodeSnapshot
@@ -69,8 +69,8 @@ def node_properties(msg: SceneNode) -> tuple[dict[str, dict[str, object]], list[
     opened: object = None
     for prop in msg.properties:
         try:
-            value = json.loads(prop.value_json)
-        except json.JSONDecodeError:
+            value = DEFAULT_BOUNDS.parse_json(prop.value_json, f"property {prop.name[:64]!r}")
+        except BoundsError:
             bad.append(prop.name)
             continue
         if prop.name == "is_opened":

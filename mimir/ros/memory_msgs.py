@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import Point, Pose
 
+from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
 from mimir.ros.time import from_seconds, to_seconds
 from mimir.transforms import decompose
 from mimir_memory.events import Evidence, MemoryEvent, Verdict
@@ -129,26 +130,33 @@ def graph_to_msg(nodes: Iterable[CoreNode], revision: int, frame_id: str,
     return msg
 
 
-def properties_from_msgs(props: Iterable[Property]) -> dict[str, dict[str, Any]]:
+def properties_from_msgs(props: Iterable[Property],
+                         bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, dict[str, Any]]:
     """Property messages as the core's ``update_node(properties=...)`` mapping.
 
     An ``is_opened`` entry is folded into the ``openable`` update, as the core stores it.
+    ``value_json`` is parsed within the size and nesting bounds (never a RecursionError).
 
     Raises:
-        MessageValueError: bad JSON, a non-finite confidence, or ``is_opened`` without
-            ``openable``.
+        MessageValueError: bad or oversized JSON, a non-finite confidence, a repeated name, or
+            ``is_opened`` without ``openable``.
     """
     out: dict[str, dict[str, Any]] = {}
     is_opened: Any = None
+    props = list(props)
+    if len(props) > bounds.max_items:
+        raise MessageValueError(f"{len(props)} properties in one update (at most "
+                                f"{bounds.max_items})")
     for prop in props:
         if not prop.name:
             raise MessageValueError("a property has an empty name")
         try:
-            value = json.loads(prop.value_json)
-        except json.JSONDecodeError as err:
-            raise MessageValueError(
-                f"property {prop.name!r}: value_json is not JSON ({prop.value_json!r})"
-            ) from err
+            bounds.ident(prop.name, "property name")
+            value = bounds.parse_json(prop.value_json, f"property {prop.name[:64]!r} value_json")
+        except BoundsError as err:
+            raise MessageValueError(str(err)) from err
+        if prop.name in out:
+            raise MessageValueError(f"property {prop.name!r} is set twice in one update")
         if not math.isfinite(prop.confidence) or not 0.0 <= prop.confidence <= 1.0:
             raise MessageValueError(f"property {prop.name!r}: confidence must lie in [0, 1]")
         if prop.name == "is_opened":
@@ -259,24 +267,34 @@ def observation_to_msg(obs: CoreObservation) -> ObjectObservation:
     return msg
 
 
+def observation_from_msg(item: ObjectObservation,
+                         array: ObjectObservationArray | None = None) -> CoreObservation:
+    """One observation (header, camera and frame default to the array's) as a core one.
+
+    Raises:
+        InvalidObservationError: the core constructor refuses it (NaN, inverted box...).
+    """
+    c, lo, hi = item.centroid, item.bbox_min, item.bbox_max
+    stamp = to_seconds(item.header.stamp)
+    if not stamp and array is not None:
+        stamp = to_seconds(array.header.stamp)
+    return CoreObservation(
+        label=item.label,
+        centroid=np.array([c.x, c.y, c.z]),
+        bbox_min=np.array([lo.x, lo.y, lo.z]),
+        bbox_max=np.array([hi.x, hi.y, hi.z]),
+        stamp=stamp,
+        score=float(item.score),
+        point_count=int(item.point_count),
+        camera=item.camera or (array.camera if array is not None else ""),
+        detection_id=item.detection_id,
+        frame_id=item.header.frame_id or (array.header.frame_id if array is not None else ""),
+    )
+
+
 def observations_from_msg(msg: ObjectObservationArray) -> list[CoreObservation]:
     """An observation array as core observations (validated by the core's constructor)."""
-    out = []
-    for item in msg.observations:
-        c, lo, hi = item.centroid, item.bbox_min, item.bbox_max
-        out.append(CoreObservation(
-            label=item.label,
-            centroid=np.array([c.x, c.y, c.z]),
-            bbox_min=np.array([lo.x, lo.y, lo.z]),
-            bbox_max=np.array([hi.x, hi.y, hi.z]),
-            stamp=to_seconds(item.header.stamp) or to_seconds(msg.header.stamp),
-            score=float(item.score),
-            point_count=int(item.point_count),
-            camera=item.camera or msg.camera,
-            detection_id=item.detection_id,
-            frame_id=item.header.frame_id or msg.header.frame_id,
-        ))
-    return out
+    return [observation_from_msg(item, msg) for item in msg.observations]
 
 
 _PHASES = {
@@ -292,6 +310,8 @@ def trigger_to_msg(trigger: Trigger) -> tuple[str, str]:
     """A store trigger as the message's (trigger, phase) pair."""
     if trigger.interaction:
         return KeyframeMetadata.TRIGGER_INTERACTION, _PHASES[trigger]
+    if trigger is Trigger.OPERATOR:
+        return KeyframeMetadata.TRIGGER_OPERATOR, ""
     return KeyframeMetadata.TRIGGER_PERCEPTION, ""
 
 
@@ -308,7 +328,9 @@ def trigger_from_msg(trigger: str, phase: str) -> Trigger:
             raise MessageValueError(f"unknown interaction phase {phase!r}") from err
     if trigger == KeyframeMetadata.TRIGGER_PERCEPTION:
         return Trigger.NEW_NODE if phase == "new_node" else Trigger.NODE_UPDATE
-    raise MessageValueError(f"unsupported keyframe trigger {trigger!r}")
+    if trigger == KeyframeMetadata.TRIGGER_OPERATOR:
+        return Trigger.OPERATOR
+    raise MessageValueError(f"unsupported keyframe trigger {trigger[:64]!r}")
 
 
 def triggers_for_query(trigger: str) -> list[Trigger] | None:
@@ -318,8 +340,10 @@ def triggers_for_query(trigger: str) -> list[Trigger] | None:
     if trigger == KeyframeMetadata.TRIGGER_INTERACTION:
         return [t for t in Trigger if t.interaction]
     if trigger == KeyframeMetadata.TRIGGER_PERCEPTION:
-        return [t for t in Trigger if not t.interaction]
-    raise MessageValueError(f"unsupported keyframe trigger {trigger!r}")
+        return [t for t in Trigger if not t.kept]
+    if trigger == KeyframeMetadata.TRIGGER_OPERATOR:
+        return [Trigger.OPERATOR]
+    raise MessageValueError(f"unsupported keyframe trigger {trigger[:64]!r}")
 
 
 def keyframe_to_msg(record: KeyframeRecord, root: Path | None = None) -> KeyframeMetadata:
