@@ -269,3 +269,29 @@ def test_a_config_with_tighter_bounds_applies_them(tmp_path: Path) -> None:
         world.ingest([obs("mug", [9.0, 0.0, 0.0])])
         with pytest.raises(InvalidValueError, match="workspace"):
             world.ingest([obs("mug", [11.0, 0.0, 0.0])])
+
+
+def test_check_lists_and_repair_retracts_what_does_not_apply(tmp_path: Path) -> None:
+    from mimir_memory.errors import StorageError, WriterBusyError
+    from mimir_memory.maintenance import check_memory, repair_memory
+
+    with pytest.raises(StorageError):
+        check_memory(tmp_path / "missing")
+    path = tmp_path / "world.db"
+    with WorldMemory.open(path) as world:
+        world.ingest([obs("bowl", [1.0, 0.0, 0.8])])
+    assert all(r.ok for r in check_memory(tmp_path))
+    far = [1e155, 0.0, 0.0]
+    _poison(path, {"node_id": "bowl_2", "label": "bowl", "centroid": far, "bbox_min": far,
+                   "bbox_max": far, "alternatives": []})
+    reports = {r.name: r for r in check_memory(tmp_path)}
+    world_report = reports["world"]
+    assert not world_report.ok and world_report.integrity == "ok"
+    assert len(world_report.skipped) == 1 and "poison-1" in world_report.skipped[0]
+    assert "workspace" in world_report.skipped[0]
+    assert reports["task"].ok and not reports["task"].present
+    with WorldMemory.open(path), pytest.raises(WriterBusyError):  # a live writer blocks repair
+        repair_memory(tmp_path, stamp=9.0)
+    assert repair_memory(tmp_path, stamp=9.0) == ["poison-1"]
+    assert all(r.ok for r in check_memory(tmp_path))
+    assert repair_memory(tmp_path, stamp=10.0) == []
