@@ -5,6 +5,11 @@ Subcommands:
     doctor       check the installation (ROS 2 middleware, interfaces, optional drivers, models)
     interfaces   list mimir's messages, services and actions with their fields
     approve      operator gate: approve or deny the primitives waiting for approval
+    memory       check a memory folder, or repair events that do not apply
+
+A mistake the user can fix (a bad option, an unknown scenario, a missing parameter file) ends
+with one line on stderr, ``mimir: error: <what> — <what to do>``, and exit status 2; the global
+``--debug`` option (``mimir --debug sim ...``) adds the traceback.
 """
 
 from __future__ import annotations
@@ -13,9 +18,34 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
+
+#: Exit status of a user error (the same as argparse uses for a bad command line).
+USER_ERROR_STATUS = 2
+
+
+class UserError(Exception):
+    """A mistake the user can fix; printed as one line with ``hint`` saying what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def line(self) -> str:
+        """The one line printed to stderr."""
+        what = " ".join(str(self).split())
+        return f"mimir: error: {what}" + (f" — {self.hint}" if self.hint else "")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose command-line errors are one ``mimir: error:`` line."""
+
+    def error(self, message: str) -> NoReturn:
+        line = UserError(message, f"see '{self.prog} --help'").line()
+        self.exit(USER_ERROR_STATUS, line + "\n")
 
 
 @dataclass(frozen=True)
@@ -113,7 +143,7 @@ def _cmd_interfaces(args: argparse.Namespace) -> int:
 def _cmd_sim(args: argparse.Namespace) -> int:
     from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
 
-    from mimir.sim_job import SimJobOptions, run_sim_job  # noqa: PLC0415
+    from mimir.sim_job import SimJobError, SimJobOptions, run_sim_job  # noqa: PLC0415
 
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -122,7 +152,11 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         seed=args.seed, step_budget=args.step_budget, params_file=args.params_file,
         instruction_timeout_s=args.instruction_timeout, quiet=args.quiet,
     )
-    return run_sim_job(options, sys.argv)
+    try:
+        return run_sim_job(options, sys.argv)
+    except SimJobError as err:
+        raise UserError(str(err), err.hint or "run again with 'mimir --debug sim ...' for "
+                        "details") from err
 
 
 def _approve_service_name(namespace: str, name: str) -> str:
@@ -215,14 +249,64 @@ def _cmd_approve(args: argparse.Namespace) -> int:
     return run_approve(args)
 
 
+def _cmd_memory_check(args: argparse.Namespace) -> int:
+    from mimir_memory.errors import MemoryStoreError  # noqa: PLC0415 - keep the CLI start fast
+    from mimir_memory.maintenance import check_memory  # noqa: PLC0415
+
+    try:
+        reports = check_memory(args.folder)
+    except MemoryStoreError as err:
+        raise UserError(str(err), "give the folder that holds world.db (the memory_dir "
+                        "parameter, or <run>/memory of a mimir sim run)") from err
+    problems = 0
+    for report in reports:
+        if not report.present:
+            print(f"{report.name}: absent ({report.path})")
+            continue
+        state = "ok" if report.ok else "PROBLEMS"
+        print(f"{report.name}: {state}: {report.events} events, integrity {report.integrity}"
+              f" ({report.path})")
+        if report.error:
+            print(f"  cannot replay: {report.error}")
+        for line in report.skipped:
+            print(f"  does not apply: {line}")
+        problems += len(report.skipped) + int(bool(report.error)) + int(
+            report.integrity != "ok")
+    if problems:
+        print(f"{problems} problem(s); `mimir memory repair {args.folder}` retracts the world "
+              "events that do not apply (stop the scene graph node first)")
+    return 1 if problems else 0
+
+
+def _cmd_memory_repair(args: argparse.Namespace) -> int:
+    import time  # noqa: PLC0415 - keep the CLI start fast
+
+    from mimir_memory.errors import MemoryStoreError, WriterBusyError  # noqa: PLC0415
+    from mimir_memory.maintenance import repair_memory  # noqa: PLC0415
+
+    try:
+        retracted = repair_memory(args.folder, stamp=time.time(), reason=args.reason)
+    except WriterBusyError as err:
+        raise UserError(str(err), "stop the scene graph node that owns this folder, then run "
+                        "the repair again") from err
+    except MemoryStoreError as err:
+        raise UserError(str(err), "give the folder that holds world.db") from err
+    for event_id in retracted:
+        print(f"retracted {event_id}")
+    print(f"{len(retracted)} event(s) retracted; the log keeps them, the graph ignores them")
+    return 0
+
+
 Command = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mimir", description="Persistent, interaction-grounded robot memory."
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (give it before the command)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sim = sub.add_parser("sim", help="run a kitchen scenario in simulation (main job)")
     sim.add_argument("--scenario", default="locked_unlocked",
@@ -258,15 +342,40 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--timeout", type=float, default=10.0,
                          help="timeout of each service call (s)")
     approve.set_defaults(handler=_cmd_approve)
+    memory = sub.add_parser("memory", help="check or repair a memory folder")
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    check = memory_sub.add_parser(
+        "check", help="list events that do not apply and run SQLite's integrity check "
+        "(read-only; safe beside a running robot); exit status 1 when something is wrong")
+    check.add_argument("folder", help="memory folder (holds world.db, task.db, keyframes/)")
+    check.set_defaults(handler=_cmd_memory_check)
+    repair = memory_sub.add_parser(
+        "repair", help="append a retraction for every world event that does not apply "
+        "(needs the writer lock: stop the scene graph node first)")
+    repair.add_argument("folder", help="memory folder (holds world.db)")
+    repair.add_argument("--reason", default="mimir memory repair",
+                        help="note stored with each retraction")
+    repair.set_defaults(handler=_cmd_memory_repair)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``mimir`` console script."""
+    """Entry point of the ``mimir`` console script.
+
+    A :class:`UserError` becomes one line on stderr and exit status 2 (with the traceback
+    before it under ``--debug``); any other exception keeps its traceback.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Command = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except UserError as err:
+        if args.debug:
+            traceback.print_exc()
+        sys.stdout.flush()
+        print(err.line(), file=sys.stderr)
+        return USER_ERROR_STATUS
 
 
 if __name__ == "__main__":

@@ -44,8 +44,21 @@ def config_file(name: str, override: str = "") -> Path:
     return path
 
 
+class DataFolderError(OSError):
+    """A data folder that cannot be created or is not a folder."""
+
+
 def data_dir(path: str) -> Path:
-    """A data folder from a parameter (``~`` expanded), created when missing."""
+    """A data folder from a parameter (``~`` expanded), created when missing.
+
+    Raises:
+        DataFolderError: The folder cannot be created (a file in the way, no permission...).
+    """
     folder = Path(path).expanduser()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DataFolderError(
+            f"cannot create the data folder {folder} ({err.strerror or err}); choose a "
+            "memory_dir that can be written, or fix the path") from err
     return folder

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from mimir.paths import config_file
+from mimir.paths import ConfigFileNotFoundError, config_file
 
 #: Nodes of the simulation graph: (console script, node name).
 SIM_NODES: tuple[tuple[str, str], ...] = (
@@ -46,8 +47,19 @@ SIM_NODES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Reasoning backends the analyzer and the planner accept.
+VLM_BACKENDS: tuple[str, ...] = ("offline", "openai", "transformers")
+
+
 class SimJobError(RuntimeError):
-    """The simulation job could not start or a node died."""
+    """The simulation job could not start or a node died.
+
+    ``hint`` says what the user can do about it; ``mimir sim`` prints it after the message.
+    """
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -89,13 +101,94 @@ def load_scenario_instructions(scenario: str) -> list[str]:
     return [item.text for item in load_scenario(scenario).instructions]
 
 
-def write_params(options: SimJobOptions, run_dir: Path) -> Path:
-    """The run's parameter file: the installed sim parameters plus this run's choices."""
-    source = config_file("mimir_sim.yaml", options.params_file)
-    data = yaml.safe_load(source.read_text()) or {}
+def check_options(options: SimJobOptions) -> None:
+    """Refuse option values the job cannot run with.
+
+    Raises:
+        SimJobError: an empty scenario, an unknown backend, or a limit that is not positive.
+    """
+    if not options.scenario.strip():
+        raise SimJobError("--scenario is empty",
+                          "give a scenario name from config/scenarios or a scenario file")
+    if options.vlm_backend not in VLM_BACKENDS:
+        raise SimJobError(f"unknown reasoning backend {options.vlm_backend!r}",
+                          f"give --vlm one of {', '.join(VLM_BACKENDS)}")
+    if options.step_budget < 1:
+        raise SimJobError(f"--step-budget must be at least 1, got {options.step_budget}",
+                          "give the number of planner calls allowed per instruction")
+    limits = (("--instruction-timeout", options.instruction_timeout_s),
+              ("the start-up timeout", options.startup_timeout_s))
+    for what, value in limits:
+        if not (math.isfinite(value) and value > 0.0):
+            raise SimJobError(f"{what} must be a positive number of seconds, got {value}",
+                              "give a wall-clock limit above zero")
+
+
+def scenario_instructions(scenario: str) -> list[str]:
+    """:func:`load_scenario_instructions`, with a missing or invalid scenario as a SimJobError."""
+    from mimir_sim.errors import ScenarioError, UnknownScenarioError  # noqa: PLC0415 - job only
+
+    try:
+        instructions = load_scenario_instructions(scenario)
+    except UnknownScenarioError as err:
+        raise SimJobError(str(err), "give --scenario one of the available names or the path of "
+                          "a scenario YAML file") from err
+    except ScenarioError as err:
+        raise SimJobError(f"scenario {scenario!r} is invalid: {err}",
+                          "fix the scenario file or choose another scenario") from err
+    if not instructions:
+        raise SimJobError(f"scenario {scenario!r} has no instructions",
+                          "add instructions to the scenario file or choose another scenario")
+    return instructions
+
+
+def _yaml_problem(err: Exception) -> str:
+    """A YAML parse error in one line: what is wrong and where."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        mark = err.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"{err.problem}{where}"
+    return " ".join(str(err).split())
+
+
+def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
+    """The run's node parameters: the installed (or given) sim parameters plus this run's choices.
+
+    Nothing is written; ``run_dir`` only sets where the nodes keep their memory.
+
+    Raises:
+        SimJobError: the parameter file is missing, unreadable, not YAML, or not shaped as
+            ``<node>: {ros__parameters: {...}}``.
+    """
+    hint = ("give --params-file an existing, readable YAML file, or leave it out to use the "
+            "installed mimir_sim.yaml")
+    try:
+        source = config_file("mimir_sim.yaml", options.params_file)
+    except ConfigFileNotFoundError as err:
+        if options.params_file:
+            missing = Path(options.params_file).expanduser()
+            raise SimJobError(f"parameter file not found: {missing}", hint) from err
+        raise SimJobError(str(err), "reinstall mimir or give --params-file") from err
+    try:
+        data = yaml.safe_load(source.read_text()) or {}
+    except OSError as err:
+        raise SimJobError(f"cannot read the parameter file {source}: {err.strerror or err}",
+                          hint) from err
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise SimJobError(f"the parameter file {source} is not valid YAML: {_yaml_problem(err)}",
+                          hint) from err
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SimJobError(f"the parameter file {source} does not map node names to "
+                          "{ros__parameters: {...}}", hint)
+    for name in [n for _, n in SIM_NODES] + list(options.extra_params):
+        entry = data.setdefault(name, {})
+        if not isinstance(entry, dict) or not isinstance(
+                entry.setdefault("ros__parameters", {}), dict):
+            raise SimJobError(f"the parameter file {source}: entry {name!r} is not of the form "
+                              "{ros__parameters: {...}}", hint)
     memory_dir = str((run_dir / "memory").resolve())
     for _, name in SIM_NODES:
-        section = data.setdefault(name, {}).setdefault("ros__parameters", {})
+        section = data[name]["ros__parameters"]
         # The bridge owns the simulation clock and publishes /clock; everyone else follows it.
         section["use_sim_time"] = name != "sim_bridge"
         if name not in {"sim_bridge", "deprojection"}:
@@ -106,10 +199,8 @@ def write_params(options: SimJobOptions, run_dir: Path) -> Path:
     data["planner"]["ros__parameters"]["step_budget"] = options.step_budget
     data["planner"]["ros__parameters"]["operator_gate"] = False
     for name, values in options.extra_params.items():
-        data.setdefault(name, {}).setdefault("ros__parameters", {}).update(values)
-    path = run_dir / "params.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=True))
-    return path
+        data[name]["ros__parameters"].update(values)
+    return data
 
 
 @contextlib.contextmanager
@@ -149,15 +240,20 @@ class NodeProcesses:
         (self._run_dir / "logs").mkdir(parents=True, exist_ok=True)
         for script, name in SIM_NODES:
             exe = bin_dir / script
+            hint = "install mimir's console scripts into this environment (scripts/setup.sh)"
             if not exe.exists():
-                raise SimJobError(f"node executable {script} is missing beside {sys.executable}")
+                raise SimJobError(f"node executable {script} is missing beside {sys.executable}",
+                                  hint)
             log = open(self._run_dir / "logs" / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
             self._logs.append(log)
-            self.procs[name] = subprocess.Popen(
-                [str(exe), "--ros-args", "-r", f"__node:={name}", "--params-file",
-                 str(self._params)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
+            try:
+                self.procs[name] = subprocess.Popen(
+                    [str(exe), "--ros-args", "-r", f"__node:={name}", "--params-file",
+                     str(self._params)],
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            except OSError as err:
+                raise SimJobError(f"cannot start {exe}: {err.strerror or err}", hint) from err
 
     def dead(self) -> list[str]:
         """Names of nodes that have exited."""
@@ -193,13 +289,14 @@ class Trace:
         self._lock = threading.Lock()
         self._start = time.monotonic()
 
-    def record(self, kind: str, text: str, **data: Any) -> None:
+    def record(self, kind: str, text: str, *, echo: bool = True, **data: Any) -> None:
+        """Write one record to trace.jsonl; also print it unless quiet or ``echo`` is False."""
         with self._lock:
             entry = {"t": round(time.monotonic() - self._start, 3), "kind": kind, "text": text,
                      **data}
             self._file.write(json.dumps(entry, default=str) + "\n")
             self._file.flush()
-            if not self._quiet:
+            if echo and not self._quiet:
                 self._out(text)
 
     def close(self) -> None:
@@ -207,20 +304,41 @@ class Trace:
 
 
 def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
-    """Run the job; returns the process exit status (0 when every instruction was judged done)."""
+    """Run the job; returns the process exit status (0 when every instruction was judged done).
+
+    The options, the scenario and the parameter file are checked before the run folder is
+    made, so a mistake there leaves nothing behind. A run that fails before any node process
+    started removes the run folder it made.
+
+    Raises:
+        SimJobError: a user error (bad option, unknown scenario, unusable parameter file), a
+            run folder that cannot be made, or a run that failed (a node died, a timeout); its
+            ``hint`` says what to do. The run folder of a failed run keeps the node logs.
+    """
     from mimir.sim_client import SimClient  # noqa: PLC0415 - imports rclpy
 
-    instructions = load_scenario_instructions(options.scenario)
+    check_options(options)
+    instructions = scenario_instructions(options.scenario)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     scenario_name = Path(options.scenario).stem
     run_dir = (options.run_root / f"{scenario_name}-{stamp}").resolve()
-    (run_dir / "memory").mkdir(parents=True, exist_ok=True)
-    params = write_params(options, run_dir)
-    trace = Trace(run_dir / "trace.jsonl", options.quiet)
+    param_data = sim_params(options, run_dir)
+    made_run_dir = not run_dir.exists()
+    try:
+        (run_dir / "memory").mkdir(parents=True, exist_ok=True)
+        params = run_dir / "params.yaml"
+        params.write_text(yaml.safe_dump(param_data, sort_keys=True))
+        trace = Trace(run_dir / "trace.jsonl", options.quiet)
+    except OSError as err:
+        if made_run_dir:
+            _remove_unused_run_folder(run_dir)
+        raise SimJobError(f"cannot create the run folder {run_dir}: {err.strerror or err}",
+                          "give --runs a folder this user can write") from err
     trace.record("start", f"mimir sim: scenario {scenario_name}, reasoning backend "
                  f"{options.vlm_backend}, run folder {run_dir}", argv=list(argv_echo))
     nodes = NodeProcesses(run_dir, params)
     reports: list[InstructionReport] = []
+    failure: SimJobError | None = None
     started = time.monotonic()
     # a SIGTERM must still stop the node processes in the finally block below
     with exit_on_termination():
@@ -234,18 +352,42 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
                     reports.append(report)
                 figures = client.memory_figures()
         except SimJobError as err:
-            trace.record("error", f"error: {err}")
+            failure = err
+            # the command line prints the error itself; the trace keeps it with the log tails
+            trace.record("error", f"error: {err}", echo=False)
             for name in nodes.dead():
                 trace.record("error", f"--- {name} log ---\n{nodes.log_tail(name)}")
-            return 2
         finally:
             nodes.stop()
+    if failure is not None:
+        trace.close()
+        if nodes.procs:
+            failure.hint = failure.hint or f"see the node logs in {run_dir / 'logs'}"
+        elif made_run_dir:
+            _remove_unused_run_folder(run_dir)
+        raise failure
     wall = time.monotonic() - started
     summary = write_report(run_dir, scenario_name, options, reports=reports, figures=figures,
                            wall=wall)
     trace.record("summary", summary)
     trace.close()
     return 0 if reports and all(r.success for r in reports) else 1
+
+
+def _remove_unused_run_folder(run_dir: Path) -> None:
+    """Remove a run folder in which no node ever ran: only the files the job itself made.
+
+    Anything else found there is left in place, together with the folders that hold it.
+    """
+    made = [run_dir / "params.yaml", run_dir / "trace.jsonl"]
+    made += [run_dir / "logs" / f"{name}.log" for _, name in SIM_NODES]
+    for path in made:
+        with contextlib.suppress(OSError):
+            if path.is_file() and (path.parent.name != "logs" or path.stat().st_size == 0):
+                path.unlink()
+    for folder in (run_dir / "logs", run_dir / "memory", run_dir):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only succeeds when empty
 
 
 def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,

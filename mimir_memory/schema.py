@@ -14,7 +14,8 @@ and also a power cut, which matters on a robot whose battery can be pulled. ``NO
 already survive SIGKILL (the WAL is in the OS page cache) but may lose the last commits on a power
 loss; it is allowed as a configurable trade for slow storage.
 
-Writers: one per database, enforced with an advisory ``flock`` on ``<database>.lock``.
+Writers: one per database, enforced with an advisory ``flock`` on ``<database>.lock``; the
+holder writes its pid into that file so that a refused writer can say who holds it.
 Readers open the file read-only (``mode=ro``) and never take the lock.
 """
 
@@ -143,8 +144,12 @@ MIGRATIONS: dict[DatabaseKind, tuple[tuple[int, Migration], ...]] = {
 """Ordered migrations per database kind: (version reached, function)."""
 
 
-def storage_error(action: str, err: BaseException) -> StorageError:
-    """Wrap an OS or SQLite failure into a :class:`StorageError` keeping its errno if any."""
+def storage_error(action: str, err: BaseException, remedy: str = "") -> StorageError:
+    """Wrap an OS or SQLite failure into a :class:`StorageError` keeping its errno if any.
+
+    ``remedy``, when given, is appended to the message after a semicolon: what the reader can
+    do about the failure.
+    """
     code = getattr(err, "errno", None)
     if code is None and isinstance(err, sqlite3.OperationalError):
         text = str(err).lower()
@@ -152,7 +157,8 @@ def storage_error(action: str, err: BaseException) -> StorageError:
             code = errno.ENOSPC if "full" in text else errno.EIO
         elif "readonly" in text or "read-only" in text:
             code = errno.EROFS
-    return StorageError(code or errno.EIO, f"{action}: {err}")
+    message = f"{action}: {err}" + (f"; {remedy}" if remedy else "")
+    return StorageError(code or errno.EIO, message)
 
 
 @dataclass
@@ -221,17 +227,32 @@ def _check_meta(meta: dict[str, str], kind: DatabaseKind, path: Path) -> int:
         return 0
     found_kind = meta.get("kind")
     if found_kind != kind:
-        raise SchemaVersionError(f"{path} is a {found_kind!r} database, expected {kind!r}")
+        raise SchemaVersionError(
+            f"{path} is a {found_kind!r} database, expected a {kind!r} one; "
+            "check memory_dir, or move this file away"
+        )
     try:
         version = int(meta.get("schema_version", ""))
     except ValueError as err:
-        raise SchemaVersionError(f"{path} has a malformed schema_version in meta") from err
+        raise SchemaVersionError(
+            f"{path} has a malformed schema_version in its meta table; the file is damaged or "
+            "not a mimir database, move it away or use another memory_dir"
+        ) from err
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(
-            f"{path} has schema version {version}, newer than this code ({SCHEMA_VERSION}); "
-            "upgrade mimir before opening it"
+            f"{path} was written by schema version {version}, newer than this mimir reads "
+            f"(up to {SCHEMA_VERSION}); upgrade mimir or use another memory_dir"
         )
     return version
+
+
+def _lock_holder(fd: int) -> int | None:
+    """The pid the current holder wrote into the lock file, or None when it cannot be read."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
 
 
 def _take_writer_lock(path: Path) -> int:
@@ -239,12 +260,25 @@ def _take_writer_lock(path: Path) -> int:
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
-        raise storage_error(f"cannot create the writer lock {lock_path}", err) from err
+        raise storage_error(
+            f"cannot create the writer lock {lock_path}", err,
+            remedy=f"make {lock_path.parent} writable or choose another memory_dir",
+        ) from err
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as err:
+        holder = _lock_holder(fd)
         os.close(fd)
-        raise WriterBusyError(f"another process is writing {path}") from err
+        pid = f" (pid {holder})" if holder is not None else ""
+        raise WriterBusyError(
+            f"{path} is held by another writer{pid}; stop that process or choose another "
+            "memory_dir"
+        ) from err
+    # Record who holds the lock so that a refused writer can name it. Best effort: the lock
+    # itself is the flock, not the file's content.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
 
 
@@ -299,24 +333,30 @@ def open_database(
 
 def _open_reader(path: Path, kind: DatabaseKind, storage: StorageConfig) -> DatabaseHandle:
     if not path.is_file():
-        raise StorageError(errno.ENOENT, f"no database at {path}")
+        raise StorageError(
+            errno.ENOENT,
+            f"no database at {path}; start the node that owns it first, or check memory_dir",
+        )
     uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as err:
-        raise storage_error(f"cannot open {path} read-only", err) from err
+        raise storage_error(f"cannot open {path} read-only", err,
+                            remedy="check that memory_dir is readable") from err
     try:
         conn.execute(f"PRAGMA busy_timeout = {storage.busy_timeout_ms}")
         db = sqlite_utils.Database(conn)
         version = _check_meta(_read_meta(db), kind, path)
         if version < SCHEMA_VERSION:
             raise SchemaVersionError(
-                f"{path} has schema version {version}; open it once as a writer to migrate"
+                f"{path} has schema version {version}, older than this mimir's "
+                f"{SCHEMA_VERSION}; start its writer (the node that owns it) once to migrate it"
             )
     except BaseException as err:
         conn.close()
         if isinstance(err, sqlite3.Error):
-            raise storage_error(f"cannot open {path} read-only", err) from err
+            raise storage_error(f"cannot open {path} read-only", err,
+                                remedy="check that memory_dir is readable") from err
         raise
     return DatabaseHandle(db=db, path=path, kind=kind, readonly=True)
 
@@ -325,7 +365,10 @@ def _open_writer(path: Path, kind: DatabaseKind, storage: StorageConfig) -> Data
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise storage_error(f"cannot create the folder of {path}", err) from err
+        raise storage_error(
+            f"cannot create the folder of {path}", err,
+            remedy="choose a memory_dir that this user can create and write",
+        ) from err
     lock_fd = _take_writer_lock(path)
     conn: sqlite3.Connection | None = None
     try:
@@ -344,7 +387,10 @@ def _open_writer(path: Path, kind: DatabaseKind, storage: StorageConfig) -> Data
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)
         if isinstance(err, sqlite3.Error):
-            raise storage_error(f"cannot open {path} for writing", err) from err
+            raise storage_error(
+                f"cannot open {path} for writing", err,
+                remedy="check that memory_dir is writable and has free space",
+            ) from err
         raise
     return handle
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import faulthandler
+import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 import rclpy
@@ -15,20 +17,38 @@ from rclpy.node import Node
 #: launcher or test never waits on a node that has already failed.
 FAILURE_EXIT_GRACE_S = 15.0
 
+#: Set this environment variable to ``1`` to get the full traceback of a failed start.
+DEBUG_ENV = "MIMIR_DEBUG"
+
 
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None,
              threads: int | None = None) -> int:
     """Create the node with ``factory`` and spin it until shutdown.
 
-    Exits quietly on Ctrl-C or an external shutdown. A node constructor that raises logs the
-    error to stderr and returns exit status 1 instead of a traceback; a watchdog then bounds the
-    rest of the shutdown by :data:`FAILURE_EXIT_GRACE_S`.
+    Exits quietly on Ctrl-C or an external shutdown. A constructor (or ``rclpy.init``) that
+    raises is a failed start: one line ``<node>: <message>`` goes to stderr (the traceback too
+    when ``MIMIR_DEBUG=1``), the half-built node is never handed to its own ``destroy_node``, and
+    the function returns exit status 1. A ``RuntimeError``, ``ValueError``, ``OSError`` or
+    ``ImportError`` while spinning is written as one line and also returns 1. After either
+    failure a watchdog bounds the rest of the shutdown by :data:`FAILURE_EXIT_GRACE_S`.
     """
-    rclpy.init(args=list(args) if args is not None else sys.argv)
-    node: Node | None = None
+    try:
+        rclpy.init(args=list(args) if args is not None else sys.argv)
+    except BaseException as err:  # noqa: BLE001 - every kind is handled or re-raised below
+        return _failed_start(factory, err)  # e.g. a malformed --ros-args or parameter file
+    try:
+        try:
+            node = factory()
+        except BaseException as err:  # noqa: BLE001 - every kind is handled or re-raised below
+            return _failed_start(factory, err)
+        return _spin(node, threads)
+    finally:
+        rclpy.try_shutdown()
+
+
+def _spin(node: Node, threads: int | None) -> int:
     status = 0
     try:
-        node = factory()
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         executor.spin()
@@ -40,7 +60,75 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None,
         status = 1
         faulthandler.dump_traceback_later(FAILURE_EXIT_GRACE_S, exit=True)
     finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+        node.destroy_node()
     return status
+
+
+def _failed_start(factory: Callable[[], Node], err: BaseException) -> int:
+    """Report a constructor failure and release the half-built node; returns the exit status."""
+    half_built = _nodes_under_construction(err)
+    if isinstance(err, (KeyboardInterrupt, ExternalShutdownException)):
+        _release(half_built)
+        return 0  # interrupted while starting: still a requested shutdown
+    if not isinstance(err, Exception):
+        _release(half_built)
+        raise err  # SystemExit and the like keep their meaning
+    if os.environ.get(DEBUG_ENV) == "1":
+        traceback.print_exception(err, file=sys.stderr)
+    name = _node_name(half_built) or getattr(factory, "__name__", None) or repr(factory)
+    sys.stderr.write(f"{name}: {describe_error(err)}\n")
+    sys.stderr.flush()
+    faulthandler.dump_traceback_later(FAILURE_EXIT_GRACE_S, exit=True)
+    _release(half_built)
+    return 1
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for a failed start.
+
+    mimir's own errors carry messages written for the reader and are shown as they are; any
+    other error keeps its type name in front (``ValueError: ...``), since for those the type is
+    often half the message (a bare ``KeyError`` says only ``'name'``).
+    """
+    text = str(err)
+    if not type(err).__module__.startswith("mimir"):
+        text = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return " ".join(text.split()) or type(err).__name__
+
+
+def _nodes_under_construction(err: BaseException) -> list[Node]:
+    """The nodes whose methods were running when ``err`` was raised: the half-built node(s)."""
+    found: list[Node] = []
+    tb = err.__traceback__
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        if isinstance(candidate, Node) and all(candidate is not n for n in found):
+            found.append(candidate)
+        tb = tb.tb_next
+    return found
+
+
+def _node_name(nodes: list[Node]) -> str | None:
+    for node in nodes:
+        try:
+            return node.get_name()
+        except Exception:  # noqa: BLE001 - the base class itself may be half-built
+            continue
+    return None
+
+
+def _release(nodes: list[Node]) -> None:
+    """Free a half-built node's ROS entities without calling its class's ``destroy_node``.
+
+    The override of a node class may use attributes that a failed constructor never set, and
+    rclpy calls ``destroy_node`` on every node still registered with the context at shutdown.
+    The base class's cleanup only needs what ``Node.__init__`` made; when even that is missing,
+    the node is just unregistered so that shutdown leaves it alone.
+    """
+    for node in nodes:
+        try:
+            Node.destroy_node(node)
+        except Exception:  # noqa: BLE001 - Node.__init__ itself did not finish
+            context = getattr(node, "context", None)
+            if context is not None:
+                context.untrack_node(node)

@@ -295,3 +295,30 @@ def test_check_lists_and_repair_retracts_what_does_not_apply(tmp_path: Path) -> 
     assert repair_memory(tmp_path, stamp=9.0) == ["poison-1"]
     assert all(r.ok for r in check_memory(tmp_path))
     assert repair_memory(tmp_path, stamp=10.0) == []
+
+
+def test_memory_commands_check_and_repair(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from mimir.cli import main
+
+    path = tmp_path / "world.db"
+    with WorldMemory.open(path) as world:
+        world.ingest([obs("bowl", [1.0, 0.0, 0.8])])
+    assert main(["memory", "check", str(tmp_path)]) == 0
+    assert "world: ok" in capsys.readouterr().out
+    far = [1e155, 0.0, 0.0]
+    _poison(path, {"node_id": "bowl_2", "label": "bowl", "centroid": far, "bbox_min": far,
+                   "bbox_max": far, "alternatives": []})
+    assert main(["memory", "check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "does not apply: seq 2 poison-1" in out and "mimir memory repair" in out
+    with WorldMemory.open(path):
+        assert main(["memory", "repair", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mimir: error:") and "stop the scene graph node" in err
+    assert "\n" not in err
+    assert main(["memory", "repair", str(tmp_path)]) == 0
+    assert "retracted poison-1" in capsys.readouterr().out
+    assert main(["memory", "check", str(tmp_path)]) == 0
+    assert main(["memory", "check", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
