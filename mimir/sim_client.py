@@ -16,6 +16,7 @@ from rclpy.node import Node
 
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
+from mimir.ros.floatfix import coerce_floats
 from mimir.sim_job import InstructionReport, SimJobError
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
@@ -87,7 +88,7 @@ class SimClient:
             time.sleep(0.05)
 
     def _call(self, client: Any, request: Any, timeout: float, what: str) -> Any:
-        future = client.call_async(request)
+        future = client.call_async(coerce_floats(request))
         self._wait(future.done, timeout, what)
         return future.result()
 

@@ -561,8 +561,8 @@ class SceneGraphState:
                 node.centroid[1] + (c[1] - node.centroid[1]) / n,
                 node.centroid[2] + (c[2] - node.centroid[2]) / n,
             )
-            lo = data["bbox_min"]
-            hi = data["bbox_max"]
+            lo = _pt(data["bbox_min"])
+            hi = _pt(data["bbox_max"])
             node.bbox_min = (
                 min(node.bbox_min[0], lo[0]),
                 min(node.bbox_min[1], lo[1]),

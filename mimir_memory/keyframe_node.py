@@ -33,6 +33,7 @@ from mimir.paths import config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.camera import NodeCounters
 from mimir.ros.errors import set_error
+from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
 from mimir.ros.memory_msgs import (
     MessageValueError,
@@ -190,7 +191,8 @@ class KeyframeNode(Node):
         self.create_service(AddKeyframeLabels, "add_keyframe_labels", self._on_add_labels,
                             callback_group=store_group)
         self.create_timer(0.2, self._flush_interactions, callback_group=store_group)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+            publisher_class=FloatSafePublisher)
         self.create_timer(self.config.diagnostics_period, self._report,
                           callback_group=store_group)
         self.get_logger().info(f"keyframe store at {root}: {self.store.count()} keyframes, "

@@ -26,6 +26,7 @@ from mimir.paths import config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.camera import NodeCounters
 from mimir.ros.errors import set_error
+from mimir.ros.floatfix import FloatSafePublisher, coerced
 from mimir.ros.memory_msgs import (
     MessageValueError,
     event_to_msg,
@@ -128,18 +129,22 @@ class SceneGraphNode(Node):
         self._last_stamp = 0.0
         self.counters = NodeCounters(_WARN_KEYS)
         db_group = MutuallyExclusiveCallbackGroup()
-        self._graph_pub = self.create_publisher(SceneGraph, "scene_graph", qos.LATCHED)
-        self._marker_pub = self.create_publisher(MarkerArray, "scene_graph/markers", qos.LATCHED)
-        self._event_pub = self.create_publisher(MemoryEventMsg, "memory_events", qos.EVENTS)
+        self._graph_pub = self.create_publisher(SceneGraph, "scene_graph", qos.LATCHED,
+            publisher_class=FloatSafePublisher)
+        self._marker_pub = self.create_publisher(MarkerArray, "scene_graph/markers", qos.LATCHED,
+            publisher_class=FloatSafePublisher)
+        self._event_pub = self.create_publisher(MemoryEventMsg, "memory_events", qos.EVENTS,
+            publisher_class=FloatSafePublisher)
         self.create_subscription(ObjectObservationArray, "observations", self._on_observations,
                                  qos.EVENTS, callback_group=db_group)
-        self.create_service(GetSceneGraph, "get_scene_graph", self._on_get_graph,
+        self.create_service(GetSceneGraph, "get_scene_graph", coerced(self._on_get_graph),
                             callback_group=db_group)
-        self.create_service(UpdateNode, "update_node", self._on_update_node,
+        self.create_service(UpdateNode, "update_node", coerced(self._on_update_node),
                             callback_group=db_group)
         self.create_timer(self.config.publish_period_s, self._publish_graph,
                           callback_group=db_group)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+            publisher_class=FloatSafePublisher)
         self.create_timer(self.config.diagnostics_period, self._report, callback_group=db_group)
         self.get_logger().info(
             f"world memory at {Path(folder) / 'world.db'}: {len(self.world.state.nodes)} nodes, "

@@ -60,6 +60,7 @@ from mimir.ros.camera import (
     camera_info_to_intrinsics,
     msg_to_segmentation,
 )
+from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_numpy
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
@@ -310,8 +311,10 @@ class DeprojectionNode(Node):
         self._tf = make_transform_source(self, cfg.tf_cache)
         self._input_group = MutuallyExclusiveCallbackGroup()
         self._work_group = MutuallyExclusiveCallbackGroup()
-        self._obs_pub = self.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._obs_pub = self.create_publisher(ObjectObservationArray, "observations", qos.EVENTS,
+            publisher_class=FloatSafePublisher)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+            publisher_class=FloatSafePublisher)
         for cam in cfg.cameras:
             self.create_subscription(
                 CameraInfo, f"cameras/{cam}/color/camera_info", partial(self._on_info, cam),

@@ -47,6 +47,7 @@ from mimir.ros.camera import (
     PerceptionNodeError,
     parse_camera_info,
 )
+from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
@@ -229,9 +230,11 @@ class LocalizationNode(Node):
         self._tf_pub = TransformPublisher(self)
         self._work_group = MutuallyExclusiveCallbackGroup()
         self._pose_pub = self.create_publisher(
-            PoseWithCovarianceStamped, "localization/pose", qos.EVENTS
+            PoseWithCovarianceStamped, "localization/pose", qos.EVENTS,
+            publisher_class=FloatSafePublisher,
         )
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+                                               publisher_class=FloatSafePublisher)
         prefix = f"cameras/{cfg.camera}/color"
         self.create_subscription(Image, f"{prefix}/image_raw", self._on_image, qos.SENSOR)
         self.create_subscription(CameraInfo, f"{prefix}/camera_info", self._on_info, qos.SENSOR)

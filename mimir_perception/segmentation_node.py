@@ -43,6 +43,7 @@ from sensor_msgs.msg import Image
 from mimir.paths import ConfigFileNotFoundError, config_dir
 from mimir.ros import qos
 from mimir.ros.camera import NodeCounters, PerceptionNodeError, segmentation_to_msg
+from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
@@ -235,14 +236,16 @@ class SegmentationNode(Node):
         self._model_failed = False
         self._work_group = MutuallyExclusiveCallbackGroup()
         self._seg_pubs = {
-            cam: self.create_publisher(Segmentation, f"cameras/{cam}/segmentation", qos.SENSOR)
+            cam: self.create_publisher(Segmentation, f"cameras/{cam}/segmentation", qos.SENSOR,
+                                       publisher_class=FloatSafePublisher)
             for cam in cfg.cameras
         }
         for cam in cfg.cameras:
             self.create_subscription(
                 Image, f"cameras/{cam}/color/image_raw", partial(self._on_color, cam), qos.SENSOR
             )
-        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+                                                  publisher_class=FloatSafePublisher)
         self.create_timer(1.0 / cfg.max_rate_hz, self._work, callback_group=self._work_group)
         self.create_timer(cfg.diagnostics_period, self._report)
         self._preload_timer = (

@@ -34,6 +34,7 @@ from std_msgs.msg import Header
 
 from mimir.ros import qos
 from mimir.ros.camera import NodeCounters, PerceptionNodeError, intrinsics_to_camera_info
+from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import numpy_to_image
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
@@ -147,12 +148,16 @@ class ZedNode(Node):
             raise PerceptionNodeError(f"ZED camera unavailable: {err}") from err
         self.counters = NodeCounters(("bad_frame",))
         prefix = f"cameras/{cfg.camera}"
-        self._color_pub = self.create_publisher(Image, f"{prefix}/color/image_raw", qos.SENSOR)
-        self._depth_pub = self.create_publisher(Image, f"{prefix}/depth/image_raw", qos.SENSOR)
+        self._color_pub = self.create_publisher(Image, f"{prefix}/color/image_raw", qos.SENSOR,
+                                                publisher_class=FloatSafePublisher)
+        self._depth_pub = self.create_publisher(Image, f"{prefix}/depth/image_raw", qos.SENSOR,
+                                                publisher_class=FloatSafePublisher)
         self._info_pub = self.create_publisher(
-            CameraInfo, f"{prefix}/color/camera_info", qos.SENSOR
+            CameraInfo, f"{prefix}/color/camera_info", qos.SENSOR,
+            publisher_class=FloatSafePublisher,
         )
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+                                               publisher_class=FloatSafePublisher)
         if cfg.publish_optical_tf:
             self._static_tf = TransformPublisher(self, static=True)
             self._static_tf.send([matrix_to_transform(

@@ -61,6 +61,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from mimir.paths import ConfigFileNotFoundError, config_file
 from mimir.ros import qos
 from mimir.ros.camera import CameraInfoError, NodeCounters, camera_info_to_intrinsics
+from mimir.ros.floatfix import FloatSafePublisher, coerce_floats
 from mimir.ros.images import ImageConversionError, depth_to_metres, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
@@ -854,7 +855,8 @@ class AnalyzerNode(Node):
             GetSceneGraph, "get_scene_graph", callback_group=client_group)
         self.create_service(AnalyzeInteraction, "analyze_interaction", self._on_analyze,
                             callback_group=service_group)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+                                               publisher_class=FloatSafePublisher)
         self.create_timer(cfg.recheck_period_s, self._recheck_detections,
                           callback_group=analysis_group)
         self.create_timer(cfg.diagnostics_period_s, self._report, callback_group=sensor_group)
@@ -949,7 +951,7 @@ class AnalyzerNode(Node):
         timeout = self.config.service_timeout_s
         if not client.service_is_ready() and not client.wait_for_service(timeout_sec=timeout):
             raise ServiceUnavailableError(f"{what} is not available")
-        future = client.call_async(request)
+        future = client.call_async(coerce_floats(request))
         deadline = time.monotonic() + timeout
         while not future.done():
             if time.monotonic() > deadline:
@@ -1292,7 +1294,7 @@ class AnalyzerNode(Node):
         return SaveKeyframe.Request(
             camera=request.camera,
             stamp=from_seconds(max(request.stamp, 0.0)),
-            max_offset_s=self.config.keyframe_max_offset_s,
+            max_offset_s=float(self.config.keyframe_max_offset_s),
             trigger="interaction",
             action=request.action,
             phase=_PHASES.get(request.role, "peak"),

@@ -58,6 +58,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from mimir.paths import ConfigFileNotFoundError, config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.camera import CameraInfoError, NodeCounters, camera_info_to_intrinsics
+from mimir.ros.floatfix import FloatSafePublisher, coerce_floats, coerced
 from mimir.ros.images import ImageConversionError, image_to_rgb
 from mimir.ros.memory_msgs import keyframe_to_msg
 from mimir.ros.params import ConfigError, declare_config
@@ -351,7 +352,8 @@ def answer_entity_msg(entity: NamedEntity) -> AnswerEntity:
     """The message of something an answer names."""
     msg = AnswerEntity(node_id=entity.node_id, label=entity.label)
     if entity.position is not None:
-        msg.position = Point(x=entity.position[0], y=entity.position[1], z=entity.position[2])
+        msg.position = Point(x=float(entity.position[0]), y=float(entity.position[1]),
+                             z=float(entity.position[2]))
         msg.has_position = True
     return msg
 
@@ -512,16 +514,17 @@ class PlannerNode(Node):
         self._analyze_client = self.create_client(AnalyzeInteraction, "analyze_interaction",
                                                   callback_group=client_group)
         self._action = ActionServer(
-            self, RunTask, "run_task", execute_callback=self._execute_task,
+            self, RunTask, "run_task", execute_callback=coerced(self._execute_task),
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
             callback_group=task_group)
         self.create_service(ApprovePrimitive, "approve_primitive", self._on_approve,
                             callback_group=gate_group)
         self.create_service(ListPendingPrimitives, "list_pending_primitives",
                             self._on_list_pending, callback_group=gate_group)
-        self.create_service(RetrieveMemory, "retrieve_memory", self._on_retrieve,
+        self.create_service(RetrieveMemory, "retrieve_memory", coerced(self._on_retrieve),
                             callback_group=memory_group)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+                                               publisher_class=FloatSafePublisher)
         self.create_timer(cfg.diagnostics_period_s, self._report, callback_group=sensor_group)
         self.get_logger().info(
             f"planner with backend {cfg.vlm_backend}, embodiment {self.embodiment}, memory "
@@ -529,19 +532,33 @@ class PlannerNode(Node):
             f"step budget {cfg.step_budget}")
 
     def destroy_node(self) -> None:
-        """Deny waiting primitives and close the databases before the node goes."""
-        self.gate.deny_all("the planner is shutting down")
-        with self._session_lock:
-            if self.session is not None:
-                self.session.world.close()
-                if self.session.keyframes is not None:
-                    self.session.keyframes.close()
-        with self._service_lock:
-            if self._service_readers is not None:
-                self._service_readers.world.close()
-                if self._service_readers.keyframes is not None:
-                    self._service_readers.keyframes.close()
-        self.task.close()
+        """Deny waiting primitives and close the databases before the node goes.
+
+        A node whose constructor failed lacks some of these attributes; only what exists is
+        closed.
+        """
+        gate = getattr(self, "gate", None)
+        if gate is not None:
+            gate.deny_all("the planner is shutting down")
+        session_lock = getattr(self, "_session_lock", None)
+        if session_lock is not None:
+            with session_lock:
+                session = getattr(self, "session", None)
+                if session is not None:
+                    session.world.close()
+                    if session.keyframes is not None:
+                        session.keyframes.close()
+        service_lock = getattr(self, "_service_lock", None)
+        if service_lock is not None:
+            with service_lock:
+                readers = getattr(self, "_service_readers", None)
+                if readers is not None:
+                    readers.world.close()
+                    if readers.keyframes is not None:
+                        readers.keyframes.close()
+        task = getattr(self, "task", None)
+        if task is not None:
+            task.close()
         super().destroy_node()
 
     # ------------------------------------------------------------------ time, sensors
@@ -720,9 +737,9 @@ class PlannerNode(Node):
         handle = self._handle
         if handle is None:
             return
-        handle.publish_feedback(RunTask.Feedback(
+        handle.publish_feedback(coerce_floats(RunTask.Feedback(
             step=self._step, plan=plan or [], grounding=grounding or [],
-            retrieved=retrieved or [], status=status))
+            retrieved=retrieved or [], status=status)))
 
     def _step_feedback(self, record: StepRecord, session: NodePlannerSession,
                        recorder: RecordingPolicy) -> None:

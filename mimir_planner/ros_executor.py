@@ -41,6 +41,7 @@ from rclpy.action import ActionClient
 from rclpy.client import Client
 from rclpy.node import Node
 
+from mimir.ros.floatfix import coerce_floats
 from mimir.ros.time import from_seconds, to_seconds
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_memory.task import Effect, EffectKind, Feedback
@@ -341,7 +342,7 @@ class ActionPrimitiveExecutor:
     def _send(self, goal: ExecutePrimitive.Goal) -> ExecutePrimitive.Result | str:
         """The action result, or the reason there is none."""
         self._wait_for_server()
-        send = self.action_client.send_goal_async(goal)
+        send = self.action_client.send_goal_async(coerce_floats(goal))
         if not _wait_future(send, self.settings.accept_timeout_s):
             send.cancel()
             raise ExecutorUnavailableError(
@@ -379,7 +380,7 @@ class ActionPrimitiveExecutor:
         if not client.service_is_ready() and not client.wait_for_service(
                 timeout_sec=self.settings.server_wait_s):
             return Verification(False, reason="the interaction analyzer is not available")
-        future = client.call_async(AnalyzeInteraction.Request(interaction=event))
+        future = client.call_async(coerce_floats(AnalyzeInteraction.Request(interaction=event)))
         if not _wait_future(future, self.settings.analysis_timeout_s):
             client.remove_pending_request(future)
             return Verification(False, reason=(

@@ -75,6 +75,7 @@ from mimir.ros.camera import (
     intrinsics_to_camera_info,
     segmentation_to_msg,
 )
+from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import numpy_to_image
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
@@ -406,26 +407,35 @@ class SimBridgeNode(Node):
 
         self._optical = {cam: cam + cfg.optical_frame_suffix for cam in cfg.cameras}
         self._color_pubs = {
-            c: self.create_publisher(Image, f"cameras/{c}/color/image_raw", qos.SENSOR)
+            c: self.create_publisher(Image, f"cameras/{c}/color/image_raw", qos.SENSOR,
+                                     publisher_class=FloatSafePublisher)
             for c in cfg.cameras
         }
         self._depth_pubs = {
-            c: self.create_publisher(Image, f"cameras/{c}/depth/image_raw", qos.SENSOR)
+            c: self.create_publisher(Image, f"cameras/{c}/depth/image_raw", qos.SENSOR,
+                                     publisher_class=FloatSafePublisher)
             for c in cfg.cameras
         }
         self._info_pubs = {
-            c: self.create_publisher(CameraInfo, f"cameras/{c}/color/camera_info", qos.SENSOR)
+            c: self.create_publisher(CameraInfo, f"cameras/{c}/color/camera_info", qos.SENSOR,
+                                     publisher_class=FloatSafePublisher)
             for c in cfg.cameras
         }
         self._seg_pubs = {
-            c: self.create_publisher(Segmentation, f"cameras/{c}/segmentation", qos.SENSOR)
+            c: self.create_publisher(Segmentation, f"cameras/{c}/segmentation", qos.SENSOR,
+                                     publisher_class=FloatSafePublisher)
             for c in cfg.cameras
         }
-        self._clock_pub = self.create_publisher(Clock, "/clock", qos.EVENTS)
-        self._joint_pub = self.create_publisher(JointState, "joint_states", qos.EVENTS)
-        self._target_state_pub = self.create_publisher(JointState, "target_state", qos.EVENTS)
-        self._events_pub = self.create_publisher(InteractionEvent, "interaction_events", qos.EVENTS)
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS)
+        self._clock_pub = self.create_publisher(Clock, "/clock", qos.EVENTS,
+                                                publisher_class=FloatSafePublisher)
+        self._joint_pub = self.create_publisher(JointState, "joint_states", qos.EVENTS,
+                                                publisher_class=FloatSafePublisher)
+        self._target_state_pub = self.create_publisher(JointState, "target_state", qos.EVENTS,
+                                                       publisher_class=FloatSafePublisher)
+        self._events_pub = self.create_publisher(InteractionEvent, "interaction_events",
+                                                 qos.EVENTS, publisher_class=FloatSafePublisher)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
+                                               publisher_class=FloatSafePublisher)
         self._tf = TransformPublisher(self)
         self._tf_static = TransformPublisher(self, static=True)
 
@@ -935,10 +945,16 @@ class SimBridgeNode(Node):
         self._diag_pub.publish(array)
 
     def destroy_node(self) -> None:
-        """Stop the simulation thread (it releases the renderers), then destroy the node."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=60.0)
+        """Stop the simulation thread (it releases the renderers), then destroy the node.
+
+        A node whose constructor failed may have neither the stop flag nor the thread.
+        """
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(timeout=60.0)
         super().destroy_node()
 
 

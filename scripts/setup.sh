@@ -8,7 +8,8 @@
 #   2. installs the few system libraries the wheels load (libusb for open3d, EGL for MuJoCo);
 #   3. creates .venv and installs the ROS 2 Kilted wheels and mimir's Python dependencies;
 #   4. rewrites the Python/numpy include paths that the ROS generator cmake files carry from the
-#      machine the wheels were built on;
+#      machine the wheels were built on, and patches rosidl_generator_py's C template so that an
+#      int in a float32/float64 field is converted instead of sent as garbage;
 #   5. builds mimir_msgs (and tf2_msgs when no wheel provides it) into .venv with cmake;
 #   6. installs mimir itself, editable, with its console scripts.
 # A second run only checks the stamps and prints "up to date".
@@ -97,12 +98,64 @@ if ! stamp_ok cmake-paths "$paths_key"; then
   stamp_set cmake-paths "$paths_key"
 fi
 
+# rosidl_generator_py (Kilted 0.24) converts a float32/float64 field to C with PyFloat_AS_DOUBLE
+# and only an assert(PyFloat_Check) that release builds drop: an int there (Point(x=1)) is sent as
+# the bits of the int object's header (5e-324). Patch the template so the interfaces built here
+# convert any real number; the prebuilt wheels' messages are covered by mimir/ros/floatfix.py.
+# The interface build stamps include the template's hash, so a patched template rebuilds them.
+gen_template="$VENV/share/rosidl_generator_py/resource/_msg_support.c.em"
+[[ -f "$gen_template" ]] || die "rosidl_generator_py's template $gen_template is missing"
+if ! grep -q 'mimir-float-fix' "$gen_template"; then
+  say "patching rosidl_generator_py: int values in float fields convert correctly"
+  "$PY" - "$gen_template" <<'PATCH' || die "could not patch $gen_template (see above)"
+import sys
+from pathlib import Path
+
+path = Path(sys.argv[1])
+text = path.read_text()
+if "PyFloat_AS_DOUBLE(item)" not in text and "assert(PyFloat_Check(field));" not in text:
+    sys.exit(0)  # a generator that no longer converts floats unchecked: nothing to patch
+scalar_new = """\
+    if (!PyFloat_Check(field)) {  // mimir-float-fix: an int (or numpy scalar) as a float
+      double as_double = PyFloat_AsDouble(field);
+      Py_DECREF(field);
+      if (as_double == -1.0 && PyErr_Occurred()) {
+        return false;
+      }
+      field = PyFloat_FromDouble(as_double);
+      if (!field) {
+        return false;
+      }
+    }
+"""
+item_new = """\
+        double item_value = PyFloat_AsDouble(item);  // mimir-float-fix: ints too
+        if (item_value == -1.0 && PyErr_Occurred()) {
+          Py_DECREF(seq_field);
+          Py_DECREF(field);
+          return false;
+        }
+"""
+for old, new, count in (
+    ("    assert(PyFloat_Check(field));\n", scalar_new, 1),
+    ("        assert(PyFloat_Check(item));\n", item_new, 1),
+    ("PyFloat_AS_DOUBLE(item)", "item_value", 2),
+):
+    if text.count(old) != count:
+        sys.exit(f"{path}: expected {old.strip()!r} {count} time(s), found {text.count(old)}; "
+                 "the template changed, review the float patch in scripts/setup.sh")
+    text = text.replace(old, new)
+path.write_text(text)
+PATCH
+fi
+gen_hash="$(hash_of "$gen_template")"
+
 # 5. Interface packages ----------------------------------------------------------------------
 build_interfaces() {  # name source_dir
   local name="$1" src="$2"
   local key
   key="$(find "$src" -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' \
-    -o -name 'CMakeLists.txt' -o -name 'package.xml' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)|$ros_hash"
+    -o -name 'CMakeLists.txt' -o -name 'package.xml' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)|$ros_hash|$gen_hash"
   if stamp_ok "iface-$name" "$key" && "$PY" -c "import $name.msg" 2>/dev/null; then
     return
   fi

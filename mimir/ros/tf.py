@@ -18,6 +18,7 @@ from rclpy.node import Node
 from rclpy.time import Time as RclpyTime
 
 from mimir.ros import qos
+from mimir.ros.floatfix import FloatSafePublisher, coerce_floats
 from mimir.ros.time import from_seconds, to_seconds
 from mimir.transforms import (
     ConnectivityError,
@@ -158,12 +159,13 @@ class TransformPublisher:
                 raise ImportError("tf2_msgs is not importable; run scripts/setup.sh to build it")
             self._broadcaster = None
             topic, profile = ("/tf_static", qos.TF_STATIC) if static else ("/tf", qos.TF)
-            self._publisher = node.create_publisher(_tf2_msgs.TFMessage, topic, profile)
+            self._publisher = node.create_publisher(_tf2_msgs.TFMessage, topic, profile,
+                                                    publisher_class=FloatSafePublisher)
             self._static_cache: dict[str, TransformStamped] = {}
 
     def send(self, transforms: Iterable[TransformStamped]) -> None:
         """Publish transforms. Static transforms accumulate like tf2's static broadcaster."""
-        batch = list(transforms)
+        batch = [coerce_floats(msg) for msg in transforms]
         if self._broadcaster is not None:
             self._broadcaster.sendTransform(batch)
             return
