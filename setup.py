@@ -12,15 +12,15 @@ HERE = Path(__file__).resolve().parent
 # One console script per node, plus the `mimir` command line. The launch files refer to these
 # names; test/ros/test_launch_files.py checks that every executable they name is listed here.
 NODES = {
-    "scene_graph_node": "mimir_memory.scene_graph_node:main",
-    "keyframe_node": "mimir_memory.keyframe_node:main",
-    "segmentation_node": "mimir_perception.segmentation_node:main",
-    "deprojection_node": "mimir_perception.deprojection_node:main",
-    "localization_node": "mimir_perception.localization_node:main",
-    "zed_node": "mimir_perception.zed_node:main",
-    "sim_bridge_node": "mimir_sim.bridge_node:main",
-    "analyzer_node": "mimir_planner.analyzer_node:main",
-    "planner_node": "mimir_planner.planner_node:main",
+    "scene_graph_node": "mimir.nodes.memory.scene_graph_node:main",
+    "keyframe_node": "mimir.nodes.memory.keyframe_node:main",
+    "segmentation_node": "mimir.nodes.perception.segmentation_node:main",
+    "deprojection_node": "mimir.nodes.perception.deprojection_node:main",
+    "localization_node": "mimir.nodes.perception.localization_node:main",
+    "zed_node": "mimir.nodes.perception.zed_node:main",
+    "sim_bridge_node": "mimir.nodes.sim.bridge_node:main",
+    "analyzer_node": "mimir.nodes.planner.analyzer_node:main",
+    "planner_node": "mimir.nodes.planner.planner_node:main",
 }
 
 

@@ -17,7 +17,7 @@ from rclpy.node import Node
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
 from mimir.ros.floatfix import coerce_floats
-from mimir.sim_job import InstructionReport, SimJobError
+from mimir.sim_report import InstructionReport, SimJobError
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction, QueryKeyframes

@@ -35,6 +35,7 @@ from typing import Any, TextIO
 import yaml
 
 from mimir.paths import ConfigFileNotFoundError, config_file
+from mimir.sim_report import InstructionReport, SimJobError
 
 #: Nodes of the simulation graph: (console script, node name).
 SIM_NODES: tuple[tuple[str, str], ...] = (
@@ -51,17 +52,6 @@ SIM_NODES: tuple[tuple[str, str], ...] = (
 VLM_BACKENDS: tuple[str, ...] = ("offline", "openai", "transformers")
 
 
-class SimJobError(RuntimeError):
-    """The simulation job could not start or a node died.
-
-    ``hint`` says what the user can do about it; ``mimir sim`` prints it after the message.
-    """
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
 @dataclass(frozen=True)
 class SimJobOptions:
     """What ``mimir sim`` was asked to do."""
@@ -76,22 +66,6 @@ class SimJobOptions:
     params_file: str = ""
     extra_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     quiet: bool = False
-
-
-@dataclass
-class InstructionReport:
-    """Outcome of one instruction."""
-
-    index: int
-    instruction: str
-    success: bool = False
-    judged_progress: float = 0.0
-    planner_progress: float = 0.0
-    steps: int = 0
-    answer: str = ""
-    error: str = ""
-    primitives: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
 
 
 def load_scenario_instructions(scenario: str) -> list[str]:

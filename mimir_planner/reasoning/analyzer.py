@@ -395,7 +395,7 @@ class InteractionAnalyzer:
             messages=(message,),
             json_mode=True,
             purpose="interaction_analyzer",
-            offline_inputs=OfflineInputs(
+            structured=OfflineInputs(
                 ctx=ctx,
                 evidence=evidence,
                 fixtures=fixture_infos(fixtures),
@@ -441,7 +441,7 @@ class InteractionAnalyzer:
                     ),
                     json_mode=request.json_mode,
                     purpose=request.purpose,
-                    offline_inputs=request.offline_inputs,
+                    structured=request.structured,
                 )
                 continue
             LOG.info(

@@ -64,8 +64,8 @@ class OfflineReasoner:
         return OFFLINE_NAME
 
     def complete(self, request: VlmRequest) -> VlmResponse:
-        inputs = request.offline_inputs
-        if inputs is None:
+        inputs = request.structured
+        if not isinstance(inputs, OfflineInputs):
             raise BackendConfigError(
                 "the offline reasoner needs the analyzer's structured evidence in the request"
             )

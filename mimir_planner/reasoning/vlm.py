@@ -1,9 +1,10 @@
 """The one interface every vision-language model backend implements.
 
 A request is a list of chat messages whose content parts are text or RGB images (numpy
-arrays); the answer is text plus bookkeeping (latency, token counts, attempts). Backends that
-derive answers without a model (the offline reasoner) read the structured ``offline_inputs``
-the analyzer attaches to the request; model backends ignore it.
+arrays); the answer is text plus bookkeeping (latency, token counts, attempts). A request may
+also carry ``structured``: the typed evidence the prompt was rendered from, opaque to this
+interface. A backend that reasons without a model (the offline reasoner) reads it; model
+backends ignore it.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import cv2
 import numpy as np
 
 from mimir_planner.reasoning.errors import BackendConfigError, EvidenceError
-
-if TYPE_CHECKING:
-    from mimir_planner.reasoning.offline import OfflineInputs
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,8 @@ class VlmRequest:
         temperature: sampling temperature; None uses the backend's configured value.
         max_tokens: answer length limit; None uses the backend's configured value.
         purpose: short tag for logs (``interaction_analyzer``).
-        offline_inputs: structured evidence for backends that reason without a model.
+        structured: the typed evidence the prompt was rendered from (its type belongs to the
+            caller and the backend that reads it; the interface does not know it).
     """
 
     messages: tuple[ChatMessage, ...]
@@ -82,7 +81,7 @@ class VlmRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     purpose: str = ""
-    offline_inputs: OfflineInputs | None = field(default=None, compare=False)
+    structured: object = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,27 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
+from mimir.nodes.memory.keyframe_node import KeyframeNode
+from mimir.nodes.memory.scene_graph_node import SceneGraphNode
+from mimir.nodes.perception.messages import intrinsics_to_camera_info
+from mimir.nodes.planner.analyzer_node import (
+    AnalyzerNode,
+    AnalyzerNodeConfig,
+    CameraStream,
+    WriteContext,
+    detections_from_msg,
+    evidence_refs,
+    fixture_samples,
+    gripper_reading,
+    plan_writes,
+    spread,
+)
+from mimir.nodes.planner.ros_world import SceneGraphWorld, snapshots_from_graph
 from mimir.ros import qos
-from mimir.ros.camera import intrinsics_to_camera_info
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds
 from mimir.transforms import ExtrapolationError, UnknownFrameError
-from mimir_memory.keyframe_node import KeyframeNode
-from mimir_memory.scene_graph_node import SceneGraphNode
 from mimir_msgs.msg import (
     ContentItem,
     InteractionEvent,
@@ -49,18 +62,6 @@ from mimir_msgs.msg import (
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.srv import AnalyzeInteraction, GetSceneGraph, QueryKeyframes, UpdateNode
 from mimir_perception.camera import Intrinsics
-from mimir_planner.analyzer_node import (
-    AnalyzerNode,
-    AnalyzerNodeConfig,
-    CameraStream,
-    WriteContext,
-    detections_from_msg,
-    evidence_refs,
-    fixture_samples,
-    gripper_reading,
-    plan_writes,
-    spread,
-)
 from mimir_planner.reasoning import (
     ContentClaim,
     ContentsUpdate,
@@ -72,7 +73,6 @@ from mimir_planner.reasoning import (
     Verdict,
 )
 from mimir_planner.reasoning.claims import ContentItem as CoreContentItem
-from mimir_planner.ros_world import SceneGraphWorld, snapshots_from_graph
 
 REPO = Path(__file__).resolve().parents[2]
 Wait = Callable[..., bool]

@@ -19,14 +19,14 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
+from mimir.nodes.perception.deprojection_node import DeprojectionNode, msg_to_observation
+from mimir.nodes.perception.messages import intrinsics_to_camera_info, segmentation_to_msg
 from mimir.ros import qos
-from mimir.ros.camera import intrinsics_to_camera_info, segmentation_to_msg
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds, to_seconds
 from mimir_msgs.msg import ObjectObservationArray, Segmentation
 from mimir_perception.camera import Intrinsics, make_transform
-from mimir_perception.deprojection_node import DeprojectionNode, msg_to_observation
 from mimir_perception.segmentation import InstanceInfo, SegmentationResult
 
 pytestmark = pytest.mark.ros

@@ -26,13 +26,14 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from test_deprojection_node import MAP_FROM_CAMERA, Driver, plane, two_instances
 
+from mimir.nodes.memory.keyframe_node import KeyframeNode
+from mimir.nodes.memory.scene_graph_node import SceneGraphNode
+from mimir.nodes.perception.deprojection_node import DeprojectionNode
 from mimir.ros import qos
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds, to_seconds
 from mimir_memory.events import canonical_json
-from mimir_memory.keyframe_node import KeyframeNode
-from mimir_memory.scene_graph_node import SceneGraphNode
 from mimir_msgs.msg import (
     ContentItem,
     KeyframeMetadata,
@@ -43,7 +44,6 @@ from mimir_msgs.msg import (
 )
 from mimir_msgs.srv import GetSceneGraph, QueryKeyframes, SaveKeyframe, UpdateNode
 from mimir_perception.camera import make_transform
-from mimir_perception.deprojection_node import DeprojectionNode
 
 pytestmark = pytest.mark.ros
 

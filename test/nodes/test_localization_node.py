@@ -20,14 +20,14 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 from tf2_msgs.msg import TFMessage
 
+from mimir.nodes.perception.localization_node import LocalizationNode
+from mimir.nodes.perception.messages import PerceptionNodeError, intrinsics_to_camera_info
 from mimir.ros import qos
-from mimir.ros.camera import PerceptionNodeError, intrinsics_to_camera_info
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform, transform_to_matrix
 from mimir.ros.time import from_seconds, to_seconds
 from mimir_perception.camera import Intrinsics, invert_transform, make_transform
 from mimir_perception.fiducials import parse_fiducial_map, render_tags, rotation_angle
-from mimir_perception.localization_node import LocalizationNode
 
 pytestmark = pytest.mark.ros
 

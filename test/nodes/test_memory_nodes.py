@@ -16,11 +16,11 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
+from mimir.nodes.memory.keyframe_node import KeyframeNode
+from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.ros import qos
 from mimir.ros.images import numpy_to_image
 from mimir.ros.time import from_seconds
-from mimir_memory.keyframe_node import KeyframeNode
-from mimir_memory.scene_graph_node import SceneGraphNode
 from mimir_msgs.msg import (
     ContentItem,
     EvidenceRef,

@@ -35,14 +35,23 @@ from std_msgs.msg import Header
 
 from mimir.cli import build_parser, run_approve
 from mimir.cli import main as cli_main
+from mimir.nodes.memory.keyframe_node import KeyframeNode
+from mimir.nodes.memory.scene_graph_node import SceneGraphNode
+from mimir.nodes.perception.messages import intrinsics_to_camera_info
+from mimir.nodes.planner.planner_node import PlannerNode, PlannerNodeConfig, PlannerNodeError
+from mimir.nodes.planner.ros_executor import (
+    ActionPrimitiveExecutor,
+    ExecutorSettings,
+    InteractionEventBuffer,
+    ended_event_from_result,
+    primitive_goal,
+    step_effects,
+)
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
-from mimir.ros.camera import intrinsics_to_camera_info
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds
-from mimir_memory.keyframe_node import KeyframeNode
-from mimir_memory.scene_graph_node import SceneGraphNode
 from mimir_memory.world import WorldMemory
 from mimir_msgs.action import ExecutePrimitive, RunTask
 from mimir_msgs.msg import (
@@ -62,16 +71,7 @@ from mimir_msgs.srv import (
     UpdateNode,
 )
 from mimir_perception.camera import Intrinsics
-from mimir_planner.planner_node import PlannerNode, PlannerNodeConfig, PlannerNodeError
 from mimir_planner.primitives import ExecutableStep
-from mimir_planner.ros_executor import (
-    ActionPrimitiveExecutor,
-    ExecutorSettings,
-    InteractionEventBuffer,
-    ended_event_from_result,
-    primitive_goal,
-    step_effects,
-)
 
 pytestmark = pytest.mark.ros
 

@@ -20,12 +20,12 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from transformers import CLIPTokenizer, Sam3Config, Sam3Model
 
+from mimir.nodes.perception.messages import PerceptionNodeError, msg_to_segmentation
+from mimir.nodes.perception.segmentation_node import SegmentationNode
 from mimir.ros import qos
-from mimir.ros.camera import PerceptionNodeError, msg_to_segmentation
 from mimir.ros.images import numpy_to_image
 from mimir.ros.time import from_seconds, to_seconds
 from mimir_msgs.msg import Segmentation
-from mimir_perception.segmentation_node import SegmentationNode
 
 pytestmark = pytest.mark.ros
 
@@ -223,7 +223,7 @@ def test_bad_parameters_stop_the_constructor(
 
 def test_missing_model_exits_with_status_1(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mimir_perception.segmentation_node", "--ros-args",
+        [sys.executable, "-m", "mimir.nodes.perception.segmentation_node", "--ros-args",
          "-p", f"model:={tmp_path / 'no_model'}"],
         capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
     )

@@ -28,15 +28,15 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 
+from mimir.nodes.perception.messages import msg_to_segmentation
+from mimir.nodes.sim.bridge_node import BridgeStartupError, SimBridgeNode
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
-from mimir.ros.camera import msg_to_segmentation
 from mimir.ros.images import depth_to_metres, image_to_rgb
 from mimir.ros.time import to_seconds
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import AnswerEntity, InteractionEvent, Segmentation
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction
-from mimir_sim.bridge_node import BridgeStartupError, SimBridgeNode
 from mimir_sim.embodiment import (
     LabelMap,
     UnknownPrimitiveError,
@@ -483,7 +483,7 @@ def test_bad_parameters_stop_the_constructor(ros_context: Context) -> None:
 
 
 def run_bridge(*params: str) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "mimir_sim.bridge_node", "--ros-args"]
+    args = [sys.executable, "-m", "mimir.nodes.sim.bridge_node", "--ros-args"]
     for param in params:
         args += ["-p", param]
     return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=REPO, check=False)

@@ -18,12 +18,12 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
 
+from mimir.nodes.perception.messages import PerceptionNodeError, camera_info_to_intrinsics
+from mimir.nodes.perception.zed_node import ZedNode
 from mimir.ros import qos
-from mimir.ros.camera import PerceptionNodeError, camera_info_to_intrinsics
 from mimir.ros.images import image_to_numpy
 from mimir.ros.tf import transform_to_matrix
 from mimir.ros.time import to_seconds
-from mimir_perception.zed_node import ZedNode
 
 pytestmark = pytest.mark.ros
 
@@ -89,7 +89,7 @@ def fake_sdk(open_status: str = "SUCCESS") -> SimpleNamespace:
 
 
 def test_without_sdk_exits_with_status_1() -> None:
-    proc = subprocess.run([sys.executable, "-m", "mimir_perception.zed_node"],
+    proc = subprocess.run([sys.executable, "-m", "mimir.nodes.perception.zed_node"],
                           capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
     assert proc.returncode == 1, proc.stderr
     assert "pyzed.sl" in proc.stderr and "ZED" in proc.stderr

@@ -7,17 +7,17 @@ import pytest
 from sensor_msgs.msg import CameraInfo, RegionOfInterest
 from std_msgs.msg import Header
 
-from mimir.ros.camera import (
+from mimir.nodes.perception.messages import (
     CameraInfoError,
     DistortedImageError,
     SegmentationMessageError,
     camera_info_to_intrinsics,
-    counter_diagnostics,
     intrinsics_to_camera_info,
     msg_to_segmentation,
     parse_camera_info,
     segmentation_to_msg,
 )
+from mimir.ros.diagnostics import counter_diagnostics
 from mimir.ros.images import numpy_to_image
 from mimir.ros.time import from_seconds
 from mimir_perception.camera import Intrinsics

@@ -38,15 +38,15 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from mimir import transforms as tfm
-from mimir.paths import config_dir
-from mimir.ros import qos
-from mimir.ros.camera import (
+from mimir.nodes.perception.messages import (
     CameraInfoError,
     CameraModel,
-    NodeCounters,
     PerceptionNodeError,
     parse_camera_info,
 )
+from mimir.paths import config_dir
+from mimir.ros import qos
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
 from mimir.ros.params import declare_config

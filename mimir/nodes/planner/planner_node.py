@@ -24,7 +24,7 @@ Interfaces:
   and no new one has come for ``memory_settle_s``. ONE TASK AT A TIME: a goal that arrives
   while a task runs is rejected (the client sees ``accepted == False``) and may be sent again later.
   Cancellation is checked between steps; a primitive awaiting approval is denied at once.
-* primitives go through :class:`~mimir_planner.ros_executor.ActionPrimitiveExecutor`
+* primitives go through :class:`~mimir.nodes.planner.ros_executor.ActionPrimitiveExecutor`
   (``execute_primitive`` action, then ``analyze_interaction`` with the ENDED interaction event).
 * operator gate (``operator_gate``): every primitive waits for ``approve_primitive``;
   ``list_pending_primitives`` shows what waits; no decision within ``gate_timeout_s`` denies.
@@ -55,12 +55,19 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
+from mimir.nodes.memory.messages import keyframe_to_msg
+from mimir.nodes.perception.messages import CameraInfoError, camera_info_to_intrinsics
+from mimir.nodes.planner.ros_executor import (
+    ActionPrimitiveExecutor,
+    ExecutorSettings,
+    ExecutorUnavailableError,
+    InteractionEventBuffer,
+)
 from mimir.paths import ConfigFileNotFoundError, config_file, data_dir
 from mimir.ros import qos
-from mimir.ros.camera import CameraInfoError, NodeCounters, camera_info_to_intrinsics
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher, coerce_floats, coerced
 from mimir.ros.images import ImageConversionError, image_to_rgb
-from mimir.ros.memory_msgs import keyframe_to_msg
 from mimir.ros.params import ConfigError, declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
@@ -121,12 +128,6 @@ from mimir_planner.retrieval import (
     RetrievedFrame,
     VlmRetrievalReasoner,
     task_terms,
-)
-from mimir_planner.ros_executor import (
-    ActionPrimitiveExecutor,
-    ExecutorSettings,
-    ExecutorUnavailableError,
-    InteractionEventBuffer,
 )
 
 _BACKENDS = ("offline", "openai", "transformers")

@@ -8,7 +8,7 @@ than the newest transform waits up to ``tf_wait_s`` for TF to catch up instead o
 dropped). It also buffers ``joint_states`` (the ``gripper_joint``: position = jaw opening in
 metres, effort = grip force in newtons), the base pose from TF, 3D detections from
 ``observations`` and the latest latched ``scene_graph``, which backs the
-:class:`~mimir_planner.ros_world.SceneGraphWorld` the reasoning core reads.
+:class:`~mimir.nodes.planner.ros_world.SceneGraphWorld` the reasoning core reads.
 
 Fixture joint states come on ``target_state`` (sensor_msgs/JointState) where the embodiment
 reports them: each entry's name is a memory node id (``cabinet_2``), its position the opening
@@ -58,9 +58,11 @@ from rclpy.node import Node
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
+from mimir.nodes.perception.messages import CameraInfoError, camera_info_to_intrinsics
+from mimir.nodes.planner.ros_world import SceneGraphWorld
 from mimir.paths import ConfigFileNotFoundError, config_file
 from mimir.ros import qos
-from mimir.ros.camera import CameraInfoError, NodeCounters, camera_info_to_intrinsics
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher, coerce_floats
 from mimir.ros.images import ImageConversionError, depth_to_metres, image_to_rgb
 from mimir.ros.params import declare_config
@@ -116,7 +118,6 @@ from mimir_planner.reasoning.errors import (
 )
 from mimir_planner.reasoning.harness import label_of_id
 from mimir_planner.reasoning.world import is_opened
-from mimir_planner.ros_world import SceneGraphWorld
 
 T = TypeVar("T")
 

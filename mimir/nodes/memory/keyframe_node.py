@@ -29,19 +29,19 @@ from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import Image
 
 from mimir.bounds import BoundsError
-from mimir.paths import config_file, data_dir
-from mimir.ros import qos
-from mimir.ros.camera import NodeCounters
-from mimir.ros.errors import set_error
-from mimir.ros.floatfix import FloatSafePublisher
-from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
-from mimir.ros.memory_msgs import (
+from mimir.nodes.memory.messages import (
     MessageValueError,
     keyframe_to_msg,
     trigger_from_msg,
     trigger_to_msg,
     triggers_for_query,
 )
+from mimir.paths import config_file, data_dir
+from mimir.ros import qos
+from mimir.ros.diagnostics import NodeCounters
+from mimir.ros.errors import set_error
+from mimir.ros.floatfix import FloatSafePublisher
+from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source

@@ -68,13 +68,10 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 
+from mimir.nodes.perception.messages import intrinsics_to_camera_info, segmentation_to_msg
 from mimir.paths import ConfigFileNotFoundError, config_dir
 from mimir.ros import qos
-from mimir.ros.camera import (
-    NodeCounters,
-    intrinsics_to_camera_info,
-    segmentation_to_msg,
-)
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import numpy_to_image
 from mimir.ros.params import declare_config

@@ -32,8 +32,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
+from mimir.nodes.perception.messages import PerceptionNodeError, intrinsics_to_camera_info
 from mimir.ros import qos
-from mimir.ros.camera import NodeCounters, PerceptionNodeError, intrinsics_to_camera_info
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import numpy_to_image
 from mimir.ros.params import declare_config

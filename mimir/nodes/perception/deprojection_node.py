@@ -50,16 +50,16 @@ from std_msgs.msg import Header
 
 from mimir import transforms as tfm
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError, load_bounds
-from mimir.paths import config_file
-from mimir.ros import qos
-from mimir.ros.camera import (
+from mimir.nodes.perception.messages import (
     CameraInfoError,
-    NodeCounters,
     PerceptionNodeError,
     SegmentationMessageError,
     camera_info_to_intrinsics,
     msg_to_segmentation,
 )
+from mimir.paths import config_file
+from mimir.ros import qos
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_numpy
 from mimir.ros.params import declare_config

@@ -40,9 +40,10 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
+from mimir.nodes.perception.messages import PerceptionNodeError, segmentation_to_msg
 from mimir.paths import ConfigFileNotFoundError, config_dir
 from mimir.ros import qos
-from mimir.ros.camera import NodeCounters, PerceptionNodeError, segmentation_to_msg
+from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
 from mimir.ros.params import declare_config

@@ -22,12 +22,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from visualization_msgs.msg import Marker, MarkerArray
 
-from mimir.paths import config_file, data_dir
-from mimir.ros import qos
-from mimir.ros.camera import NodeCounters
-from mimir.ros.errors import set_error
-from mimir.ros.floatfix import FloatSafePublisher, coerced
-from mimir.ros.memory_msgs import (
+from mimir.nodes.memory.messages import (
     MessageValueError,
     event_to_msg,
     evidence_from_msgs,
@@ -37,6 +32,11 @@ from mimir.ros.memory_msgs import (
     properties_from_msgs,
     verdict_from_text,
 )
+from mimir.paths import config_file, data_dir
+from mimir.ros import qos
+from mimir.ros.diagnostics import NodeCounters
+from mimir.ros.errors import set_error
+from mimir.ros.floatfix import FloatSafePublisher, coerced
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.time import to_seconds

@@ -1,0 +1,1 @@
+"""Memory nodes (scene graph, keyframes) and the memory message converters."""

@@ -1,0 +1,1 @@
+"""Perception nodes (segmentation, deprojection, localization, ZED) and camera converters."""

@@ -1,0 +1,1 @@
+"""Reasoning and planning nodes (analyzer, planner) and their service and action clients."""

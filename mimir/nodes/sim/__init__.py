@@ -1,0 +1,1 @@
+"""The simulation bridge node: the MuJoCo kitchen exposed over ROS."""
