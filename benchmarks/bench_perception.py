@@ -28,14 +28,10 @@ import open3d as o3d  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mimir.transforms import matrix_to_quaternion  # noqa: E402
 from mimir_memory.observations import ObjectObservation  # noqa: E402
 from mimir_memory.world import WorldMemory  # noqa: E402
-from mimir_perception.camera import (  # noqa: E402
-    Intrinsics,
-    invert_transform,
-    make_transform,
-    matrix_to_quaternion,
-)
+from mimir_perception.camera import Intrinsics, invert_transform, make_transform  # noqa: E402
 from mimir_perception.deprojection import DeprojectionConfig, Deprojector  # noqa: E402
 from mimir_perception.fiducials import (  # noqa: E402
     FiducialLocalizer,

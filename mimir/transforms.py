@@ -68,6 +68,32 @@ def compose(translation: npt.ArrayLike, quaternion_xyzw: npt.ArrayLike) -> Matri
     return mat
 
 
+def quaternion_to_matrix(quat_xyzw: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """3x3 rotation of a quaternion ``[x, y, z, w]`` (normalised here).
+
+    Raises:
+        InvalidTransformError: The quaternion is not four finite numbers or has zero length.
+    """
+    try:
+        q = np.asarray(quat_xyzw, dtype=np.float64).reshape(4)
+    except (TypeError, ValueError) as err:
+        raise InvalidTransformError(f"a quaternion needs four numbers, got {quat_xyzw!r}") from err
+    norm = float(np.linalg.norm(q))
+    if not np.isfinite(norm) or norm < 1e-9:
+        raise InvalidTransformError(f"quaternion must be finite and non-zero, got {q.tolist()}")
+    return np.asarray(Rotation.from_quat(q / norm).as_matrix(), dtype=np.float64)
+
+
+def matrix_to_quaternion(rotation: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Quaternion ``[x, y, z, w]`` (with ``w >= 0``) of a 3x3 rotation matrix.
+
+    A matrix that is slightly off orthonormal gives the quaternion of the nearest rotation.
+    """
+    quat = np.asarray(Rotation.from_matrix(np.asarray(rotation, dtype=np.float64).reshape(3, 3))
+                      .as_quat(), dtype=np.float64)
+    return -quat if quat[3] < 0 else quat
+
+
 def decompose(matrix: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Split a 4x4 homogeneous matrix into (translation, quaternion x, y, z, w)."""
     mat = np.asarray(matrix, dtype=np.float64)

@@ -146,62 +146,6 @@ def invert_transform(transform: npt.ArrayLike) -> FloatArray:
     return inv
 
 
-def quaternion_to_matrix(quat_xyzw: npt.ArrayLike) -> FloatArray:
-    """3x3 rotation from a quaternion ``[x, y, z, w]`` (normalised here; must be non-zero)."""
-    q = np.asarray(quat_xyzw, dtype=np.float64).reshape(4)
-    norm = float(np.linalg.norm(q))
-    if not math.isfinite(norm) or norm < 1e-9:
-        raise TransformError(f"quaternion must be finite and non-zero, got {q.tolist()}")
-    x, y, z, w = q / norm
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def matrix_to_quaternion(rotation: npt.ArrayLike) -> FloatArray:
-    """Quaternion ``[x, y, z, w]`` (w >= 0) of a 3x3 rotation matrix."""
-    r = np.asarray(rotation, dtype=np.float64).reshape(3, 3)
-    # Symmetric 4x4 matrix whose dominant eigenvector is the quaternion (Bar-Itzhack).
-    k = (
-        np.array(
-            [
-                [
-                    r[0, 0] - r[1, 1] - r[2, 2],
-                    r[1, 0] + r[0, 1],
-                    r[2, 0] + r[0, 2],
-                    r[2, 1] - r[1, 2],
-                ],
-                [
-                    r[1, 0] + r[0, 1],
-                    r[1, 1] - r[0, 0] - r[2, 2],
-                    r[2, 1] + r[1, 2],
-                    r[0, 2] - r[2, 0],
-                ],
-                [
-                    r[2, 0] + r[0, 2],
-                    r[2, 1] + r[1, 2],
-                    r[2, 2] - r[0, 0] - r[1, 1],
-                    r[1, 0] - r[0, 1],
-                ],
-                [
-                    r[2, 1] - r[1, 2],
-                    r[0, 2] - r[2, 0],
-                    r[1, 0] - r[0, 1],
-                    r[0, 0] + r[1, 1] + r[2, 2],
-                ],
-            ]
-        )
-        / 3.0
-    )
-    _, vecs = np.linalg.eigh(k)
-    q = vecs[:, -1]
-    return np.asarray(q if q[3] >= 0.0 else -q, dtype=np.float64)
-
-
 def make_transform(rotation: npt.ArrayLike, translation: npt.ArrayLike) -> FloatArray:
     """4x4 transform from a 3x3 rotation and a translation (m)."""
     mat = np.eye(4)

@@ -35,16 +35,15 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
 from mimir_perception.camera import (
     FloatArray,
     Intrinsics,
     as_transform,
     invert_transform,
     make_transform,
-    matrix_to_quaternion,
-    quaternion_to_matrix,
 )
-from mimir_perception.errors import FiducialError, FiducialMapError, TransformError
+from mimir_perception.errors import FiducialError, FiducialMapError
 
 LOG = logging.getLogger(__name__)
 
@@ -128,7 +127,7 @@ def parse_fiducial_map(data: Any, source: str = "<data>") -> FiducialMap:
             raise FiducialMapError(f"{where}: size (or tag_size) must be > 0 m, got {size!r}")
         try:
             rot = quaternion_to_matrix(quat)
-        except TransformError as err:
+        except InvalidTransformError as err:
             raise FiducialMapError(f"{where}.orientation: {err}") from err
         tags[tag_id] = TagPose(tag_id, make_transform(rot, position), float(size))
     try:

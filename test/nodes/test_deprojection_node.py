@@ -19,7 +19,8 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
-from mimir.nodes.perception.deprojection_node import DeprojectionNode, msg_to_observation
+from mimir.nodes.memory.messages import observation_from_msg
+from mimir.nodes.perception.deprojection_node import DeprojectionNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info, segmentation_to_msg
 from mimir.ros import qos
 from mimir.ros.images import numpy_to_image
@@ -125,7 +126,7 @@ def plane_mm(value: int, shape: tuple[int, int] = (60, 80)) -> Image:
 
 def check_two(msg: ObjectObservationArray, stamp: float) -> None:
     assert msg.header.frame_id == "map" and msg.camera == "base"
-    obs = {o.label: msg_to_observation(o) for o in msg.observations}
+    obs = {o.label: observation_from_msg(o, msg) for o in msg.observations}
     assert set(obs) == {"mug", "cabinet"}
     # Pixel centres 10..29 / 45..74 at 2 m: camera x = (u - 39.5) / 50 * 2, y likewise.
     np.testing.assert_allclose(obs["mug"].centroid, [3.0, 2.8, 1.9], atol=0.05)
@@ -227,25 +228,3 @@ def test_deprojection_node(
         assert drv.array("base", stamp) is None and drv.array("wrist", stamp) is None
     assert drv.array("pole", 10.0) is None
     assert drv.count("base.frames_published") >= 7
-
-
-@pytest.mark.parametrize("name", ["segmentation", "deprojection", "localization", "zed"])
-def test_params_file_matches_config_defaults(name: str) -> None:
-    import dataclasses
-    import importlib
-    from pathlib import Path
-
-    import yaml
-
-    module = importlib.import_module(f"mimir_perception.{name}_node")
-    config_type = next(
-        getattr(module, attr) for attr in dir(module)
-        if attr.endswith("NodeConfig") and dataclasses.is_dataclass(getattr(module, attr))
-    )
-    path = Path(__file__).resolve().parents[2] / "config" / "params" / f"{name}.yaml"
-    params = yaml.safe_load(path.read_text())[name]["ros__parameters"]
-    defaults = {
-        f.name: list(f.default) if isinstance(f.default, tuple) else f.default
-        for f in dataclasses.fields(config_type)
-    }
-    assert params == defaults

@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
 from mimir_perception.camera import (
     Intrinsics,
     as_transform,
     invert_transform,
     make_transform,
-    matrix_to_quaternion,
     project_points,
-    quaternion_to_matrix,
     transform_points,
 )
 from mimir_perception.deprojection import deproject_pixels
@@ -84,7 +83,7 @@ def test_transform_validation() -> None:
     mirror = np.diag([1.0, 1.0, -1.0, 1.0])
     with pytest.raises(TransformError):
         as_transform(mirror)
-    with pytest.raises(TransformError):
+    with pytest.raises(InvalidTransformError):
         quaternion_to_matrix([0, 0, 0, 0])
 
 

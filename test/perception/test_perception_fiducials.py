@@ -9,12 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mimir_perception.camera import (
-    Intrinsics,
-    invert_transform,
-    make_transform,
-    matrix_to_quaternion,
-)
+from mimir.transforms import matrix_to_quaternion
+from mimir_perception.camera import Intrinsics, invert_transform, make_transform
 from mimir_perception.errors import FiducialError, FiducialMapError, TransformError
 from mimir_perception.fiducials import (
     FiducialLocalizer,

@@ -17,11 +17,12 @@ from geometry_msgs.msg import Point, Pose
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
 from mimir.ros.time import from_seconds, to_seconds
-from mimir.transforms import decompose
+from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
 from mimir_memory.events import Evidence, MemoryEvent, Verdict
 from mimir_memory.graph import PropertyValue
 from mimir_memory.graph import SceneNode as CoreNode
 from mimir_memory.keyframes import KeyframeRecord, Trigger
+from mimir_memory.observations import InvalidObservationError
 from mimir_memory.observations import ObjectObservation as CoreObservation
 from mimir_msgs.msg import (
     ContentItem,
@@ -239,7 +240,12 @@ def verdict_from_text(text: str) -> Verdict:
 
 
 def observation_to_msg(obs: CoreObservation) -> ObjectObservation:
-    """A core observation as a message (header frame = the observation's frame)."""
+    """The one encoder of an observation (header frame and stamp are the observation's).
+
+    The oriented box travels in ``oriented_box`` when it was computed (its rotation as a
+    quaternion, identity when only centre and extent are known); otherwise the box stays all
+    zero, which :func:`observation_from_msg` reads as "not computed".
+    """
     msg = ObjectObservation(
         label=obs.label,
         detection_id=obs.detection_id,
@@ -253,31 +259,39 @@ def observation_to_msg(obs: CoreObservation) -> ObjectObservation:
     msg.header.frame_id = obs.frame_id
     msg.header.stamp = _stamp_or_zero(obs.stamp)
     if obs.obb_center is not None and obs.obb_extent is not None:
-        rot = obs.obb_rotation if obs.obb_rotation is not None else np.eye(3)
-        mat = np.eye(4)
-        mat[:3, :3] = rot
-        mat[:3, 3] = obs.obb_center
-        _, quat = decompose(mat)
-        msg.oriented_box.center.position = _point(obs.obb_center)
-        (msg.oriented_box.center.orientation.x, msg.oriented_box.center.orientation.y,
-         msg.oriented_box.center.orientation.z, msg.oriented_box.center.orientation.w) = (
-            float(q) for q in quat)
-        msg.oriented_box.size.x, msg.oriented_box.size.y, msg.oriented_box.size.z = (
-            float(v) for v in obs.obb_extent)
+        rotation = obs.obb_rotation if obs.obb_rotation is not None else np.eye(3)
+        box = msg.oriented_box
+        box.center.position = _point(obs.obb_center)
+        q = box.center.orientation
+        q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quaternion(rotation))
+        box.size.x, box.size.y, box.size.z = (float(v) for v in obs.obb_extent)
     return msg
 
 
 def observation_from_msg(item: ObjectObservation,
                          array: ObjectObservationArray | None = None) -> CoreObservation:
-    """One observation (header, camera and frame default to the array's) as a core one.
+    """The one decoder of an observation; header, camera and frame default to the array's.
 
     Raises:
-        InvalidObservationError: the core constructor refuses it (NaN, inverted box...).
+        InvalidObservationError: the core refuses it (NaN, inverted box, a zero quaternion on
+            an oriented box...).
     """
     c, lo, hi = item.centroid, item.bbox_min, item.bbox_max
     stamp = to_seconds(item.header.stamp)
     if not stamp and array is not None:
         stamp = to_seconds(array.header.stamp)
+    box = item.oriented_box
+    size = (box.size.x, box.size.y, box.size.z)
+    obb: dict[str, Any] = {}
+    if size != (0.0, 0.0, 0.0):
+        q = box.center.orientation
+        try:
+            rotation = quaternion_to_matrix([q.x, q.y, q.z, q.w])
+        except InvalidTransformError as err:
+            raise InvalidObservationError(f"oriented box of {item.label!r}: {err}") from err
+        p = box.center.position
+        obb = {"obb_center": np.array([p.x, p.y, p.z]), "obb_extent": np.array(size),
+               "obb_rotation": rotation}
     return CoreObservation(
         label=item.label,
         centroid=np.array([c.x, c.y, c.z]),
@@ -289,6 +303,7 @@ def observation_from_msg(item: ObjectObservation,
         camera=item.camera or (array.camera if array is not None else ""),
         detection_id=item.detection_id,
         frame_id=item.header.frame_id or (array.header.frame_id if array is not None else ""),
+        **obb,
     )
 
 

@@ -35,21 +35,21 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import Point
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
 from mimir import transforms as tfm
-from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError, load_bounds
+from mimir.bounds import BoundsError, load_bounds
+from mimir.nodes.memory.messages import observation_to_msg
+from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.nodes.perception.messages import (
     CameraInfoError,
     PerceptionNodeError,
@@ -66,11 +66,8 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import from_seconds, to_seconds
-from mimir_memory.observations import ObjectObservation
-from mimir_msgs.msg import ObjectObservation as ObservationMsg
 from mimir_msgs.msg import ObjectObservationArray, Segmentation
-from mimir_perception.camera import matrix_to_quaternion, quaternion_to_matrix
-from mimir_perception.deprojection import DeprojectionConfig, Deprojector, DepthUnit, SkipReason
+from mimir_perception.deprojection import Deprojector, DepthUnit, SkipReason
 from mimir_perception.errors import (
     DepthError,
     ImageSizeMismatchError,
@@ -79,7 +76,7 @@ from mimir_perception.errors import (
     SynchronizationError,
     TransformError,
 )
-from mimir_perception.sync import FrameSynchronizer, SyncConfig, SyncedFrame
+from mimir_perception.sync import FrameSynchronizer, SyncedFrame
 
 _DEPTH_UNITS: dict[str, DepthUnit] = {"16UC1": "mm", "mono16": "mm", "32FC1": "m"}
 _WARN_KEYS = (
@@ -98,181 +95,6 @@ _WARN_KEYS = (
     *(f"segmentation_{r}" for r in ("stale", "late", "duplicate", "queue_full")),
     *(r.value for r in SkipReason),
 )
-
-
-@dataclass(frozen=True)
-class DeprojectionNodeConfig:
-    """Parameters of the deprojection node (defaults mirror config/params/deprojection.yaml)."""
-
-    cameras: tuple[str, ...] = field(
-        default=("base", "pole", "wrist"),
-        metadata={"description": "camera names to deproject", "read_only": True},
-    )
-    map_frame: str = field(
-        default="map", metadata={"description": "fixed frame of the observations",
-                                 "read_only": True}
-    )
-    rectified: bool = field(
-        default=True,
-        metadata={"description": "camera infos describe rectified images (use P, ignore D); "
-                  "false refuses non-zero distortion", "read_only": True},
-    )
-    sync_tolerance: float = field(
-        default=0.02, metadata={"description": "largest stamp difference of a matched "
-                                "segmentation, depth and camera info (s)", "read_only": True}
-    )
-    sync_max_age: float = field(
-        default=2.0, metadata={"description": "queued inputs older than the newest stamp "
-                               "minus this are dropped (s)", "read_only": True}
-    )
-    sync_max_queue: int = field(
-        default=30, metadata={"description": "most queued inputs per stream and camera",
-                              "read_only": True}
-    )
-    transform_timeout: float = field(
-        default=0.5, metadata={"description": "how long a frame waits for its transform "
-                               "before it is skipped (s)", "read_only": True}
-    )
-    tf_cache: float = field(
-        default=10.0, metadata={"description": "transform history kept (s)", "read_only": True}
-    )
-    max_backlog: int = field(
-        default=8, metadata={"description": "matched frames waiting for deprojection; older "
-                             "ones are dropped beyond this", "read_only": True}
-    )
-    min_depth: float = field(
-        default=0.1, metadata={"description": "nearest valid depth (m)", "read_only": True}
-    )
-    max_depth: float = field(
-        default=10.0, metadata={"description": "farthest valid depth (m)", "read_only": True}
-    )
-    erode_px: int = field(
-        default=2, metadata={"description": "mask erosion radius (pixels)", "read_only": True}
-    )
-    min_points: int = field(
-        default=30, metadata={"description": "fewest valid points behind an observation",
-                              "read_only": True}
-    )
-    max_instances: int = field(
-        default=200, metadata={"description": "most instances deprojected per frame (best "
-                               "scores kept)", "read_only": True}
-    )
-    outlier_mad_k: float = field(
-        default=3.0, metadata={"description": "depth outlier threshold in scaled MADs "
-                               "(0 disables)", "read_only": True}
-    )
-    centroid: str = field(
-        default="median", metadata={"description": "median, mean or trimmed_mean",
-                                    "read_only": True}
-    )
-    pixel_stride: int = field(
-        default=1, metadata={"description": "use every n-th row and column", "read_only": True}
-    )
-    compute_obb: bool = field(
-        default=True, metadata={"description": "also compute oriented boxes", "read_only": True}
-    )
-    diagnostics_period: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True}
-    )
-    memory_config: str = field(
-        default="", metadata={"description": "settings YAML whose bounds section limits poses "
-                              "and observations; empty for the installed memory.yaml",
-                              "read_only": True}
-    )
-
-    def __post_init__(self) -> None:
-        if not self.cameras or any(not c or "/" in c for c in self.cameras):
-            raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
-        if len(set(self.cameras)) != len(self.cameras):
-            raise ValueError(f"cameras repeat: {self.cameras!r}")
-        if not self.map_frame:
-            raise ValueError("map_frame must be non-empty")
-        if self.transform_timeout < 0.0 or self.tf_cache <= 0.0 or self.max_backlog < 1:
-            raise ValueError("transform_timeout >= 0, tf_cache > 0 and max_backlog >= 1 needed")
-        if not self.diagnostics_period > 0.0:
-            raise ValueError("diagnostics_period must be positive")
-
-    def deprojection(self, unit: DepthUnit, bounds: Bounds = DEFAULT_BOUNDS
-                     ) -> DeprojectionConfig:
-        """The core deprojection settings for depth in ``unit``."""
-        return DeprojectionConfig(
-            workspace_m=bounds.workspace_m,
-            depth_unit=unit,
-            min_depth=self.min_depth,
-            max_depth=self.max_depth,
-            erode_px=self.erode_px,
-            min_points=self.min_points,
-            max_instances=self.max_instances,
-            outlier_mad_k=self.outlier_mad_k,
-            centroid=self.centroid,  # type: ignore[arg-type]
-            compute_obb=self.compute_obb,
-            pixel_stride=self.pixel_stride,
-            map_frame=self.map_frame,
-        )
-
-    def sync(self) -> SyncConfig:
-        """The synchroniser settings."""
-        return SyncConfig(
-            tolerance=self.sync_tolerance, max_age=self.sync_max_age, max_queue=self.sync_max_queue
-        )
-
-
-def _point(values: npt.ArrayLike) -> Point:
-    x, y, z = (float(v) for v in np.asarray(values, dtype=np.float64).reshape(3))
-    return Point(x=x, y=y, z=z)
-
-
-def observation_to_msg(obs: ObjectObservation) -> ObservationMsg:
-    """Encode an observation (the oriented box stays all zero when it was not computed)."""
-    msg = ObservationMsg()
-    msg.header = Header(frame_id=obs.frame_id, stamp=from_seconds(obs.stamp))
-    msg.label = obs.label
-    msg.detection_id = obs.detection_id
-    msg.camera = obs.camera
-    msg.centroid = _point(obs.centroid)
-    msg.bbox_min = _point(obs.bbox_min)
-    msg.bbox_max = _point(obs.bbox_max)
-    if obs.obb_center is not None and obs.obb_extent is not None and obs.obb_rotation is not None:
-        box = msg.oriented_box
-        box.center.position = _point(obs.obb_center)
-        qx, qy, qz, qw = (float(v) for v in matrix_to_quaternion(obs.obb_rotation))
-        box.center.orientation.x, box.center.orientation.y = qx, qy
-        box.center.orientation.z, box.center.orientation.w = qz, qw
-        box.size.x, box.size.y, box.size.z = (float(v) for v in obs.obb_extent)
-    msg.score = float(obs.score)
-    msg.point_count = int(obs.point_count)
-    return msg
-
-
-def msg_to_observation(msg: ObservationMsg) -> ObjectObservation:
-    """Decode an observation message (for world memory); raises InvalidObservationError."""
-    box = msg.oriented_box
-    has_box = (box.size.x, box.size.y, box.size.z) != (0.0, 0.0, 0.0)
-    rotation = None
-    if has_box:
-        q = box.center.orientation
-        rotation = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-    p = box.center.position
-
-    def vec(x: float, y: float, z: float) -> npt.NDArray[np.float64]:
-        return np.array([x, y, z], dtype=np.float64)
-
-    return ObjectObservation(
-        label=msg.label,
-        centroid=vec(msg.centroid.x, msg.centroid.y, msg.centroid.z),
-        bbox_min=vec(msg.bbox_min.x, msg.bbox_min.y, msg.bbox_min.z),
-        bbox_max=vec(msg.bbox_max.x, msg.bbox_max.y, msg.bbox_max.z),
-        stamp=to_seconds(msg.header.stamp),
-        score=float(msg.score),
-        point_count=int(msg.point_count),
-        camera=msg.camera,
-        detection_id=msg.detection_id,
-        frame_id=msg.header.frame_id,
-        obb_center=vec(p.x, p.y, p.z) if has_box else None,
-        obb_extent=vec(box.size.x, box.size.y, box.size.z) if has_box else None,
-        obb_rotation=rotation,
-    )
 
 
 @dataclass

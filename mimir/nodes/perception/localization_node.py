@@ -53,7 +53,7 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import TransformPublisher, make_transform_source, matrix_to_transform
 from mimir.ros.time import from_seconds, to_seconds
-from mimir_perception.camera import matrix_to_quaternion
+from mimir.transforms import matrix_to_quaternion
 from mimir_perception.errors import FiducialError, FiducialMapError, IntrinsicsError
 from mimir_perception.fiducials import (
     FiducialLocalizer,

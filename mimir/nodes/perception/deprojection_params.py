@@ -1,0 +1,127 @@
+"""Parameters of the deprojection node, declared as ROS parameters with descriptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mimir.bounds import DEFAULT_BOUNDS, Bounds
+from mimir_perception.deprojection import DeprojectionConfig, DepthUnit
+from mimir_perception.sync import SyncConfig
+
+
+@dataclass(frozen=True)
+class DeprojectionNodeConfig:
+    """Parameters of the deprojection node (defaults mirror config/params/deprojection.yaml)."""
+
+    cameras: tuple[str, ...] = field(
+        default=("base", "pole", "wrist"),
+        metadata={"description": "camera names to deproject", "read_only": True},
+    )
+    map_frame: str = field(
+        default="map", metadata={"description": "fixed frame of the observations",
+                                 "read_only": True}
+    )
+    rectified: bool = field(
+        default=True,
+        metadata={"description": "camera infos describe rectified images (use P, ignore D); "
+                  "false refuses non-zero distortion", "read_only": True},
+    )
+    sync_tolerance: float = field(
+        default=0.02, metadata={"description": "largest stamp difference of a matched "
+                                "segmentation, depth and camera info (s)", "read_only": True}
+    )
+    sync_max_age: float = field(
+        default=2.0, metadata={"description": "queued inputs older than the newest stamp "
+                               "minus this are dropped (s)", "read_only": True}
+    )
+    sync_max_queue: int = field(
+        default=30, metadata={"description": "most queued inputs per stream and camera",
+                              "read_only": True}
+    )
+    transform_timeout: float = field(
+        default=0.5, metadata={"description": "how long a frame waits for its transform "
+                               "before it is skipped (s)", "read_only": True}
+    )
+    tf_cache: float = field(
+        default=10.0, metadata={"description": "transform history kept (s)", "read_only": True}
+    )
+    max_backlog: int = field(
+        default=8, metadata={"description": "matched frames waiting for deprojection; older "
+                             "ones are dropped beyond this", "read_only": True}
+    )
+    min_depth: float = field(
+        default=0.1, metadata={"description": "nearest valid depth (m)", "read_only": True}
+    )
+    max_depth: float = field(
+        default=10.0, metadata={"description": "farthest valid depth (m)", "read_only": True}
+    )
+    erode_px: int = field(
+        default=2, metadata={"description": "mask erosion radius (pixels)", "read_only": True}
+    )
+    min_points: int = field(
+        default=30, metadata={"description": "fewest valid points behind an observation",
+                              "read_only": True}
+    )
+    max_instances: int = field(
+        default=200, metadata={"description": "most instances deprojected per frame (best "
+                               "scores kept)", "read_only": True}
+    )
+    outlier_mad_k: float = field(
+        default=3.0, metadata={"description": "depth outlier threshold in scaled MADs "
+                               "(0 disables)", "read_only": True}
+    )
+    centroid: str = field(
+        default="median", metadata={"description": "median, mean or trimmed_mean",
+                                    "read_only": True}
+    )
+    pixel_stride: int = field(
+        default=1, metadata={"description": "use every n-th row and column", "read_only": True}
+    )
+    compute_obb: bool = field(
+        default=True, metadata={"description": "also compute oriented boxes", "read_only": True}
+    )
+    diagnostics_period: float = field(
+        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
+                               "read_only": True}
+    )
+    memory_config: str = field(
+        default="", metadata={"description": "settings YAML whose bounds section limits poses "
+                              "and observations; empty for the installed memory.yaml",
+                              "read_only": True}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.cameras or any(not c or "/" in c for c in self.cameras):
+            raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
+        if len(set(self.cameras)) != len(self.cameras):
+            raise ValueError(f"cameras repeat: {self.cameras!r}")
+        if not self.map_frame:
+            raise ValueError("map_frame must be non-empty")
+        if self.transform_timeout < 0.0 or self.tf_cache <= 0.0 or self.max_backlog < 1:
+            raise ValueError("transform_timeout >= 0, tf_cache > 0 and max_backlog >= 1 needed")
+        if not self.diagnostics_period > 0.0:
+            raise ValueError("diagnostics_period must be positive")
+
+    def deprojection(self, unit: DepthUnit, bounds: Bounds = DEFAULT_BOUNDS
+                     ) -> DeprojectionConfig:
+        """The core deprojection settings for depth in ``unit``."""
+        return DeprojectionConfig(
+            workspace_m=bounds.workspace_m,
+            depth_unit=unit,
+            min_depth=self.min_depth,
+            max_depth=self.max_depth,
+            erode_px=self.erode_px,
+            min_points=self.min_points,
+            max_instances=self.max_instances,
+            outlier_mad_k=self.outlier_mad_k,
+            centroid=self.centroid,  # type: ignore[arg-type]
+            compute_obb=self.compute_obb,
+            pixel_stride=self.pixel_stride,
+            map_frame=self.map_frame,
+        )
+
+    def sync(self) -> SyncConfig:
+        """The synchroniser settings."""
+        return SyncConfig(
+            tolerance=self.sync_tolerance, max_age=self.sync_max_age, max_queue=self.sync_max_queue
+        )

@@ -1,0 +1,67 @@
+"""ObjectObservation has one encoder and one decoder, and nothing is lost on the way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from mimir.nodes.memory.messages import observation_from_msg, observation_to_msg
+from mimir_memory.observations import InvalidObservationError, ObjectObservation
+from mimir_msgs.msg import ObjectObservationArray
+
+
+def _observation(with_box: bool, seed: int = 3) -> ObjectObservation:
+    rng = np.random.default_rng(seed)
+    centre = rng.uniform(-5, 5, 3)
+    extra = {}
+    if with_box:
+        extra = {"obb_center": centre + 0.01,
+                 "obb_extent": np.array([0.4, 0.2, 0.9]),
+                 "obb_rotation": Rotation.from_rotvec(rng.normal(size=3)).as_matrix()}
+    return ObjectObservation(label="cabinet", centroid=centre, bbox_min=centre - 0.5,
+                             bbox_max=centre + 0.5, stamp=12.25, score=0.75, point_count=812,
+                             camera="pole", detection_id="pole@12.25#4", frame_id="map",
+                             **extra)
+
+
+@pytest.mark.parametrize("with_box", [True, False])
+def test_an_observation_survives_the_round_trip(with_box: bool) -> None:
+    obs = _observation(with_box)
+    back = observation_from_msg(observation_to_msg(obs))
+    for name in ("label", "camera", "detection_id", "frame_id", "point_count"):
+        assert getattr(back, name) == getattr(obs, name)
+    assert back.stamp == pytest.approx(obs.stamp)
+    assert back.score == pytest.approx(obs.score)
+    for name in ("centroid", "bbox_min", "bbox_max"):
+        np.testing.assert_allclose(getattr(back, name), getattr(obs, name))
+    if with_box:
+        np.testing.assert_allclose(back.obb_center, obs.obb_center)
+        np.testing.assert_allclose(back.obb_extent, obs.obb_extent)
+        np.testing.assert_allclose(back.obb_rotation, obs.obb_rotation, atol=1e-12)
+    else:
+        assert back.obb_center is None and back.obb_extent is None and back.obb_rotation is None
+
+
+def test_the_array_supplies_what_an_item_leaves_empty() -> None:
+    msg = observation_to_msg(_observation(False))
+    msg.header.frame_id = ""
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 0, 0
+    msg.camera = ""
+    array = ObjectObservationArray(camera="wrist", observations=[msg])
+    array.header.frame_id = "map"
+    array.header.stamp.sec = 40
+    back = observation_from_msg(msg, array)
+    assert (back.frame_id, back.camera, back.stamp) == ("map", "wrist", 40.0)
+
+
+def test_a_broken_oriented_box_is_refused() -> None:
+    msg = observation_to_msg(_observation(True))
+    q = msg.oriented_box.center.orientation
+    q.x = q.y = q.z = q.w = 0.0
+    with pytest.raises(InvalidObservationError, match="oriented box"):
+        observation_from_msg(msg)
+    msg = observation_to_msg(_observation(True))
+    msg.oriented_box.size.x = float("nan")
+    with pytest.raises(InvalidObservationError):
+        observation_from_msg(msg)
