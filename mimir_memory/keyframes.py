@@ -23,7 +23,6 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import cv2
@@ -51,7 +50,7 @@ from mimir_memory.events import (
 from mimir_memory.files import write_file_atomic
 from mimir_memory.graph import finite_point
 from mimir_memory.locking import synchronized
-from mimir_memory.schema import DatabaseHandle, open_database, storage_error
+from mimir_memory.schema import DatabaseHandle, Store, open_database, storage_error
 
 LOG = logging.getLogger(__name__)
 
@@ -241,7 +240,7 @@ _SELECT = (
 )
 
 
-class KeyframeStore:
+class KeyframeStore(Store):
     """Keyframe images on disk plus their index in a SQLite database.
 
     Files live under ``root``: ``keyframes.db``, ``images/`` and ``thumbs/``.
@@ -289,21 +288,6 @@ class KeyframeStore:
         except BaseException:
             handle.close()
             raise
-
-    def close(self) -> None:
-        """Close the database."""
-        self.handle.close()
-
-    def __enter__(self) -> KeyframeStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _load_recent(self) -> None:
         rows = self.handle.db.execute(

@@ -32,7 +32,8 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from types import TracebackType
+from typing import Literal, Self
 
 import sqlite_utils
 
@@ -398,3 +399,24 @@ def _open_writer(path: Path, kind: DatabaseKind, storage: StorageConfig) -> Data
 def schema_version_of(handle: DatabaseHandle) -> int:
     """Schema version recorded in the ``meta`` table of an opened database."""
     return int(_read_meta(handle.db).get("schema_version", "0"))
+
+
+class Store:
+    """Base of the memory stores: one database handle, closed once, usable in ``with``."""
+
+    handle: DatabaseHandle
+
+    def close(self) -> None:
+        """Close the database (and release the writer lock a writer holds)."""
+        self.handle.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from types import TracebackType
 from typing import Any, ClassVar
 
 from mimir_memory.config import MemoryConfig, normalize_label
@@ -40,7 +39,7 @@ from mimir_memory.events import (
 )
 from mimir_memory.graph import HAND_PARENT, SceneGraphState
 from mimir_memory.locking import synchronized
-from mimir_memory.schema import DatabaseHandle, open_database
+from mimir_memory.schema import Store, open_database
 
 LOG = logging.getLogger(__name__)
 
@@ -499,11 +498,12 @@ class TaskState:
         }
 
 
-class TaskMemory:
+class TaskMemory(Store):
     """Task memory over an event log (its own database or one shared with world memory)."""
 
     def __init__(self, log: EventLog) -> None:
         self.log = log
+        self.handle = log.handle
         self.lock = threading.RLock()
         self.state = TaskState()
         self.skipped: list[tuple[int, str, str]] = []
@@ -530,26 +530,6 @@ class TaskMemory:
         except BaseException:
             handle.close()
             raise
-
-    @property
-    def handle(self) -> DatabaseHandle:
-        """Database handle of the log."""
-        return self.log.handle
-
-    def close(self) -> None:
-        """Close the underlying database."""
-        self.log.handle.close()
-
-    def __enter__(self) -> TaskMemory:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ queries
     @synchronized

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from mimir.bounds import BoundsError
@@ -42,7 +41,7 @@ from mimir_memory.graph import (
 from mimir_memory.locking import synchronized
 from mimir_memory.observations import ObjectObservation
 from mimir_memory.render import render_graph
-from mimir_memory.schema import DatabaseHandle, open_database
+from mimir_memory.schema import DatabaseHandle, Store, open_database
 
 LOG = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ class Association:
     alternatives: tuple[str, ...] = ()
 
 
-class WorldMemory:
+class WorldMemory(Store):
     """Scene graph with an append-only event log in its own SQLite database."""
 
     def __init__(
@@ -109,21 +108,6 @@ class WorldMemory:
         except BaseException:
             handle.close()
             raise
-
-    def close(self) -> None:
-        """Close the database (and release the writer lock)."""
-        self.handle.close()
-
-    def __enter__(self) -> WorldMemory:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def revision(self) -> int:
