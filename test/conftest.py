@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,3 +87,60 @@ def sevenscenes_dir(shared_dir: Path) -> Path:
 def tidybot_dir(shared_dir: Path) -> Path:
     """The TidyBot++ MuJoCo/URDF model folder."""
     return shared_dir / "models" / "tidybot"
+
+
+# ------------------------------------------------------------------------- ROS 2 fixtures
+# Every test that starts nodes gets its own rclpy context (the DDS domain is set per test
+# process above), an executor spinning in a background thread, and a driver node for its
+# publishers, subscribers and clients. Nodes handed to ``ros_executor`` are destroyed after the
+# test. (Importing rclpy reads no environment; the domain above applies from rclpy.init on.)
+
+
+@pytest.fixture
+def ros_context() -> Iterator[Context]:
+    """A fresh rclpy context for one test."""
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        yield context
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture
+def ros_executor(ros_context: Context) -> Iterator[MultiThreadedExecutor]:
+    """A multi-threaded executor spinning in a background thread for one test."""
+    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    try:
+        yield executor
+    finally:
+        nodes = list(executor.get_nodes())
+        executor.shutdown(timeout_sec=5.0)
+        for node in nodes:
+            node.destroy_node()
+        thread.join(timeout=5.0)
+
+
+@pytest.fixture
+def spin_node(ros_context: Context, ros_executor: MultiThreadedExecutor) -> Node:
+    """A driver node (publishers, subscribers, clients of the test) that is being spun."""
+    node = rclpy.create_node("mimir_test_driver", context=ros_context)
+    ros_executor.add_node(node)
+    return node
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., bool]:
+    """``wait_for(predicate, timeout=20.0)``: poll until the predicate holds or time runs out."""
+
+    def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.02)
+        return bool(predicate())
+
+    return _wait

@@ -24,6 +24,7 @@ from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from ros_helpers import call_service
 from test_deprojection_node import MAP_FROM_CAMERA, Driver, plane, two_instances
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
@@ -48,15 +49,6 @@ from mimir_perception.camera import make_transform
 pytestmark = pytest.mark.ros
 
 Wait = Callable[..., bool]
-
-
-def _call(node: Node, srv_type: Any, name: str, request: Any, wait_for: Wait) -> Any:
-    client = node.create_client(srv_type, name)
-    assert client.wait_for_service(timeout_sec=20.0), f"service {name} not available"
-    future = client.call_async(request)
-    assert wait_for(future.done, 20.0), f"service {name} did not answer"
-    node.destroy_client(client)
-    return future.result()
 
 
 class Diagnostics:
@@ -114,7 +106,7 @@ def _scene_graph(context: Context, executor: MultiThreadedExecutor,
 
 
 def _graph(node: Node, wait_for: Wait) -> SceneGraph:
-    reply = _call(node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request(), wait_for)
+    reply = call_service(node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request())
     assert reply.error_code == GetSceneGraph.Response.NONE
     return reply.graph
 
@@ -158,7 +150,7 @@ def test_scene_graph_survives_poison_and_answers_true_codes(
                     == 2 * len(poison))
 
     def update(**fields: Any) -> Any:
-        return _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(**fields), wait_for)
+        return call_service(spin_node, UpdateNode, "update_node", UpdateNode.Request(**fields))
 
     # The stamp of a far-future observation never leaks into later events.
     ok = update(node_id="cabinet_1", event_id="u-1", source="interaction",
@@ -256,8 +248,8 @@ def test_keyframe_node_refuses_bad_offsets_and_takes_operator_frames(
         assert wait_for(lambda s=stamp: (node.buffers["wrist"].latest_stamp() or 0) >= s)
 
     def save(**fields: Any) -> Any:
-        return _call(spin_node, SaveKeyframe, "save_keyframe",
-                     SaveKeyframe.Request(camera="wrist", **fields), wait_for)
+        return call_service(spin_node, SaveKeyframe, "save_keyframe",
+                     SaveKeyframe.Request(camera="wrist", **fields))
 
     count = node.store.count()
     for offset in (math.nan, -1.0, math.inf):
@@ -271,16 +263,16 @@ def test_keyframe_node_refuses_bad_offsets_and_takes_operator_frames(
     saved = save(stamp=from_seconds(1010.0), trigger="operator", caption="the operator asked",
                  linked_nodes=["cabinet_1"])
     assert saved.error_code == SaveKeyframe.Response.NONE, saved.error_msg
-    found = _call(spin_node, QueryKeyframes, "query_keyframes",
-                  QueryKeyframes.Request(trigger="operator"), wait_for)
+    found = call_service(spin_node, QueryKeyframes, "query_keyframes",
+                  QueryKeyframes.Request(trigger="operator"))
     assert found.error_code == QueryKeyframes.Response.NONE
     assert [k.keyframe_id for k in found.keyframes] == [saved.keyframe_id]
     assert found.keyframes[0].trigger == KeyframeMetadata.TRIGGER_OPERATOR
-    perception = _call(spin_node, QueryKeyframes, "query_keyframes",
-                       QueryKeyframes.Request(trigger="perception"), wait_for)
+    perception = call_service(spin_node, QueryKeyframes, "query_keyframes",
+                       QueryKeyframes.Request(trigger="perception"))
     assert perception.keyframes == []
-    bad = _call(spin_node, QueryKeyframes, "query_keyframes",
-                QueryKeyframes.Request(trigger="dream"), wait_for)
+    bad = call_service(spin_node, QueryKeyframes, "query_keyframes",
+                QueryKeyframes.Request(trigger="dream"))
     assert bad.error_code == QueryKeyframes.Response.INVALID_REQUEST
     assert wait_for(lambda: diag.count("keyframes", "refused") == 4)
     assert diag.count("keyframes", "keyframes") == 1

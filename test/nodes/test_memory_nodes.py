@@ -15,6 +15,7 @@ from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from ros_helpers import call_service
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
@@ -44,15 +45,6 @@ from mimir_msgs.srv import (
 pytestmark = pytest.mark.ros
 
 Wait = Callable[..., bool]
-
-
-def _call(node: Node, srv_type: Any, name: str, request: Any, wait_for: Wait) -> Any:
-    client = node.create_client(srv_type, name)
-    assert client.wait_for_service(timeout_sec=20.0), f"service {name} not available"
-    future = client.call_async(request)
-    assert wait_for(future.done, 20.0), f"service {name} did not answer"
-    node.destroy_client(client)
-    return future.result()
 
 
 def _observation(label: str, xyz: tuple[float, float, float], half: float = 0.1,
@@ -125,7 +117,7 @@ def test_scene_graph_fuses_updates_and_restarts(
         evidence=[EvidenceRef(kind="keyframe", id="kf1"), EvidenceRef(kind="detection", id="d1")],
         verdict="admit", verdict_reason="contact evidence",
     )
-    response = _call(spin_node, UpdateNode, "update_node", request, wait_for)
+    response = call_service(spin_node, UpdateNode, "update_node", request)
     assert response.error_code == UpdateNode.Response.NONE, response.error_msg
     props = {p.name: json.loads(p.value_json) for p in response.node.properties}
     assert props["locked"] is True and props["openable"] is False and props["is_opened"] is False
@@ -134,42 +126,40 @@ def test_scene_graph_fuses_updates_and_restarts(
     assert response.events[0].evidence[0].id == "kf1"
 
     # Replaying the same request changes nothing.
-    again = _call(spin_node, UpdateNode, "update_node", request, wait_for)
+    again = call_service(spin_node, UpdateNode, "update_node", request)
     assert again.error_code == UpdateNode.Response.NONE
     assert again.revision == response.revision
     assert [e.event_id for e in again.events] == [e.event_id for e in response.events]
 
     # Bad requests: unknown node, malformed JSON, unknown verdict, id reused for another node.
-    unknown = _call(spin_node, UpdateNode, "update_node",
-                    UpdateNode.Request(node_id="ghost_3", properties=request.properties),
-                    wait_for)
+    unknown = call_service(spin_node, UpdateNode, "update_node",
+                    UpdateNode.Request(node_id="ghost_3", properties=request.properties))
     assert unknown.error_code == UpdateNode.Response.UNKNOWN_NODE
-    bad_json = _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(
+    bad_json = call_service(spin_node, UpdateNode, "update_node", UpdateNode.Request(
         node_id="cabinet_1", properties=[Property(name="fullness", value_json="{half",
-                                                  confidence=0.5)]), wait_for)
+                                                  confidence=0.5)]))
     assert bad_json.error_code == UpdateNode.Response.INVALID_REQUEST
-    bad_verdict = _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(
-        node_id="cabinet_1", verdict="maybe"), wait_for)
+    bad_verdict = call_service(spin_node, UpdateNode, "update_node", UpdateNode.Request(
+        node_id="cabinet_1", verdict="maybe"))
     assert bad_verdict.error_code == UpdateNode.Response.INVALID_REQUEST
-    reused = _call(spin_node, UpdateNode, "update_node", UpdateNode.Request(
-        node_id="mug_1", event_id="analysis-1", properties=request.properties[2:]), wait_for)
+    reused = call_service(spin_node, UpdateNode, "update_node", UpdateNode.Request(
+        node_id="mug_1", event_id="analysis-1", properties=request.properties[2:]))
     assert reused.error_code == UpdateNode.Response.DUPLICATE_EVENT
 
-    before = _call(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request(),
-                   wait_for)
+    before = call_service(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request())
     assert before.error_code == GetSceneGraph.Response.NONE
-    past = _call(spin_node, GetSceneGraph, "get_scene_graph",
-                 GetSceneGraph.Request(use_as_of=True, as_of=from_seconds(5.5)), wait_for)
+    past = call_service(spin_node, GetSceneGraph, "get_scene_graph",
+                 GetSceneGraph.Request(use_as_of=True, as_of=from_seconds(5.5)))
     assert [n.observation_count for n in past.graph.nodes] == [1, 1]
-    missing = _call(spin_node, GetSceneGraph, "get_scene_graph",
-                    GetSceneGraph.Request(node_ids=["nope_1"]), wait_for)
+    missing = call_service(spin_node, GetSceneGraph, "get_scene_graph",
+                    GetSceneGraph.Request(node_ids=["nope_1"]))
     assert missing.error_code == GetSceneGraph.Response.UNKNOWN_NODE
 
     # Restart on the same database: the same graph comes back.
     ros_executor.remove_node(graph_node)
     graph_node.destroy_node()
     _start_scene_graph(ros_context, ros_executor, tmp_path)
-    after = _call(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request(), wait_for)
+    after = call_service(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request())
     assert after.graph.revision == before.graph.revision
     assert after.graph.nodes == before.graph.nodes
 
@@ -216,9 +206,8 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
     events.publish(ended)
 
     def interaction_frames() -> list[Any]:
-        res = _call(spin_node, QueryKeyframes, "query_keyframes",
-                    QueryKeyframes.Request(node_ids=["cabinet_1"], trigger="interaction"),
-                    wait_for)
+        res = call_service(spin_node, QueryKeyframes, "query_keyframes",
+                    QueryKeyframes.Request(node_ids=["cabinet_1"], trigger="interaction"))
         return list(res.keyframes)
 
     assert wait_for(lambda: len(interaction_frames()) == 6, 20.0), node.counters
@@ -231,47 +220,47 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
                                                                                           abs=1e3)
 
     # The analyzer's peak frame with labels, then more labels, then a label query.
-    saved = _call(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+    saved = call_service(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
         camera="wrist", stamp=from_seconds(11.0), trigger="interaction", phase="peak",
         interaction_id="int-7", action="open", linked_nodes=["cabinet_1"],
         labels=[KeyframeLabel(text="gripper closed on handle", source="analyzer")],
-        caption="the door stays shut"), wait_for)
+        caption="the door stays shut"))
     assert saved.error_code == SaveKeyframe.Response.NONE, saved.error_msg
-    labelled = _call(spin_node, AddKeyframeLabels, "add_keyframe_labels",
+    labelled = call_service(spin_node, AddKeyframeLabels, "add_keyframe_labels",
                      AddKeyframeLabels.Request(keyframe_id=saved.keyframe_id, labels=[
-                         KeyframeLabel(text="locked cabinet", source="analyzer")]), wait_for)
+                         KeyframeLabel(text="locked cabinet", source="analyzer")]))
     assert labelled.error_code == AddKeyframeLabels.Response.NONE
     assert {lab.text for lab in labelled.metadata.labels} >= {"locked cabinet"}
-    by_label = _call(spin_node, QueryKeyframes, "query_keyframes",
-                     QueryKeyframes.Request(labels=["LOCKED"]), wait_for)
+    by_label = call_service(spin_node, QueryKeyframes, "query_keyframes",
+                     QueryKeyframes.Request(labels=["LOCKED"]))
     assert [f.keyframe_id for f in by_label.keyframes] == [saved.keyframe_id]
 
-    image = _call(spin_node, GetKeyframeImage, "get_keyframe_image",
-                  GetKeyframeImage.Request(keyframe_id=before.keyframe_id), wait_for)
+    image = call_service(spin_node, GetKeyframeImage, "get_keyframe_image",
+                  GetKeyframeImage.Request(keyframe_id=before.keyframe_id))
     assert image.error_code == GetKeyframeImage.Response.NONE
     assert (image.image.height, image.image.width, image.image.encoding) == (192, 256, "rgb8")
-    thumb = _call(spin_node, GetKeyframeImage, "get_keyframe_image",
-                  GetKeyframeImage.Request(keyframe_id=before.keyframe_id, thumbnail=True),
-                  wait_for)
+    thumb = call_service(spin_node, GetKeyframeImage, "get_keyframe_image",
+                  GetKeyframeImage.Request(keyframe_id=before.keyframe_id, thumbnail=True))
     assert 0 < thumb.image.width < 256
 
     # Bad requests.
-    unknown = _call(spin_node, GetKeyframeImage, "get_keyframe_image",
-                    GetKeyframeImage.Request(keyframe_id="0" * 16), wait_for)
+    unknown = call_service(spin_node, GetKeyframeImage, "get_keyframe_image",
+                    GetKeyframeImage.Request(keyframe_id="0" * 16))
     assert unknown.error_code == GetKeyframeImage.Response.UNKNOWN_KEYFRAME
-    bad_trigger = _call(spin_node, QueryKeyframes, "query_keyframes",
-                        QueryKeyframes.Request(trigger="dream"), wait_for)
+    bad_trigger = call_service(spin_node, QueryKeyframes, "query_keyframes",
+                        QueryKeyframes.Request(trigger="dream"))
     assert bad_trigger.error_code == QueryKeyframes.Response.INVALID_REQUEST
-    reversed_window = _call(spin_node, QueryKeyframes, "query_keyframes", QueryKeyframes.Request(
-        start=from_seconds(20.0), end=from_seconds(10.0)), wait_for)
+    reversed_window = call_service(
+        spin_node, QueryKeyframes, "query_keyframes",
+        QueryKeyframes.Request(start=from_seconds(20.0), end=from_seconds(10.0)))
     assert reversed_window.error_code == QueryKeyframes.Response.INVALID_REQUEST
-    no_frame = _call(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
-        camera="wrist", stamp=from_seconds(500.0), trigger="interaction", phase="peak"), wait_for)
+    no_frame = call_service(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+        camera="wrist", stamp=from_seconds(500.0), trigger="interaction", phase="peak"))
     assert no_frame.error_code == SaveKeyframe.Response.NO_FRAME
-    bad_camera = _call(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
-        camera="ceiling", stamp=from_seconds(11.0)), wait_for)
+    bad_camera = call_service(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+        camera="ceiling", stamp=from_seconds(11.0)))
     assert bad_camera.error_code == SaveKeyframe.Response.INVALID_REQUEST
-    empty_label = _call(spin_node, AddKeyframeLabels, "add_keyframe_labels",
+    empty_label = call_service(spin_node, AddKeyframeLabels, "add_keyframe_labels",
                         AddKeyframeLabels.Request(keyframe_id=saved.keyframe_id,
-                                                  labels=[KeyframeLabel(text=" ")]), wait_for)
+                                                  labels=[KeyframeLabel(text=" ")]))
     assert empty_label.error_code == AddKeyframeLabels.Response.INVALID_REQUEST
