@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -383,113 +383,129 @@ class SceneGraphState:
         if event.kind not in WORLD_KINDS:
             raise InvalidEventError(f"{event.kind.value} is not a world memory event")
         data = event.payload
-        kind = event.kind
-        bounds = self.bounds
         if isinstance(data.get("node_id"), str):
-            bounds.ident(data["node_id"], "node_id")
+            self.bounds.ident(data["node_id"], "node_id")
         if "verdict_reason" in data:
-            bounds.text(data["verdict_reason"], "verdict_reason")
-        if kind is EventKind.NODE_CREATED:
-            node_id = _require_str(data, "node_id")
-            if node_id in self.nodes or node_id in ctx.created or node_id == HAND_PARENT:
-                raise GraphConsistencyError(f"node {node_id!r} already exists")
-            if node_id in self.reserved_ids:
-                raise GraphConsistencyError(
-                    f"node id {node_id!r} was taken by an event memory could not apply")
-            bounds.ident(_require_str(data, "label"), "label")
-            self._check_geometry(data)
-            for alt in bounds.items(data.get("alternatives", []), "alternatives"):
-                self._exists(alt, ctx)
-            ctx.created.add(node_id)
-        elif kind is EventKind.OBSERVATION_FUSED:
-            self._exists(data.get("node_id"), ctx)
-            self._check_geometry(data)
-        elif kind is EventKind.PROPERTY_SET:
-            self._exists(data.get("node_id"), ctx)
-            bounds.ident(_require_str(data, "name"), "property name")
-            if "value" not in data:
-                raise InvalidValueError("property_set needs a value")
-            bounds.json_value(data["value"], f"value of {data['name']!r}")
-            _confidence(data.get("confidence"))
-            if not isinstance(data.get("reasoning", ""), str):
-                raise InvalidValueError("reasoning must be a string")
-            bounds.text(data.get("reasoning", ""), "reasoning")
-            opened = data.get("is_opened")
-            if opened is not None and not isinstance(opened, bool):
-                raise InvalidValueError("is_opened must be a boolean or null")
-        elif kind is EventKind.CONTENTS_SET:
-            self._exists(data.get("node_id"), ctx)
-            contents = data.get("contents")
-            if not isinstance(contents, list):
-                raise InvalidValueError("contents must be a list")
-            for item in bounds.items(contents, "contents"):
-                if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                    raise InvalidValueError(f"content item needs a name: {item!r}")
-                bounds.ident(item["name"], "content item name")
-                bounds.json_value(item, "content item")
-                if item.get("description") is not None:
-                    bounds.text(item["description"], "content item description")
-                if item.get("node_id"):
-                    bounds.ident(item["node_id"], "content item node_id")
-            if not isinstance(data.get("is_empty"), bool):
-                raise InvalidValueError("is_empty must be a boolean")
-            if data.get("is_empty") and contents:
-                raise InvalidValueError("contents marked empty must list no items")
-            bounds.text(data.get("reasoning") or "", "contents reasoning")
-            if data.get("source_action") is not None:
-                bounds.ident(data["source_action"], "source_action")
-        elif kind is EventKind.PARENT_CHANGED:
-            node_id = self._exists(data.get("node_id"), ctx)
-            parent = data.get("parent_id")
-            relation = data.get("relation")
-            if parent is None:
-                if relation is not None:
-                    raise InvalidValueError("a cleared parent takes no relation")
-            else:
-                if relation not in PARENT_RELATIONS:
-                    raise InvalidValueError(
-                        f"relation must be one of {PARENT_RELATIONS}, got {relation!r}"
+            self.bounds.text(data["verdict_reason"], "verdict_reason")
+        _CHECKS[event.kind](self, data, ctx)
+
+    def _check_node_created(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        node_id = _require_str(data, "node_id")
+        if node_id in self.nodes or node_id in ctx.created or node_id == HAND_PARENT:
+            raise GraphConsistencyError(f"node {node_id!r} already exists")
+        if node_id in self.reserved_ids:
+            raise GraphConsistencyError(
+                f"node id {node_id!r} was taken by an event memory could not apply")
+        bounds.ident(_require_str(data, "label"), "label")
+        self._check_geometry(data)
+        for alt in bounds.items(data.get("alternatives", []), "alternatives"):
+            self._exists(alt, ctx)
+        ctx.created.add(node_id)
+
+    def _check_observation_fused(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        self._exists(data.get("node_id"), ctx)
+        self._check_geometry(data)
+
+    def _check_property_set(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        self._exists(data.get("node_id"), ctx)
+        bounds.ident(_require_str(data, "name"), "property name")
+        if "value" not in data:
+            raise InvalidValueError("property_set needs a value")
+        bounds.json_value(data["value"], f"value of {data['name']!r}")
+        _confidence(data.get("confidence"))
+        if not isinstance(data.get("reasoning", ""), str):
+            raise InvalidValueError("reasoning must be a string")
+        bounds.text(data.get("reasoning", ""), "reasoning")
+        opened = data.get("is_opened")
+        if opened is not None and not isinstance(opened, bool):
+            raise InvalidValueError("is_opened must be a boolean or null")
+
+    def _check_contents_set(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        self._exists(data.get("node_id"), ctx)
+        contents = data.get("contents")
+        if not isinstance(contents, list):
+            raise InvalidValueError("contents must be a list")
+        for item in bounds.items(contents, "contents"):
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                raise InvalidValueError(f"content item needs a name: {item!r}")
+            bounds.ident(item["name"], "content item name")
+            bounds.json_value(item, "content item")
+            if item.get("description") is not None:
+                bounds.text(item["description"], "content item description")
+            if item.get("node_id"):
+                bounds.ident(item["node_id"], "content item node_id")
+        if not isinstance(data.get("is_empty"), bool):
+            raise InvalidValueError("is_empty must be a boolean")
+        if data.get("is_empty") and contents:
+            raise InvalidValueError("contents marked empty must list no items")
+        bounds.text(data.get("reasoning") or "", "contents reasoning")
+        if data.get("source_action") is not None:
+            bounds.ident(data["source_action"], "source_action")
+
+    def _check_parent_changed(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        node_id = self._exists(data.get("node_id"), ctx)
+        parent = data.get("parent_id")
+        relation = data.get("relation")
+        if parent is None:
+            if relation is not None:
+                raise InvalidValueError("a cleared parent takes no relation")
+        else:
+            if relation not in PARENT_RELATIONS:
+                raise InvalidValueError(
+                    f"relation must be one of {PARENT_RELATIONS}, got {relation!r}"
+                )
+            if (parent == HAND_PARENT) != (relation == "hand"):
+                raise InvalidValueError("the hand parent goes with the 'hand' relation only")
+            if parent != HAND_PARENT:
+                self._exists(parent, ctx)
+                if parent == node_id or node_id in self.ancestors(parent, ctx.parents):
+                    raise GraphConsistencyError(
+                        f"making {parent!r} the parent of {node_id!r} creates a cycle"
                     )
-                if (parent == HAND_PARENT) != (relation == "hand"):
-                    raise InvalidValueError("the hand parent goes with the 'hand' relation only")
-                if parent != HAND_PARENT:
-                    self._exists(parent, ctx)
-                    if parent == node_id or node_id in self.ancestors(parent, ctx.parents):
-                        raise GraphConsistencyError(
-                            f"making {parent!r} the parent of {node_id!r} creates a cycle"
-                        )
-            ctx.parents[node_id] = parent
-        elif kind is EventKind.TASK_OUTCOME_RECORDED:
-            self._exists(data.get("node_id"), ctx)
-            bounds.text(_require_str(data, "task"), "task")
-            if not isinstance(data.get("success"), bool):
-                raise InvalidValueError("success must be a boolean")
-            if data.get("failure_reason") is not None:
-                bounds.text(data["failure_reason"], "failure_reason")
-            for key in ("primitive", "interaction_id"):
-                if data.get(key) is not None:
-                    bounds.ident(data[key], key)
-        elif kind is EventKind.KEYFRAME_LINKED:
-            bounds.ident(_require_str(data, "frame_id"), "frame_id")
-            node_ids = data.get("node_ids")
-            if not isinstance(node_ids, list) or not node_ids:
-                raise InvalidValueError("node_ids must be a non-empty list")
-            for node_id in bounds.items(node_ids, "node_ids"):
-                self._exists(node_id, ctx)
-        elif kind is EventKind.HYPOTHESES_LINKED:
-            node_ids = data.get("node_ids")
-            if not isinstance(node_ids, list) or len(set(map(str, node_ids))) < 2:
-                raise InvalidValueError("hypotheses_linked needs at least two node ids")
-            for node_id in bounds.items(node_ids, "node_ids"):
-                self._exists(node_id, ctx)
-        elif kind is EventKind.EVENT_RETRACTED:
-            target = bounds.ident(_require_str(data, "event_id"), "retracted event_id")
-            bounds.text(data.get("reason", ""), "reason")
-            if target not in self.skipped or target in ctx.retracted:
-                raise GraphConsistencyError(
-                    f"event {target!r} is not an event memory skipped; only those can be "
-                    "retracted")
-            ctx.retracted.add(target)
+        ctx.parents[node_id] = parent
+
+    def _check_task_outcome_recorded(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        self._exists(data.get("node_id"), ctx)
+        bounds.text(_require_str(data, "task"), "task")
+        if not isinstance(data.get("success"), bool):
+            raise InvalidValueError("success must be a boolean")
+        if data.get("failure_reason") is not None:
+            bounds.text(data["failure_reason"], "failure_reason")
+        for key in ("primitive", "interaction_id"):
+            if data.get(key) is not None:
+                bounds.ident(data[key], key)
+
+    def _check_keyframe_linked(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        bounds.ident(_require_str(data, "frame_id"), "frame_id")
+        node_ids = data.get("node_ids")
+        if not isinstance(node_ids, list) or not node_ids:
+            raise InvalidValueError("node_ids must be a non-empty list")
+        for node_id in bounds.items(node_ids, "node_ids"):
+            self._exists(node_id, ctx)
+
+    def _check_hypotheses_linked(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        node_ids = data.get("node_ids")
+        if not isinstance(node_ids, list) or len(set(map(str, node_ids))) < 2:
+            raise InvalidValueError("hypotheses_linked needs at least two node ids")
+        for node_id in bounds.items(node_ids, "node_ids"):
+            self._exists(node_id, ctx)
+
+    def _check_event_retracted(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        target = bounds.ident(_require_str(data, "event_id"), "retracted event_id")
+        bounds.text(data.get("reason", ""), "reason")
+        if target not in self.skipped or target in ctx.retracted:
+            raise GraphConsistencyError(
+                f"event {target!r} is not an event memory skipped; only those can be "
+                "retracted")
+        ctx.retracted.add(target)
+
 
     def _check_geometry(self, data: Mapping[str, Any]) -> None:
         finite_point(data.get("centroid"), "centroid")
@@ -541,102 +557,99 @@ class SceneGraphState:
         if event.kind not in WORLD_KINDS or not event.verdict.effective:
             return
         self.evidence_keyframes.update(event.evidence.keyframe_ids)
-        data = event.payload
-        kind = event.kind
-        if kind is EventKind.NODE_CREATED:
-            self._apply_created(event, data)
+        _APPLY[event.kind](self, event, event.payload)
+
+    def _apply_retracted(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        skipped = self.skipped.pop(data["event_id"])
+        self.retracted[skipped.event_id] = str(data.get("reason", ""))
+
+    def _apply_fused(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node = self.nodes[data["node_id"]]
+        n = node.observation_count + 1
+        c = _pt(data["centroid"])
+        node.centroid = (
+            node.centroid[0] + (c[0] - node.centroid[0]) / n,
+            node.centroid[1] + (c[1] - node.centroid[1]) / n,
+            node.centroid[2] + (c[2] - node.centroid[2]) / n,
+        )
+        lo = _pt(data["bbox_min"])
+        hi = _pt(data["bbox_max"])
+        node.bbox_min = (min(node.bbox_min[0], lo[0]), min(node.bbox_min[1], lo[1]),
+                         min(node.bbox_min[2], lo[2]))
+        node.bbox_max = (max(node.bbox_max[0], hi[0]), max(node.bbox_max[1], hi[1]),
+                         max(node.bbox_max[2], hi[2]))
+        node.observation_count = n
+        node.last_seen = max(node.last_seen, event.stamp)
+        self.index.insert(node.node_id, node.label, node.centroid)
+        node.history.setdefault("position", []).append(event.event_id)
+
+    def _apply_property(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node = self.nodes[data["node_id"]]
+        name = data["name"]
+        node.history.setdefault(name, []).append(event.event_id)
+        current = node.properties.get(name)
+        if current is not None and current.stamp is not None and event.stamp < current.stamp:
+            return  # older evidence arriving late: kept in the log, does not overwrite
+        node.properties[name] = PropertyValue(
+            value=data["value"],
+            confidence=float(data["confidence"]),
+            source=event.source.value,
+            reasoning=data.get("reasoning", ""),
+            stamp=event.stamp,
+            is_opened=data.get("is_opened"),
+            event_id=event.event_id,
+        )
+
+    def _apply_contents(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node = self.nodes[data["node_id"]]
+        node.history.setdefault("contents", []).append(event.event_id)
+        if node.contents_stamp is not None and event.stamp < node.contents_stamp:
             return
-        if kind is EventKind.EVENT_RETRACTED:
-            skipped = self.skipped.pop(data["event_id"])
-            self.retracted[skipped.event_id] = str(data.get("reason", ""))
-            return
-        node: SceneNode | None = None
-        if kind not in (EventKind.KEYFRAME_LINKED, EventKind.HYPOTHESES_LINKED):
-            node = self.nodes[data["node_id"]]
-        if kind is EventKind.OBSERVATION_FUSED and node is not None:
-            n = node.observation_count + 1
-            c = _pt(data["centroid"])
-            node.centroid = (
-                node.centroid[0] + (c[0] - node.centroid[0]) / n,
-                node.centroid[1] + (c[1] - node.centroid[1]) / n,
-                node.centroid[2] + (c[2] - node.centroid[2]) / n,
-            )
-            lo = _pt(data["bbox_min"])
-            hi = _pt(data["bbox_max"])
-            node.bbox_min = (
-                min(node.bbox_min[0], lo[0]),
-                min(node.bbox_min[1], lo[1]),
-                min(node.bbox_min[2], lo[2]),
-            )
-            node.bbox_max = (
-                max(node.bbox_max[0], hi[0]),
-                max(node.bbox_max[1], hi[1]),
-                max(node.bbox_max[2], hi[2]),
-            )
-            node.observation_count = n
-            node.last_seen = max(node.last_seen, event.stamp)
-            self.index.insert(node.node_id, node.label, node.centroid)
-            node.history.setdefault("position", []).append(event.event_id)
-        elif kind is EventKind.PROPERTY_SET and node is not None:
-            name = data["name"]
-            node.history.setdefault(name, []).append(event.event_id)
-            current = node.properties.get(name)
-            if current is not None and current.stamp is not None and event.stamp < current.stamp:
-                return  # older evidence arriving late: kept in the log, does not overwrite
-            node.properties[name] = PropertyValue(
-                value=data["value"],
-                confidence=float(data["confidence"]),
-                source=event.source.value,
-                reasoning=data.get("reasoning", ""),
-                stamp=event.stamp,
-                is_opened=data.get("is_opened"),
-                event_id=event.event_id,
-            )
-        elif kind is EventKind.CONTENTS_SET and node is not None:
-            node.history.setdefault("contents", []).append(event.event_id)
-            if node.contents_stamp is not None and event.stamp < node.contents_stamp:
-                return
-            node.contents_stamp = event.stamp
-            node.contents = [dict(item) for item in data["contents"]]
-            node.contents_empty = bool(data["is_empty"])
-            node.contents_source_action = data.get("source_action")
-            node.contents_reasoning = data.get("reasoning", "")
-        elif kind is EventKind.PARENT_CHANGED and node is not None:
-            if node.parent is not None:
-                self.children.get(node.parent, set()).discard(node.node_id)
-            node.parent = data.get("parent_id")
-            node.parent_relation = data.get("relation")
-            if node.parent is not None:
-                self.children.setdefault(node.parent, set()).add(node.node_id)
-            node.history.setdefault("parent", []).append(event.event_id)
-        elif kind is EventKind.TASK_OUTCOME_RECORDED and node is not None:
-            node.task_history.append(
-                {
-                    "task": data["task"],
-                    "success": data["success"],
-                    "failure_reason": data.get("failure_reason"),
-                    "stamp": event.stamp,
-                    "primitive": data.get("primitive"),
-                    "interaction_id": data.get("interaction_id"),
-                }
-            )
-            node.history.setdefault("task_history", []).append(event.event_id)
-        elif kind is EventKind.HYPOTHESES_LINKED:
-            ids = list(dict.fromkeys(data["node_ids"]))
-            for node_id in ids:
-                self.nodes[node_id].alternatives.update(i for i in ids if i != node_id)
-                self.nodes[node_id].history.setdefault("hypotheses", []).append(event.event_id)
-        elif kind is EventKind.KEYFRAME_LINKED:
-            frame_id = data["frame_id"]
-            for node_id in dict.fromkeys(data["node_ids"]):
-                target = self.nodes[node_id]
-                if frame_id not in target.keyframes:
-                    target.keyframes.append(frame_id)
-                if target.first_seen_frame is None:
-                    target.first_seen_frame = frame_id
-                links = self.keyframe_links.setdefault(frame_id, [])
-                if node_id not in links:
-                    links.append(node_id)
+        node.contents_stamp = event.stamp
+        node.contents = [dict(item) for item in data["contents"]]
+        node.contents_empty = bool(data["is_empty"])
+        node.contents_source_action = data.get("source_action")
+        node.contents_reasoning = data.get("reasoning", "")
+
+    def _apply_parent(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node = self.nodes[data["node_id"]]
+        if node.parent is not None:
+            self.children.get(node.parent, set()).discard(node.node_id)
+        node.parent = data.get("parent_id")
+        node.parent_relation = data.get("relation")
+        if node.parent is not None:
+            self.children.setdefault(node.parent, set()).add(node.node_id)
+        node.history.setdefault("parent", []).append(event.event_id)
+
+    def _apply_outcome(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node = self.nodes[data["node_id"]]
+        node.task_history.append({
+            "task": data["task"],
+            "success": data["success"],
+            "failure_reason": data.get("failure_reason"),
+            "stamp": event.stamp,
+            "primitive": data.get("primitive"),
+            "interaction_id": data.get("interaction_id"),
+        })
+        node.history.setdefault("task_history", []).append(event.event_id)
+
+    def _apply_hypotheses(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        ids = list(dict.fromkeys(data["node_ids"]))
+        for node_id in ids:
+            self.nodes[node_id].alternatives.update(i for i in ids if i != node_id)
+            self.nodes[node_id].history.setdefault("hypotheses", []).append(event.event_id)
+
+    def _apply_keyframe(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        frame_id = data["frame_id"]
+        for node_id in dict.fromkeys(data["node_ids"]):
+            target = self.nodes[node_id]
+            if frame_id not in target.keyframes:
+                target.keyframes.append(frame_id)
+            if target.first_seen_frame is None:
+                target.first_seen_frame = frame_id
+            links = self.keyframe_links.setdefault(frame_id, [])
+            if node_id not in links:
+                links.append(node_id)
 
     def _apply_created(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
         node_id = data["node_id"]
@@ -670,3 +683,31 @@ class SceneGraphState:
         for alt in data.get("alternatives", []):
             node.alternatives.add(alt)
             self.nodes[alt].alternatives.add(node_id)
+
+
+_CHECKS: dict[EventKind, Callable[[SceneGraphState, Mapping[str, Any], _BatchContext], None]] = {
+    EventKind.NODE_CREATED: SceneGraphState._check_node_created,
+    EventKind.OBSERVATION_FUSED: SceneGraphState._check_observation_fused,
+    EventKind.PROPERTY_SET: SceneGraphState._check_property_set,
+    EventKind.CONTENTS_SET: SceneGraphState._check_contents_set,
+    EventKind.PARENT_CHANGED: SceneGraphState._check_parent_changed,
+    EventKind.TASK_OUTCOME_RECORDED: SceneGraphState._check_task_outcome_recorded,
+    EventKind.KEYFRAME_LINKED: SceneGraphState._check_keyframe_linked,
+    EventKind.HYPOTHESES_LINKED: SceneGraphState._check_hypotheses_linked,
+    EventKind.EVENT_RETRACTED: SceneGraphState._check_event_retracted,
+}
+"""The validation of each world event kind."""
+
+
+_APPLY: dict[EventKind, Callable[[SceneGraphState, MemoryEvent, Mapping[str, Any]], None]] = {
+    EventKind.NODE_CREATED: SceneGraphState._apply_created,
+    EventKind.OBSERVATION_FUSED: SceneGraphState._apply_fused,
+    EventKind.PROPERTY_SET: SceneGraphState._apply_property,
+    EventKind.CONTENTS_SET: SceneGraphState._apply_contents,
+    EventKind.PARENT_CHANGED: SceneGraphState._apply_parent,
+    EventKind.TASK_OUTCOME_RECORDED: SceneGraphState._apply_outcome,
+    EventKind.KEYFRAME_LINKED: SceneGraphState._apply_keyframe,
+    EventKind.HYPOTHESES_LINKED: SceneGraphState._apply_hypotheses,
+    EventKind.EVENT_RETRACTED: SceneGraphState._apply_retracted,
+}
+"""How each world event kind changes the graph."""

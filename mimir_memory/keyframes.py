@@ -366,6 +366,70 @@ class KeyframeStore(Store):
             trig = Trigger(trigger)
         except ValueError as err:
             raise InvalidValueError(f"unknown trigger {trigger!r}") from err
+        nodes, tag_tuple, label_tuple, pose = self._check_metadata(
+            stamp, camera=camera, session=session, action=action, parent_frame=parent_frame,
+            caption=caption, node_ids=node_ids, tags=tags, labels=labels, robot_pose=robot_pose)
+        height, width = frame.shape[:2]
+        thumb, frame_hash = self._thumbnail(frame)
+
+        reason, grey_std, sharpness = None, 0.0, 0.0
+        if not trig.kept:
+            grey = frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+            reason, grey_std, sharpness = self._assess_grey(grey)
+            if reason is not None:
+                return SaveResult(False, None, reason, None, grey_std, sharpness)
+            dup = self._duplicate_of(stamp, camera, frozenset(nodes), frame_hash)
+            if dup is not None:
+                return SaveResult(False, None, "duplicate", dup, grey_std, sharpness)
+
+        pixel_hash = hashlib.sha256()
+        pixel_hash.update(repr(frame.shape).encode())
+        pixel_hash.update(frame.data)
+        content = pixel_hash.hexdigest()
+        identity = canonical_json(
+            {
+                "pixels": content,
+                "timestamp": stamp,
+                "camera": camera,
+                "trigger": trig.value,
+                "session": session,
+            }
+        )
+        frame_id = hashlib.sha256(identity.encode()).hexdigest()[:32]
+        if self._exists(frame_id):
+            return SaveResult(False, frame_id, "exists", None, grey_std, sharpness)
+        meta = {
+            "frame_id": frame_id,
+            "timestamp": stamp,
+            "session": session,
+            "camera": camera,
+            "trigger": trig.value,
+            "action": action,
+            "parent_frame": parent_frame,
+            "node_ids": list(nodes),
+            "robot_pose": list(pose) if pose else None,
+            "tags": list(tag_tuple),
+            "labels": [lab.to_dict() for lab in label_tuple],
+            "caption": caption,
+            "image_file": f"{content[:32]}.{cfg.image_format}",
+            "thumb_file": f"{content[:32]}.jpg",
+            "width": width,
+            "height": height,
+            "dhash": f"{frame_hash:016x}",
+            "bytes": 0,
+        }
+        self._store(frame, thumb, meta, trig)
+        if not trig.kept:
+            self._recent.append(_Recent(frame_id, stamp, camera, frozenset(nodes), frame_hash))
+        return SaveResult(True, frame_id, "saved", None, grey_std, sharpness)
+
+    def _check_metadata(
+        self, stamp: float, *, camera: object, session: object, action: object,
+        parent_frame: object, caption: object, node_ids: Iterable[str], tags: Iterable[str],
+        labels: Iterable[KeyframeLabel | tuple[str, str]], robot_pose: Sequence[float] | None,
+    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[KeyframeLabel, ...],
+               tuple[float, float, float] | None]:
+        """Validate a keyframe's metadata; returns (nodes, tags, labels, pose)."""
         if not isinstance(camera, str) or not camera.strip():
             raise InvalidValueError(f"camera must be a non-empty string, got {camera!r}")
         if not isinstance(session, str) or not isinstance(caption, str):
@@ -396,83 +460,44 @@ class KeyframeStore(Store):
         pose: tuple[float, float, float] | None = None
         if robot_pose is not None:
             pose = finite_point(robot_pose, "robot_pose")
+        return nodes, tag_tuple, label_tuple, pose
 
-        grey = frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+    def _thumbnail(self, frame: AnyImage) -> tuple[AnyImage, int]:
+        """The thumbnail of a frame and its dHash."""
         height, width = frame.shape[:2]
-        thumb_w = min(cfg.thumbnail_width, width)
+        thumb_w = min(self.config.keyframes.thumbnail_width, width)
         thumb_h = max(1, round(height * thumb_w / width))
         thumb = cv2.resize(frame, (thumb_w, thumb_h), interpolation=cv2.INTER_AREA)
         thumb_grey = thumb if thumb.ndim == 2 else cv2.cvtColor(thumb, cv2.COLOR_BGR2GRAY)
-        frame_hash = dhash(thumb_grey)
+        return thumb, dhash(thumb_grey)
 
-        reason, grey_std, sharpness = None, 0.0, 0.0
-        if not trig.kept:
-            reason, grey_std, sharpness = self._assess_grey(grey)
-            if reason is not None:
-                return SaveResult(False, None, reason, None, grey_std, sharpness)
-            dup = self._duplicate_of(stamp, camera, frozenset(nodes), frame_hash)
-            if dup is not None:
-                return SaveResult(False, None, "duplicate", dup, grey_std, sharpness)
+    def _store(self, frame: AnyImage, thumb: AnyImage, meta: dict[str, Any],
+               trig: Trigger) -> None:
+        """Write the image files, then log and index the keyframe in one transaction.
 
-        pixel_hash = hashlib.sha256()
-        pixel_hash.update(repr(frame.shape).encode())
-        pixel_hash.update(frame.data)
-        content = pixel_hash.hexdigest()
-        identity = canonical_json(
-            {
-                "pixels": content,
-                "timestamp": stamp,
-                "camera": camera,
-                "trigger": trig.value,
-                "session": session,
-            }
-        )
-        frame_id = hashlib.sha256(identity.encode()).hexdigest()[:32]
-        if self._exists(frame_id):
-            return SaveResult(False, frame_id, "exists", None, grey_std, sharpness)
-
-        ext = cfg.image_format
-        image_file = f"{content[:32]}.{ext}"
-        thumb_file = f"{content[:32]}.jpg"
-        image_bytes = self._encode(frame, ext, cfg.jpeg_quality)
+        Files follow the database's durability level: synced for FULL/EXTRA (power cut safe),
+        only atomically renamed for NORMAL (safe against a killed process). A failure removes
+        the files this call wrote, so nothing partial remains.
+        """
+        cfg = self.config.keyframes
+        image_bytes = self._encode(frame, cfg.image_format, cfg.jpeg_quality)
         thumb_bytes = self._encode(thumb, "jpg", cfg.thumbnail_quality)
+        meta["bytes"] = len(image_bytes) + len(thumb_bytes)
+        frame_id = meta["frame_id"]
         created: list[Path] = []
-        # Files follow the database's durability level: synced for FULL/EXTRA (power cut safe),
-        # only atomically renamed for NORMAL (safe against a killed process).
         durable = self.config.storage.synchronous != "NORMAL"
         try:
             for folder, name, data in (
-                (self.image_dir, image_file, image_bytes),
-                (self.thumb_dir, thumb_file, thumb_bytes),
+                (self.image_dir, meta["image_file"], image_bytes),
+                (self.thumb_dir, meta["thumb_file"], thumb_bytes),
             ):
                 target = folder / name
                 if not target.exists():
                     write_file_atomic(target, data, durable=durable)
                     created.append(target)
-            total = len(image_bytes) + len(thumb_bytes)
-            meta = {
-                "frame_id": frame_id,
-                "timestamp": stamp,
-                "session": session,
-                "camera": camera,
-                "trigger": trig.value,
-                "action": action,
-                "parent_frame": parent_frame,
-                "node_ids": list(nodes),
-                "robot_pose": list(pose) if pose else None,
-                "tags": list(tag_tuple),
-                "labels": [lab.to_dict() for lab in label_tuple],
-                "caption": caption,
-                "image_file": image_file,
-                "thumb_file": thumb_file,
-                "width": width,
-                "height": height,
-                "dhash": f"{frame_hash:016x}",
-                "bytes": total,
-            }
             event = MemoryEvent(
                 kind=EventKind.KEYFRAME_SAVED,
-                stamp=stamp,
+                stamp=meta["timestamp"],
                 source=(Source.INTERACTION if trig.interaction else
                         Source.OPERATOR if trig is Trigger.OPERATOR else Source.PERCEPTION),
                 payload=meta,
@@ -490,9 +515,6 @@ class KeyframeStore(Store):
         except BaseException:
             self._discard(created)
             raise
-        if not trig.kept:
-            self._recent.append(_Recent(frame_id, stamp, camera, frozenset(nodes), frame_hash))
-        return SaveResult(True, frame_id, "saved", None, grey_std, sharpness)
 
     @staticmethod
     def _discard(paths: Iterable[Path]) -> None:

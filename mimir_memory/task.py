@@ -757,43 +757,22 @@ class TaskMemory(Store):
             return UpdateResult(
                 goal.goal_id if goal else None, False, "action failed", (), self._next_id()
             )
-        events: list[MemoryEvent] = []
-        hand = self.state.hand
-        robot_at = self.state.robot_at
         answers = dict(self.state.answers)
-        ctx = EvalContext(world=world, hand=hand, robot_at=robot_at, answers=answers)
+        ctx = EvalContext(world=world, hand=self.state.hand, robot_at=self.state.robot_at,
+                          answers=answers)
         for effect in feedback.effects:
-            if effect.kind is EffectKind.GRASP:
-                hand = effect.subject
-            elif effect.kind is EffectKind.RELEASE:
-                hand = None if hand == effect.subject else hand
-            elif effect.kind is EffectKind.PLACE:
-                ctx.relations[effect.subject] = (str(effect.target), str(effect.value))
-                hand = None if hand == effect.subject else hand
-            elif effect.kind is EffectKind.STATE:
-                ctx.states[(effect.subject, str(effect.target))] = effect.value
-            elif effect.kind is EffectKind.ARRIVE:
-                robot_at = effect.subject
-            elif effect.kind is EffectKind.ANSWER:
-                answers[effect.subject] = str(effect.value)
-                events.append(
-                    self._event(
-                        EventKind.QUESTION_ANSWERED,
-                        {"question": effect.subject, "answer": str(effect.value)},
-                        stamp,
-                        ev,
-                    )
-                )
-            elif effect.kind is EffectKind.FIND:
-                ctx.found.add(effect.subject)
-        if hand != self.state.hand:
-            events.append(self._event(EventKind.HAND_CHANGED, {"holding": hand}, stamp, ev))
-        if robot_at != self.state.robot_at:
+            _fold_effect(ctx, answers, effect)
+        events = [
+            self._event(EventKind.QUESTION_ANSWERED,
+                        {"question": effect.subject, "answer": str(effect.value)}, stamp, ev)
+            for effect in feedback.effects if effect.kind is EffectKind.ANSWER
+        ]
+        if ctx.hand != self.state.hand:
+            events.append(self._event(EventKind.HAND_CHANGED, {"holding": ctx.hand}, stamp, ev))
+        if ctx.robot_at != self.state.robot_at:
             events.append(
-                self._event(EventKind.ROBOT_LOCATION_CHANGED, {"place": robot_at}, stamp, ev)
+                self._event(EventKind.ROBOT_LOCATION_CHANGED, {"place": ctx.robot_at}, stamp, ev)
             )
-        ctx.hand = hand
-        ctx.robot_at = robot_at
         completed = False
         reason = "no active goal"
         if goal is not None:
@@ -839,3 +818,25 @@ class TaskMemory(Store):
             payload=payload,
             evidence=evidence,
         )
+
+
+def _fold_effect(ctx: EvalContext, answers: dict[str, str], effect: Effect) -> None:
+    """Overlay one supported effect of a successful action on the evaluation context.
+
+    ``answers`` is the caller's copy of the answers that ``ctx`` reads.
+    """
+    kind = effect.kind
+    if kind is EffectKind.GRASP:
+        ctx.hand = effect.subject
+    elif kind in (EffectKind.RELEASE, EffectKind.PLACE):
+        if kind is EffectKind.PLACE:
+            ctx.relations[effect.subject] = (str(effect.target), str(effect.value))
+        ctx.hand = None if ctx.hand == effect.subject else ctx.hand
+    elif kind is EffectKind.STATE:
+        ctx.states[(effect.subject, str(effect.target))] = effect.value
+    elif kind is EffectKind.ARRIVE:
+        ctx.robot_at = effect.subject
+    elif kind is EffectKind.ANSWER:
+        answers[effect.subject] = str(effect.value)
+    elif kind is EffectKind.FIND:
+        ctx.found.add(effect.subject)
