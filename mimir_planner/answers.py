@@ -7,7 +7,7 @@ question needs (the planner then explores or blocks; it never invents an answer)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mimir_memory.graph import SceneGraphState, SceneNode
@@ -158,101 +158,148 @@ def _destination(world: SceneGraphState, recall: GoalRecall,
 
 def answer_question(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
     """The literal answer of a question goal from memory, or None when memory lacks it."""
-    kind = spec.question_kind
-    if kind == "where" and spec.obj:
-        found = recall.recall(world, _query(spec))
-        if not found:
-            return None
-        places = []
-        for cand in found:
-            if cand.content_item is not None:
-                places.append(f"inside {cand.node_id} ({cand.label})")
-            else:
-                places.append(f"{cand.node_id} is " + _where(world.nodes[cand.node_id], world))
-        return f"The {spec.obj}: " + "; ".join(dict.fromkeys(places)) + "."
-    if kind == "what" and spec.source:
-        holders = _resolve(recall, world, spec.source)
-        known = [h for h in holders if h.contents or h.contents_empty is not None]
-        if not known:
-            return None
-        parts = []
-        for node in known:
-            items = [str(i.get("name")) for i in node.contents]
-            parts.append(f"{node.node_id}: " + (", ".join(items) if items else "empty"))
-        return "; ".join(parts) + "."
-    if kind == "what_with" and spec.obj:
-        mention = spec.obj
-        holders = _holders_of(world, recall, mention)
-        if not holders:
-            return None
-        parts = []
-        for node in holders:
-            others = [str(i.get("name")) for i in node.contents
-                      if not recall.same_thing(str(i.get("name", "")), mention)]
-            parts.append(f"in {node.node_id}: " + (", ".join(others) if others else "nothing else"))
-        return f"With the {mention}: " + "; ".join(parts) + "."
-    if kind == "which" and spec.obj:
-        found = recall.recall(world, _query(spec))
-        holder_ids: list[str] = []
-        for cand in found:
-            holder = cand.node_id if cand.content_item is not None else cand.parent
-            if holder is None:
-                continue
-            held_by = world.nodes.get(holder)
-            if held_by is not None and (spec.source is None or recall.synonyms.same(
-                    canon(spec.source), canon(held_by.label)) or spec.source == holder):
-                holder_ids.append(holder)
-        if not holder_ids:
-            return None
-        return f"{', '.join(dict.fromkeys(holder_ids))} holds the {spec.obj}."
-    if kind == "how_many" and spec.obj:
-        found = recall.recall(world, RecallQuery(obj=spec.obj, source=spec.source))
-        if spec.source is not None:
-            found = [c for c in found if any(e.kind == "parent" for e in c.evidence)]
-        if not found:
-            return None if spec.source is None else f"0 {spec.obj} remembered in {spec.source}."
-        return f"{len(found)} {spec.obj} remembered: " + ", ".join(
-            c.node_id if c.content_item is None else f"one in {c.node_id}" for c in found) + "."
-    if kind == "which_state" and spec.obj and spec.target:
-        nodes = _in_state(world, recall, spec.obj, spec.target)
-        if nodes is None:
-            return None
-        if not nodes:
-            return f"No remembered {spec.obj} is known to be {spec.target}."
-        ids = ", ".join(n.node_id for n in nodes)
-        return f"{ids} {'is' if len(nodes) == 1 else 'are'} {spec.target}."
-    if kind == "belongs" and spec.obj and spec.target:
-        chosen = _destination(world, recall, spec)
-        if chosen is None:
-            return None
-        held = [str(i.get("name")) for i in chosen.contents]
-        return f"{chosen.node_id}: the {spec.obj} belongs with what it holds ({', '.join(held)})."
-    if kind == "yes_no" and spec.obj and spec.target:
-        nodes = _resolve(recall, world, spec.obj)
-        if not nodes:
-            return None
-        node = nodes[0]
-        state = spec.target
-        if state == "locked":
-            prop = node.properties.get("locked")
-            if prop is None or prop.value not in (True, False):
-                return None
-            return f"{'Yes' if prop.value else 'No'}, {node.node_id} is " \
-                   f"{'' if prop.value else 'not '}locked ({prop.source})."
-        if state in ("open", "opened", "closed"):
-            openable = node.properties.get("openable")
-            if openable is None or openable.is_opened is None:
-                return None
-            is_open = openable.is_opened
-            yes = is_open if state != "closed" else not is_open
-            return f"{'Yes' if yes else 'No'}, {node.node_id} is {'open' if is_open else 'closed'}."
-        if state in ("empty", "full"):
-            if node.contents_empty is None and not node.contents:
-                return None
-            empty = bool(node.contents_empty) and not node.contents
-            yes = empty if state == "empty" else not empty
-            return f"{'Yes' if yes else 'No'}, {node.node_id} holds {len(node.contents)} item(s)."
+    answer = _ANSWERS.get(spec.question_kind or "")
+    return None if answer is None else answer(spec, world, recall)
+
+
+def _answer_where(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj):
+        return None
+    found = recall.recall(world, _query(spec))
+    if not found:
+        return None
+    places = []
+    for cand in found:
+        if cand.content_item is not None:
+            places.append(f"inside {cand.node_id} ({cand.label})")
+        else:
+            places.append(f"{cand.node_id} is " + _where(world.nodes[cand.node_id], world))
+    return f"The {spec.obj}: " + "; ".join(dict.fromkeys(places)) + "."
+
+
+def _answer_what(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.source):
+        return None
+    holders = _resolve(recall, world, spec.source)
+    known = [h for h in holders if h.contents or h.contents_empty is not None]
+    if not known:
+        return None
+    parts = []
+    for node in known:
+        items = [str(i.get("name")) for i in node.contents]
+        parts.append(f"{node.node_id}: " + (", ".join(items) if items else "empty"))
+    return "; ".join(parts) + "."
+
+
+def _answer_what_with(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj):
+        return None
+    mention = spec.obj
+    holders = _holders_of(world, recall, mention)
+    if not holders:
+        return None
+    parts = []
+    for node in holders:
+        others = [str(i.get("name")) for i in node.contents
+                  if not recall.same_thing(str(i.get("name", "")), mention)]
+        parts.append(f"in {node.node_id}: " + (", ".join(others) if others else "nothing else"))
+    return f"With the {mention}: " + "; ".join(parts) + "."
+
+
+def _answer_which(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj):
+        return None
+    found = recall.recall(world, _query(spec))
+    holder_ids: list[str] = []
+    for cand in found:
+        holder = cand.node_id if cand.content_item is not None else cand.parent
+        if holder is None:
+            continue
+        held_by = world.nodes.get(holder)
+        if held_by is not None and (spec.source is None or recall.synonyms.same(
+                canon(spec.source), canon(held_by.label)) or spec.source == holder):
+            holder_ids.append(holder)
+    if not holder_ids:
+        return None
+    return f"{', '.join(dict.fromkeys(holder_ids))} holds the {spec.obj}."
+
+
+def _answer_how_many(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj):
+        return None
+    found = recall.recall(world, RecallQuery(obj=spec.obj, source=spec.source))
+    if spec.source is not None:
+        found = [c for c in found if any(e.kind == "parent" for e in c.evidence)]
+    if not found:
+        return None if spec.source is None else f"0 {spec.obj} remembered in {spec.source}."
+    return f"{len(found)} {spec.obj} remembered: " + ", ".join(
+        c.node_id if c.content_item is None else f"one in {c.node_id}" for c in found) + "."
     return None
+
+
+def _answer_which_state(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj and spec.target):
+        return None
+    nodes = _in_state(world, recall, spec.obj, spec.target)
+    if nodes is None:
+        return None
+    if not nodes:
+        return f"No remembered {spec.obj} is known to be {spec.target}."
+    ids = ", ".join(n.node_id for n in nodes)
+    return f"{ids} {'is' if len(nodes) == 1 else 'are'} {spec.target}."
+
+
+def _answer_belongs(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj and spec.target):
+        return None
+    chosen = _destination(world, recall, spec)
+    if chosen is None:
+        return None
+    held = [str(i.get("name")) for i in chosen.contents]
+    return f"{chosen.node_id}: the {spec.obj} belongs with what it holds ({', '.join(held)})."
+
+
+def _answer_yes_no(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
+    if not (spec.obj and spec.target):
+        return None
+    nodes = _resolve(recall, world, spec.obj)
+    if not nodes:
+        return None
+    node = nodes[0]
+    state = spec.target
+    if state == "locked":
+        prop = node.properties.get("locked")
+        if prop is None or prop.value not in (True, False):
+            return None
+        return f"{'Yes' if prop.value else 'No'}, {node.node_id} is " \
+               f"{'' if prop.value else 'not '}locked ({prop.source})."
+    if state in ("open", "opened", "closed"):
+        openable = node.properties.get("openable")
+        if openable is None or openable.is_opened is None:
+            return None
+        is_open = openable.is_opened
+        yes = is_open if state != "closed" else not is_open
+        return f"{'Yes' if yes else 'No'}, {node.node_id} is {'open' if is_open else 'closed'}."
+    if state in ("empty", "full"):
+        if node.contents_empty is None and not node.contents:
+            return None
+        empty = bool(node.contents_empty) and not node.contents
+        yes = empty if state == "empty" else not empty
+        return f"{'Yes' if yes else 'No'}, {node.node_id} holds {len(node.contents)} item(s)."
+    return None
+
+
+_ANSWERS: dict[str, Callable[[GoalSpec, SceneGraphState, GoalRecall], str | None]] = {
+    "where": _answer_where,
+    "what": _answer_what,
+    "what_with": _answer_what_with,
+    "which": _answer_which,
+    "how_many": _answer_how_many,
+    "which_state": _answer_which_state,
+    "belongs": _answer_belongs,
+    "yes_no": _answer_yes_no,
+}
+"""The memory answer of each question kind."""
 
 
 def question_entities(spec: GoalSpec, world: SceneGraphState,

@@ -288,25 +288,8 @@ class Grounder:
             recalled = self.recall.recall(world, query, failed)
         except RecallError as err:
             return Blocked(goal_id, spec, str(err))
-        dropped: list[tuple[str, str]] = []
-        admissible: list[Candidate] = []
-        content_hints: list[Candidate] = []
-        contradicted = (self.contradicted_sources(mention, world, failed)
-                        if spec.kind is GoalKind.FIND else set())
-        for cand in recalled:
-            why = self._illegal(spec, cand, world)
-            if why is None and source is not None:
-                why = self._source_conflict(world, cand, source)
-            if why is None and contradicted:
-                holder = self.holder_of(world, cand)
-                if holder in contradicted:
-                    why = f"believed in {holder}, contradicted as its source"
-            if why is not None:
-                dropped.append((cand.node_id, why))
-                if cand.content_item is not None and spec.kind is GoalKind.PICK:
-                    content_hints.append(cand)
-                continue
-            admissible.append(cand)
+        admissible, dropped, content_hints = self._admissible(
+            spec, recalled, world, failed, mention=mention, source=source)
         if not admissible:
             if mention in world.nodes:
                 why = "; ".join(f"{n}: {r}" for n, r in dropped) or "contradicted by feedback"
@@ -325,15 +308,7 @@ class Grounder:
             return self.explore(goal_id, spec, world, failed, robot, visited=visited,
                                 dropped=tuple(dropped), inspected=inspected,
                                 inspected_now=inspected_now)
-        chosen = admissible[0]
-        if chooser is not None and len(admissible) > 1:
-            pick = chooser(spec, tuple(admissible))
-            match = [c for c in admissible if c.node_id == pick]
-            if pick is not None and not match:
-                LOG.warning("model chose %r outside the candidates; kept %s", pick,
-                            chosen.node_id)
-            elif match:
-                chosen = match[0]
+        chosen = _choose(spec, admissible, chooser)
         source_id = chosen.parent
         if source is not None:
             resolved = [
@@ -361,6 +336,32 @@ class Grounder:
             dropped=tuple(dropped),
             holder=self.holder_of(world, chosen) if spec.kind is GoalKind.FIND else None,
         )
+
+    def _admissible(
+        self, spec: GoalSpec, recalled: Sequence[Candidate], world: SceneGraphState,
+        failed: Sequence[FailedBinding], *, mention: str, source: str | None,
+    ) -> tuple[list[Candidate], list[tuple[str, str]], list[Candidate]]:
+        """Split recalled candidates into (admissible, dropped with why, content hints)."""
+        dropped: list[tuple[str, str]] = []
+        admissible: list[Candidate] = []
+        content_hints: list[Candidate] = []
+        contradicted = (self.contradicted_sources(mention, world, failed)
+                        if spec.kind is GoalKind.FIND else set())
+        for cand in recalled:
+            why = self._illegal(spec, cand, world)
+            if why is None and source is not None:
+                why = self._source_conflict(world, cand, source)
+            if why is None and contradicted:
+                holder = self.holder_of(world, cand)
+                if holder in contradicted:
+                    why = f"believed in {holder}, contradicted as its source"
+            if why is not None:
+                dropped.append((cand.node_id, why))
+                if cand.content_item is not None and spec.kind is GoalKind.PICK:
+                    content_hints.append(cand)
+                continue
+            admissible.append(cand)
+        return admissible, dropped, content_hints
 
     # ------------------------------------------------------------------ exploration
     def explore(
@@ -482,3 +483,15 @@ def clutter_chooser(store: KeyframeStore) -> Chooser:
         return choice
 
     return choose
+
+
+def _choose(spec: GoalSpec, admissible: Sequence[Candidate], chooser: Chooser | None) -> Candidate:
+    """The first admissible candidate, or the model's choice among several when it names one."""
+    chosen = admissible[0]
+    if chooser is None or len(admissible) < 2:
+        return chosen
+    pick = chooser(spec, tuple(admissible))
+    match = [c for c in admissible if c.node_id == pick]
+    if pick is not None and not match:
+        LOG.warning("model chose %r outside the candidates; kept %s", pick, chosen.node_id)
+    return match[0] if match else chosen

@@ -338,6 +338,32 @@ class GoalRecall:
                 return True
         return False
 
+    def _score_contents(self, node: SceneNode, obj: str,
+                        scored: dict[tuple[str, str | None], list[EvidenceItem]]) -> None:
+        """Evidence that a fixture's remembered contents list the object (whole or in part)."""
+        weight = self.config.contents_weight
+        for entry in node.contents:
+            name = str(entry.get("name", ""))
+            if name and (canon(name) == canon(obj) or self.synonyms.same(name, obj)):
+                scored[(node.node_id, name)] = [EvidenceItem(
+                    "contents", f"{node.node_id} contents list '{name}'", weight)]
+            elif name and _words_nest(name, obj):
+                scored[(node.node_id, name)] = [EvidenceItem(
+                    "contents", f"{node.node_id} contents list '{name}' (in part)",
+                    0.6 * weight)]
+
+    def _score_embeddings(self, embedder: TextEmbedder, obj: str, unmatched: Sequence[SceneNode],
+                          scored: dict[tuple[str, str | None], list[EvidenceItem]]) -> None:
+        """Evidence from text similarity for nodes no name rule matched."""
+        cfg = self.config
+        vectors = embedder.encode([obj] + [n.label for n in unmatched])
+        sims = vectors[1:] @ vectors[0]
+        for node, sim in zip(unmatched, sims, strict=True):
+            if float(sim) >= cfg.embedding_min_similarity:
+                scored[(node.node_id, None)] = [EvidenceItem(
+                    "embedding", f"text similarity {float(sim):.2f} to '{node.label}'",
+                    cfg.embedding_weight * float(sim))]
+
     def recall(
         self,
         world: SceneGraphState,
@@ -370,26 +396,9 @@ class GoalRecall:
             else:
                 unmatched.append(node)
             if not query.fixtures_only and not explicit:
-                for entry in node.contents:
-                    name = str(entry.get("name", ""))
-                    if name and (canon(name) == canon(query.obj)
-                                 or self.synonyms.same(name, query.obj)):
-                        scored[(node.node_id, name)] = [EvidenceItem(
-                            "contents", f"{node.node_id} contents list '{name}'",
-                            cfg.contents_weight)]
-                    elif name and _words_nest(name, query.obj):
-                        scored[(node.node_id, name)] = [EvidenceItem(
-                            "contents", f"{node.node_id} contents list '{name}' (in part)",
-                            0.6 * cfg.contents_weight)]
+                self._score_contents(node, query.obj, scored)
         if cfg.use_embedder and self.embedder is not None and unmatched and not explicit:
-            texts = [query.obj] + [n.label for n in unmatched]
-            vectors = self.embedder.encode(texts)
-            sims = vectors[1:] @ vectors[0]
-            for node, sim in zip(unmatched, sims, strict=True):
-                if float(sim) >= cfg.embedding_min_similarity:
-                    scored[(node.node_id, None)] = [EvidenceItem(
-                        "embedding", f"text similarity {float(sim):.2f} to '{node.label}'",
-                        cfg.embedding_weight * float(sim))]
+            self._score_embeddings(self.embedder, query.obj, unmatched, scored)
         # A listed item that already has a node inside that fixture is the same object.
         placed = {
             (world.nodes[nid].parent, canon(world.nodes[nid].label))
@@ -404,23 +413,7 @@ class GoalRecall:
             relation = "container" if item is not None else node.parent_relation
             if node_id in excluded_any or (node_id, parent) in contradicted:
                 continue
-            if query.source is not None:
-                if item is not None:
-                    ok = node_id == query.source or self.matches(query.source, node) is not None
-                else:
-                    ok = self._source_ok(world, node, query.source)
-                if ok:
-                    evidence.append(EvidenceItem("parent", f"remembered in {parent}",
-                                                 cfg.source_weight))
-            if query.required_state and node.properties.get(query.required_state) is not None:
-                prop = node.properties[query.required_state]
-                evidence.append(EvidenceItem("state", f"{query.required_state}={prop.value}", 0.0))
-            if _is_true(node, "locked"):
-                evidence.append(EvidenceItem("state", "remembered locked", 0.0))
-            failures = [h for h in node.task_history if h.get("success") is False]
-            if failures:
-                evidence.append(EvidenceItem(
-                    "history", f"{len(failures)} failed task(s): {failures[-1].get('task')}", 0.0))
+            evidence.extend(self._context_evidence(world, query, node, item, parent))
             evidence.sort(key=lambda e: -e.score)
             out.append(Candidate(
                 node_id=node_id,
@@ -434,6 +427,30 @@ class GoalRecall:
         out = self._constrain(world, query, out)
         out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
         return out[: cfg.max_candidates]
+
+    def _context_evidence(self, world: SceneGraphState, query: RecallQuery, node: SceneNode,
+                          item: str | None, parent: str | None) -> list[EvidenceItem]:
+        """Evidence beyond the name: the remembered source, the asked state, lock, failures."""
+        out: list[EvidenceItem] = []
+        if query.source is not None:
+            if item is not None:
+                ok = (node.node_id == query.source
+                      or self.matches(query.source, node) is not None)
+            else:
+                ok = self._source_ok(world, node, query.source)
+            if ok:
+                out.append(EvidenceItem("parent", f"remembered in {parent}",
+                                        self.config.source_weight))
+        if query.required_state and node.properties.get(query.required_state) is not None:
+            prop = node.properties[query.required_state]
+            out.append(EvidenceItem("state", f"{query.required_state}={prop.value}", 0.0))
+        if _is_true(node, "locked"):
+            out.append(EvidenceItem("state", "remembered locked", 0.0))
+        failures = [h for h in node.task_history if h.get("success") is False]
+        if failures:
+            out.append(EvidenceItem(
+                "history", f"{len(failures)} failed task(s): {failures[-1].get('task')}", 0.0))
+        return out
 
     def _constrain(self, world: SceneGraphState, query: RecallQuery,
                    candidates: list[Candidate]) -> list[Candidate]:
