@@ -6,12 +6,10 @@ Defaults below match the shipped YAML so the core also works without the file (t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from mimir import settings
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError, bounds_from_dict
 from mimir_memory.errors import ConfigError
 
@@ -20,25 +18,15 @@ IMAGE_FORMATS = ("jpg", "png")
 
 
 def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
+    return settings.positive(name, value, ConfigError)
 
 
 def _nonneg(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return settings.non_negative(name, value, ConfigError)
 
 
 def _posint(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return settings.positive_int(name, value, ConfigError)
 
 
 def normalize_label(label: str) -> str:
@@ -162,44 +150,27 @@ class MemoryConfig:
     bounds: Bounds = DEFAULT_BOUNDS
 
 
-def _section(cls: type[Any], data: object, name: str) -> Any:
-    if data is None:
-        return cls()
-    if not isinstance(data, dict):
-        raise ConfigError(f"section {name!r} must be a mapping, got {type(data).__name__}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"unknown keys in section {name!r}: {unknown}")
-    try:
-        return cls(**data)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"bad section {name!r}: {err}") from err
-
-
 def memory_config_from_dict(data: object) -> MemoryConfig:
     """Build a :class:`MemoryConfig` from parsed YAML (unknown keys are an error)."""
     if data is None:
         return MemoryConfig()
     if not isinstance(data, dict):
         raise ConfigError("memory configuration must be a mapping")
-    sections = {
-        "association": AssociationConfig,
-        "storage": StorageConfig,
-        "keyframes": KeyframeConfig,
-        "render": RenderConfig,
-    }
-    unknown = sorted(set(data) - {*sections, "bounds"})
-    if unknown:
-        raise ConfigError(f"unknown sections in memory configuration: {unknown}")
-    parts = {key: _section(cls, data.get(key), key) for key, cls in sections.items()}
+    settings.refuse_unknown(data, {"association", "storage", "keyframes", "render", "bounds"},
+                            "the memory configuration", ConfigError)
     try:
         bounds = bounds_from_dict(data.get("bounds"))
     except BoundsError as err:
         raise ConfigError(str(err)) from err
-    return MemoryConfig(**parts, bounds=bounds)
+    return MemoryConfig(
+        association=settings.section(AssociationConfig, "association", data.get("association"),
+                                     ConfigError),
+        storage=settings.section(StorageConfig, "storage", data.get("storage"), ConfigError),
+        keyframes=settings.section(KeyframeConfig, "keyframes", data.get("keyframes"),
+                                   ConfigError),
+        render=settings.section(RenderConfig, "render", data.get("render"), ConfigError),
+        bounds=bounds,
+    )
 
 
 def load_memory_config(path: str | Path) -> MemoryConfig:
@@ -208,12 +179,5 @@ def load_memory_config(path: str | Path) -> MemoryConfig:
     Raises:
         ConfigError: The file cannot be read, is not YAML, or holds bad values.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"cannot read memory configuration {path}: {err}") from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"memory configuration {path} is not valid YAML: {err}") from err
-    return memory_config_from_dict(data)
+    return memory_config_from_dict(settings.read_mapping(path, "memory configuration",
+                                                         ConfigError))

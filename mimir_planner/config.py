@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
+from mimir import settings
 from mimir_planner.errors import PlannerConfigError
 
 DEFAULT_PLANNER_CONFIG = Path(__file__).resolve().parents[1] / "config" / "planner.yaml"
@@ -19,17 +17,11 @@ ABSTRACT_PRIMITIVES = ("move_to", "open", "close", "inspect", "pick", "place")
 
 
 def _positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise PlannerConfigError(f"{name} must be a number > 0, got {value!r}")
-    if not math.isfinite(value):
-        raise PlannerConfigError(f"{name} must be finite")
+    settings.positive(name, value, PlannerConfigError)
 
 
 def _non_negative(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise PlannerConfigError(f"{name} must be a number >= 0, got {value!r}")
-    if not math.isfinite(value):
-        raise PlannerConfigError(f"{name} must be finite")
+    settings.non_negative(name, value, PlannerConfigError)
 
 
 @dataclass(frozen=True)
@@ -228,43 +220,11 @@ _T = TypeVar("_T")
 
 
 def _section(cls: type[_T], name: str, raw: object) -> _T:
-    if raw is None:
-        return cls()
-    if not isinstance(raw, Mapping):
-        raise PlannerConfigError(f"section '{name}' must be a mapping")
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-    values: dict[str, Any] = {}
-    defaults = cls()
-    for key, value in raw.items():
-        if key not in known:
-            raise PlannerConfigError(f"unknown key '{name}.{key}'")
-        default = getattr(defaults, key)
-        if isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise PlannerConfigError(f"{name}.{key} must be true or false")
-        elif isinstance(default, int | float):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise PlannerConfigError(f"{name}.{key} must be a number")
-            if not isinstance(default, float) and not isinstance(value, int):
-                raise PlannerConfigError(f"{name}.{key} must be an integer")
-            values[key] = float(value) if isinstance(default, float) else value
-            continue
-        elif isinstance(default, str) and not isinstance(value, str):
-            raise PlannerConfigError(f"{name}.{key} must be a string")
-        elif isinstance(default, tuple):
-            values[key] = _strings(f"{name}.{key}", value)
-            continue
-        values[key] = value
-    try:
-        return cls(**values)
-    except TypeError as err:
-        raise PlannerConfigError(f"section '{name}': {err}") from err
+    return settings.section(cls, name, raw, PlannerConfigError)
 
 
 def _strings(name: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise PlannerConfigError(f"{name} must be a list of non-empty strings")
-    return tuple(v.strip() for v in value)
+    return settings.strings(name, value, PlannerConfigError)
 
 
 def _string_lists(name: str, value: object) -> dict[str, tuple[str, ...]]:
@@ -290,21 +250,10 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
         PlannerConfigError: The file is missing, is not YAML or holds an invalid value.
     """
     cfg_path = Path(path) if path is not None else DEFAULT_PLANNER_CONFIG
-    try:
-        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise PlannerConfigError(f"cannot read planner config {cfg_path}: {err}") from err
-    except yaml.YAMLError as err:
-        raise PlannerConfigError(f"planner config {cfg_path} is not valid YAML") from err
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise PlannerConfigError(f"planner config {cfg_path} must be a mapping")
+    raw = settings.read_mapping(cfg_path, "planner config", PlannerConfigError)
     sections = {"recall", "retrieval", "planner", "gate", "fixture_labels", "openable_labels",
                 "synonyms", "categories", "primitives", "embodiments", "aliases"}
-    unknown = set(raw) - sections
-    if unknown:
-        raise PlannerConfigError(f"unknown sections in {cfg_path}: {sorted(unknown)}")
+    settings.refuse_unknown(raw, sections, str(cfg_path), PlannerConfigError)
     extra: dict[str, Any] = {}
     if "fixture_labels" in raw:
         extra["fixture_labels"] = _strings("fixture_labels", raw["fixture_labels"])

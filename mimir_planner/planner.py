@@ -11,6 +11,13 @@ from the feedback. A goal completes only when task memory finds its postconditio
 a literal answer, a state that already holds). World memory is written by whoever owns it (the
 interaction analyzer in the robot stack, the executor in tests); the session only reads it.
 
+A host drives the session through :meth:`PlannerSession.run` (the loop) or
+:meth:`PlannerSession.run_instruction` (one instruction from its text to its report, what the
+planner node does for every ``run_task`` goal). It plugs in an :class:`Executor` and, through
+:class:`RunHooks`, only what it alone knows: whether to cancel, the current camera view, and what
+to tell its client after each planner call. A run stops on a cancel, a spent budget, an operator
+denial, or a model, executor or memory failure; :class:`RunStop` says which.
+
 Robustness rules the session enforces for any policy (offline or model):
 
 * Bounded retries. Within one instruction a primitive that keeps failing on the same target is
@@ -44,6 +51,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Protocol
 
 import cv2
@@ -85,6 +93,7 @@ from mimir_planner.errors import (
     InstructionError,
     OverlayError,
     PlanAnswerError,
+    PlannerError,
     RetrievalError,
 )
 from mimir_planner.gate import OperatorGate
@@ -175,8 +184,42 @@ class Executor(Protocol):
     """Runs one legal action (the node plugs in the ExecutePrimitive action client)."""
 
     def execute(self, step: ExecutableStep) -> ExecutionOutcome:
-        """Execute ``step`` and report its outcome and supported effects."""
+        """Execute ``step`` and report its outcome and supported effects.
+
+        Raises:
+            ExecutorUnavailableError: The robot cannot be reached; nothing was executed.
+        """
         ...
+
+
+class ExecutorUnavailableError(PlannerError):
+    """The executor cannot reach the robot (no action server, no answer); nothing was executed.
+
+    The run cannot go on without a robot, so :meth:`PlannerSession.run` stops on it.
+    """
+
+
+class RunStop(StrEnum):
+    """Why a run (or an instruction) ended.
+
+    ``NONE``: no goal is pending any more. ``CANCELED``: the host asked to stop.
+    ``BUDGET_EXHAUSTED``: the planner-call budget ran out with a goal still active.
+    ``MODEL_ERROR``: the planner model failed. ``EXECUTOR_UNAVAILABLE``: the robot could not
+    be reached. ``DENIED``: the operator gate refused a primitive (or timed out).
+    ``FAILED``: another planner or memory error. Only instructions end with ``PARSE_FAILED``
+    (the text is not usable) or ``BLOCKED`` (the run ended normally but some goal of the
+    instruction could not be achieved).
+    """
+
+    NONE = "none"
+    CANCELED = "canceled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    MODEL_ERROR = "model_error"
+    EXECUTOR_UNAVAILABLE = "executor_unavailable"
+    DENIED = "denied"
+    FAILED = "failed"
+    PARSE_FAILED = "parse_failed"
+    BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)
@@ -212,7 +255,13 @@ class StepRecord:
 
 @dataclass
 class RunReport:
-    """Outcome of :meth:`PlannerSession.run`."""
+    """Outcome of :meth:`PlannerSession.run`.
+
+    Attributes:
+        stop: Why the run ended (``RunStop.NONE`` when no goal was left pending).
+        reason: Text of the stop (empty for ``RunStop.NONE``).
+        error: The reason again when an error stopped the run (model, executor, memory).
+    """
 
     calls: int = 0
     records: list[StepRecord] = field(default_factory=list)
@@ -222,10 +271,104 @@ class RunReport:
     answer_entities: dict[str, tuple[NamedEntity, ...]] = field(default_factory=dict)
     budget_exhausted: bool = False
     error: str | None = None
+    stop: RunStop = RunStop.NONE
+    reason: str = ""
 
     def executed(self) -> list[ExecutableStep]:
         """Executed steps in order."""
         return [r.step for r in self.records if r.outcome == "executed" and r.step is not None]
+
+    def stopped(self, stop: RunStop, reason: str, *, error: bool = False) -> None:
+        """Record why the run ends."""
+        self.stop, self.reason = stop, reason
+        if error:
+            self.error = reason
+
+
+class RunHooks:
+    """What a host plugs into :meth:`PlannerSession.run`; this base does nothing.
+
+    The planner node subclasses it to check its action's cancel request, hand in the latest
+    camera view and publish one feedback message per planner call.
+    """
+
+    def cancelled(self) -> bool:
+        """Whether the run should stop (checked before and after every planner call)."""
+        return False
+
+    def observation(self) -> Observation | None:
+        """The current camera view for the next planner call, or None to keep the last one."""
+        return None
+
+    def before_step(self, call: int) -> None:
+        """Called with the 1-based number of the planner call about to run.
+
+        The last call of a run that ends because no goal is left finds nothing to do: it is
+        announced here but yields no record.
+        """
+
+    def after_step(self, record: StepRecord) -> None:
+        """Called with what a planner call led to."""
+
+
+@dataclass(frozen=True)
+class GoalOutcome:
+    """Where one goal of an instruction ended.
+
+    Attributes:
+        goal_id: The goal.
+        description: Its text.
+        status: Its status after the run.
+        reason: Why it is blocked (or the status reason task memory keeps).
+        answer: The literal answer of a completed goal, if it has one.
+        entities: What the answer of a completed goal names.
+    """
+
+    goal_id: str
+    description: str
+    status: GoalStatus
+    reason: str = ""
+    answer: str | None = None
+    entities: tuple[NamedEntity, ...] = ()
+
+
+@dataclass(frozen=True)
+class InstructionReport:
+    """Outcome of :meth:`PlannerSession.run_instruction`.
+
+    Attributes:
+        stop: Why the instruction ended; ``RunStop.BLOCKED`` when the run ended normally but
+            a goal of it is blocked, ``RunStop.NONE`` when every goal of it completed.
+        reason: Text of the stop (the blocked goals' reasons for ``BLOCKED``).
+        calls: Planner calls used.
+        goals: The instruction's goals in agenda order.
+        superseded: Goals of earlier instructions that were still pending and were blocked.
+        run: The loop's own report (None when the instruction was not usable).
+    """
+
+    stop: RunStop
+    reason: str = ""
+    calls: int = 0
+    goals: tuple[GoalOutcome, ...] = ()
+    superseded: tuple[str, ...] = ()
+    run: RunReport | None = None
+
+    def completed(self) -> list[GoalOutcome]:
+        """The goals that completed."""
+        return [g for g in self.goals if g.status is GoalStatus.COMPLETED]
+
+    @property
+    def progress(self) -> float:
+        """Share of the instruction's goals completed (0 without goals)."""
+        return len(self.completed()) / len(self.goals) if self.goals else 0.0
+
+    def answers(self) -> list[str]:
+        """Literal answers of the completed goals."""
+        return [g.answer for g in self.completed() if g.answer is not None]
+
+    def entities(self) -> list[NamedEntity]:
+        """What the completed goals' answers name."""
+        return [e for g in self.completed() for e in g.entities]
 
 
 @dataclass
@@ -919,34 +1062,22 @@ class PlannerSession:
                           detail=outcome.detail)
 
     # ------------------------------------------------------------------ run
-    def run(self, executor: Executor, *, budget: int | None = None) -> RunReport:
-        """Plan and act until no goal is pending or the planner-call budget is spent.
+    def run(self, executor: Executor, *, budget: int | None = None,
+            hooks: RunHooks | None = None) -> RunReport:
+        """Plan and act until no goal is pending or the run has to stop.
 
-        When the budget runs out the active goal is blocked ("step budget exhausted").
-        A model failure stops the run with ``error`` set and nothing executed for that call.
+        The run stops (``report.stop`` says why, ``report.reason`` how) when the host's
+        ``hooks`` ask to cancel, when the planner-call budget is spent (the active goal is then
+        blocked: "step budget exhausted"), when the operator gate denies a primitive, or when
+        the model, the executor or memory fails (nothing more is executed; ``report.error``
+        carries the reason).
         """
         limit = budget if budget is not None else self.config.loop.step_budget
+        host = hooks or RunHooks()
         report = RunReport()
         before = dict(self.task.state.status)
-        while True:
-            if report.calls >= limit:
-                self._flush_deferred(self._clock())
-                goal = self.task.active_goal()
-                if goal is not None:
-                    report.budget_exhausted = True
-                    self._block(goal, f"step budget of {limit} planner calls exhausted",
-                                self._clock())
-                break
-            try:
-                record = self.step(executor, call=report.calls + 1)
-            except ReasoningError as err:
-                report.error = f"planner model failed: {err}"
-                LOG.error("%s", report.error)
-                break
-            if record is None:
-                break
-            report.calls += 1
-            report.records.append(record)
+        while self._turn(executor, host, report, limit):
+            pass
         for gid, status in self.task.state.status.items():
             if before.get(gid) == status:
                 continue
@@ -959,6 +1090,118 @@ class PlannerSession:
             elif status is GoalStatus.BLOCKED:
                 report.blocked.append(gid)
         return report
+
+    def _turn(self, executor: Executor, hooks: RunHooks, report: RunReport,
+              limit: int) -> bool:
+        """One turn of :meth:`run`; False once the run ends."""
+        if hooks.cancelled():
+            report.stopped(RunStop.CANCELED, "canceled by the client")
+            return False
+        if report.calls >= limit:
+            self._exhaust(report, limit)
+            return False
+        observation = hooks.observation()
+        if observation is not None:
+            self.observe(observation)
+        call = report.calls + 1
+        hooks.before_step(call)
+        record = self._call(executor, report, call)
+        if record is None:
+            return False
+        report.calls = call
+        report.records.append(record)
+        hooks.after_step(record)
+        if hooks.cancelled():
+            report.stopped(RunStop.CANCELED, "canceled by the client")
+        elif record.outcome == "denied":
+            report.stopped(RunStop.DENIED, f"primitive not approved: {record.detail}")
+        return report.stop is RunStop.NONE
+
+    def _call(self, executor: Executor, report: RunReport, call: int) -> StepRecord | None:
+        """One planner call; None when no goal is left or an error stops the run."""
+        try:
+            return self.step(executor, call=call)
+        except ReasoningError as err:
+            report.stopped(RunStop.MODEL_ERROR, f"planner model failed: {err}", error=True)
+            LOG.error("%s", report.reason)
+        except ExecutorUnavailableError as err:
+            report.stopped(RunStop.EXECUTOR_UNAVAILABLE, f"executor unavailable: {err}",
+                           error=True)
+        except (PlannerError, MemoryStoreError) as err:
+            report.stopped(RunStop.FAILED, f"{type(err).__name__}: {err}", error=True)
+        return None
+
+    def _exhaust(self, report: RunReport, limit: int) -> None:
+        """Block the active goal once the planner-call budget is spent."""
+        self._flush_deferred(self._clock())
+        goal = self.task.active_goal()
+        if goal is None:
+            return
+        reason = f"step budget of {limit} planner calls exhausted"
+        report.budget_exhausted = True
+        report.stopped(RunStop.BUDGET_EXHAUSTED, reason)
+        self._block(goal, reason, self._clock())
+
+    def settle(self, reason: str, stamp: float) -> list[str]:
+        """Block every pending goal, including those still waiting on an exploration goal.
+
+        Returns:
+            Ids of the goals blocked.
+        """
+        blocked: list[str] = []
+        for _ in range(len(self._deferred) + 2):
+            for goal in self.task.pending():
+                self.task.set_status(goal.goal_id, GoalStatus.BLOCKED, stamp=stamp,
+                                     reason=reason)
+                blocked.append(goal.goal_id)
+            self._flush_deferred(stamp)
+            if not self._deferred and not self.task.pending():
+                break
+        return blocked
+
+    def use_keyframes(self, store: KeyframeStore, retriever: KeyframeRetriever) -> None:
+        """Plan with a keyframe store (and its retriever) that was not available before."""
+        self.keyframes = store
+        self.retriever = retriever
+
+    def run_instruction(self, instruction: str, executor: Executor, *,
+                        budget: int | None = None,
+                        hooks: RunHooks | None = None) -> InstructionReport:
+        """Serve one instruction from its text to the end of its run.
+
+        Goals an earlier instruction left pending are blocked first ("superseded"), the text
+        becomes goals (:meth:`submit`), :meth:`run` plans and acts, and when the run stopped
+        early every goal of the instruction still pending is blocked with the stop's reason,
+        so nothing carries over into the next instruction.
+        """
+        stamp = self._clock()
+        superseded = tuple(self.settle("superseded: left pending by an earlier run", stamp))
+        before = set(self.task.state.goals)
+        try:
+            self.submit(instruction, stamp=stamp)
+        except InstructionError as err:
+            return InstructionReport(RunStop.PARSE_FAILED, f"instruction not usable: {err}",
+                                     superseded=superseded)
+        report = self.run(executor, budget=budget, hooks=hooks)
+        if report.reason:
+            self.settle(report.reason, self._clock())
+        goals = tuple(self._goal_outcome(g) for g in self.task.agenda()
+                      if g.goal_id not in before)
+        stop, reason = report.stop, report.reason
+        blocked = [f"{g.goal_id}: {g.reason}" for g in goals if g.status is GoalStatus.BLOCKED]
+        if stop is RunStop.NONE and blocked:
+            stop, reason = RunStop.BLOCKED, "; ".join(blocked)
+        return InstructionReport(stop, reason, report.calls, goals, superseded, report)
+
+    def _goal_outcome(self, goal: Goal) -> GoalOutcome:
+        state = self.task.state
+        status = state.status[goal.goal_id]
+        outcome = GoalOutcome(goal.goal_id, goal.description, status,
+                              state.status_reason.get(goal.goal_id, ""))
+        if status is not GoalStatus.COMPLETED:
+            return outcome
+        return replace(outcome, answer=state.answers.get(goal.goal_id),
+                       entities=self.answer_entities.get(goal.goal_id, ()))
 
 
 def spec_from_goal(goal: Goal) -> GoalSpec | None:

@@ -39,14 +39,12 @@ from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info
 from mimir.nodes.planner.planner_node import PlannerNode, PlannerNodeConfig, PlannerNodeError
-from mimir.nodes.planner.ros_executor import (
-    ActionPrimitiveExecutor,
-    ExecutorSettings,
+from mimir.nodes.planner.primitive_messages import (
     InteractionEventBuffer,
     ended_event_from_result,
     primitive_goal,
-    step_effects,
 )
+from mimir.nodes.planner.ros_executor import ActionPrimitiveExecutor, ExecutorSettings
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
 from mimir.ros.images import numpy_to_image
@@ -71,6 +69,7 @@ from mimir_msgs.srv import (
     UpdateNode,
 )
 from mimir_perception.camera import Intrinsics
+from mimir_planner.outcomes import step_effects
 from mimir_planner.primitives import ExecutableStep
 
 pytestmark = pytest.mark.ros

@@ -14,8 +14,8 @@ reports what memory can rely on:
    through the scene graph node;
 4. it refreshes the read-only world memory and returns an
    :class:`~mimir_planner.planner.ExecutionOutcome` whose success is the executor's report
-   confirmed by the analyzer's verified verdict, with the effects task memory needs (arrival,
-   opened/closed state, grasp, placement). The outcome also carries the executor's outcome
+   confirmed by the analyzer's verified verdict, with the effects task memory needs (both judged
+   by the core, :mod:`mimir_planner.outcomes`). The outcome also carries the executor's outcome
    code and its own success report, so the planner can tell a missed grasp from a locked
    fixture and an unconfirmed success from a failure.
 
@@ -28,54 +28,33 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from diagnostic_msgs.msg import KeyValue
-from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionClient
 from rclpy.client import Client
 from rclpy.node import Node
 
+from mimir.nodes.planner.primitive_messages import (
+    InteractionEventBuffer,
+    analysis_code_name,
+    ended_event_from_result,
+    primitive_goal,
+    result_code_name,
+)
 from mimir.ros.floatfix import coerce_floats
-from mimir.ros.time import from_seconds, to_seconds
-from mimir_memory.graph import SceneGraphState, SceneNode
-from mimir_memory.task import Effect, EffectKind, Feedback
+from mimir.ros.time import to_seconds
 from mimir_memory.world import WorldMemory
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
 from mimir_msgs.srv import AnalyzeInteraction
-from mimir_planner.errors import PlannerError
-from mimir_planner.planner import ExecutionOutcome, Observation
+from mimir_planner.outcomes import Opens, Verification, judge, step_outcome
+from mimir_planner.planner import ExecutionOutcome, ExecutorUnavailableError, Observation
 from mimir_planner.primitives import ExecutableStep
 
 LOG = logging.getLogger(__name__)
-
-_RESULT_NAMES = ("NONE", "UNKNOWN_PRIMITIVE", "UNKNOWN_TARGET", "PRECONDITION_FAILED",
-                 "UNREACHABLE", "EXECUTION_FAILED", "DENIED_BY_OPERATOR", "CANCELED")
-_ANALYSIS_NAMES = ("NONE", "UNKNOWN_TARGET", "NO_FRAMES", "MODEL_ERROR", "INVALID_ANSWER",
-                   "MEMORY_WRITE_FAILED")
-
-
-class ExecutorUnavailableError(PlannerError):
-    """The primitive executor (``execute_primitive`` action server) cannot be reached.
-
-    Nothing was executed; the run cannot continue without a robot.
-    """
-
-
-def result_code_name(code: int) -> str:
-    """Name of an ExecutePrimitive result code (the number as text when unknown)."""
-    return _RESULT_NAMES[code] if 0 <= code < len(_RESULT_NAMES) else str(code)
-
-
-def analysis_code_name(code: int) -> str:
-    """Name of an AnalyzeInteraction error code (the number as text when unknown)."""
-    return _ANALYSIS_NAMES[code] if 0 <= code < len(_ANALYSIS_NAMES) else str(code)
 
 
 @dataclass(frozen=True)
@@ -115,163 +94,6 @@ class ExecutorSettings:
             raise ValueError(f"event_wait_s must be >= 0, got {self.event_wait_s!r}")
 
 
-class InteractionEventBuffer:
-    """ENDED interaction events by interaction id (bounded, oldest dropped first)."""
-
-    def __init__(self, capacity: int = 256) -> None:
-        self._events: OrderedDict[str, InteractionEvent] = OrderedDict()
-        self._capacity = capacity
-        self._cond = threading.Condition()
-
-    def add(self, msg: InteractionEvent) -> bool:
-        """Keep an ENDED event; returns False for events that are not kept."""
-        if msg.phase != InteractionEvent.PHASE_ENDED or not msg.interaction_id:
-            return False
-        with self._cond:
-            self._events[msg.interaction_id] = msg
-            self._events.move_to_end(msg.interaction_id)
-            while len(self._events) > self._capacity:
-                self._events.popitem(last=False)
-            self._cond.notify_all()
-        return True
-
-    def wait(self, interaction_id: str, timeout_s: float) -> InteractionEvent | None:
-        """The ENDED event of ``interaction_id``, waiting up to ``timeout_s``; None if absent."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while interaction_id not in self._events:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
-            return self._events[interaction_id]
-
-
-def _param(key: str, value: object) -> KeyValue:
-    return KeyValue(key=key, value=str(value))
-
-
-def primitive_goal(
-    step: ExecutableStep,
-    world: SceneGraphState,
-    *,
-    holding: str | None,
-    task: str,
-    map_frame: str,
-    stamp: float,
-) -> ExecutePrimitive.Goal:
-    """The ExecutePrimitive goal for a validated step.
-
-    The goal names the abstract primitive (the executor maps it to its own controllers; the
-    embodiment's legal action travels as the ``legal_action`` parameter), the target id, its
-    remembered centroid in ``map_frame`` and its label. A place also names the destination
-    (the step's target) and the held object.
-
-    Raises:
-        ValueError: The target is not in the scene graph (the step was validated against an
-            older graph) or has a non-finite position.
-    """
-    node = world.nodes.get(step.target)
-    if node is None:
-        raise ValueError(f"target '{step.target}' is no longer in the scene graph")
-    x, y, z = (float(v) for v in node.centroid)
-    if not all(math.isfinite(v) for v in (x, y, z)):
-        raise ValueError(f"target '{step.target}' has a non-finite position")
-    goal = ExecutePrimitive.Goal(
-        primitive=step.primitive,
-        target_id=step.target,
-        use_target_pose=True,
-        pointing_description=step.pointing_description or "",
-        task=task,
-    )
-    pose = PoseStamped()
-    pose.header.frame_id = map_frame
-    pose.header.stamp = from_seconds(max(0.0, stamp))
-    pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = x, y, z
-    pose.pose.orientation.w = 1.0
-    goal.target_pose = pose
-    params = [_param("label", node.label), _param("legal_action", step.action)]
-    if step.embodiment:
-        params.append(_param("embodiment", step.embodiment))
-    if step.goal_id:
-        params.append(_param("goal_id", step.goal_id))
-    if step.primitive == "place":
-        params += [
-            _param("destination_id", step.target),
-            _param("destination_label", node.label),
-            _param("destination_x", repr(x)),
-            _param("destination_y", repr(y)),
-            _param("destination_z", repr(z)),
-        ]
-        held = world.nodes.get(holding or "")
-        if held is not None:
-            params += [_param("object_id", held.node_id), _param("object_label", held.label)]
-    goal.parameters = params
-    return goal
-
-
-def ended_event_from_result(
-    goal: ExecutePrimitive.Goal, result: ExecutePrimitive.Result, stamp: float
-) -> InteractionEvent:
-    """An ENDED interaction event rebuilt from a goal and its result (when the event was missed)."""
-    event = InteractionEvent(
-        interaction_id=result.interaction_id,
-        phase=InteractionEvent.PHASE_ENDED,
-        primitive=goal.primitive,
-        target_id=goal.target_id,
-        task=goal.task,
-        window_start=result.window_start,
-        window_end=result.window_end,
-        success=bool(result.success),
-        outcome=result.outcome,
-        message=result.error_msg,
-    )
-    event.header.frame_id = goal.target_pose.header.frame_id
-    event.header.stamp = result.window_end if to_seconds(result.window_end) > 0 else \
-        from_seconds(max(0.0, stamp))
-    if goal.use_target_pose:
-        event.target_pose = goal.target_pose.pose
-    return event
-
-
-def place_relation(world: SceneGraphState, obj: str, target: str,
-                   opens: Callable[[SceneNode], bool]) -> str:
-    """Relation of a placed object to its destination: memory's, else by the destination kind."""
-    node = world.nodes.get(obj)
-    if node is not None and node.parent == target and node.parent_relation in (
-            "container", "surface"):
-        return str(node.parent_relation)
-    dest = world.nodes.get(target)
-    return "container" if dest is not None and opens(dest) else "surface"
-
-
-def step_effects(step: ExecutableStep, world: SceneGraphState, holding: str | None,
-                 opens: Callable[[SceneNode], bool]) -> tuple[Effect, ...]:
-    """Effects of a successful step that task memory records (mimir.md Delta_t)."""
-    target = step.target
-    if step.primitive == "move_to":
-        return (Effect(EffectKind.ARRIVE, target),)
-    if step.primitive in ("open", "close"):
-        return (Effect(EffectKind.STATE, target, target="is_open",
-                       value=step.primitive == "open"),)
-    if step.primitive == "pick":
-        return (Effect(EffectKind.GRASP, target),)
-    if step.primitive == "place" and holding is not None:
-        relation = place_relation(world, holding, target, opens)
-        return (Effect(EffectKind.PLACE, holding, target=target, value=relation),)
-    return ()
-
-
-@dataclass(frozen=True)
-class Verification:
-    """What the analyzer said about one interaction (``verified`` False when it could not)."""
-
-    verified: bool
-    success: bool = False
-    reason: str = ""
-    keyframe_ids: tuple[str, ...] = ()
-
-
 def _wait_future(future: Any, timeout_s: float, poll_s: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout_s
     while not future.done():
@@ -309,7 +131,7 @@ class ActionPrimitiveExecutor:
         world: WorldMemory,
         settings: ExecutorSettings,
         holding: Callable[[], str | None],
-        opens: Callable[[SceneNode], bool],
+        opens: Opens,
         observe: Callable[[], Observation | None] | None = None,
         task_text: Callable[[], str] | None = None,
         cancelled: Callable[[], bool] | None = None,
@@ -440,17 +262,8 @@ class ActionPrimitiveExecutor:
             event = ended_event_from_result(goal, result, stamp)
         verdict = self._analyze(event)
         self.world.refresh()
-        if not verdict.verified:
-            trusted = said and not self.settings.require_verification
-            detail = f"{reported}; not verified: {verdict.reason}"
-            return self._outcome(step, trusted, detail, when, code=outcome_code, reported=said)
-        success = said and verdict.success
-        if success:
-            detail = f"{reported}; verified by the analyzer"
-        elif result.success:
-            detail = f"{reported}; the analyzer found it failed: {verdict.reason}"
-        else:
-            detail = f"{reported}; analyzer: {verdict.reason or 'failure confirmed'}"
+        success, detail = judge(said, reported, verdict,
+                                require_verification=self.settings.require_verification)
         return self._outcome(step, success, detail, when, code=outcome_code, reported=said)
 
     def _outcome(self, step: ExecutableStep, success: bool, detail: str,
@@ -458,9 +271,6 @@ class ActionPrimitiveExecutor:
                  reported: bool | None = None) -> ExecutionOutcome:
         """The outcome; ``reported`` is the executor's own word (None when it gave none)."""
         self.executed.append((step, success, detail))
-        effects: Sequence[Effect] = ()
-        if success:
-            effects = step_effects(step, self.world.state, self._holding(), self._opens)
-        return ExecutionOutcome(Feedback(success, tuple(effects)), detail, stamp,
-                                self._observe(), code=code,
-                                reported=False if reported is None else reported)
+        return step_outcome(step, success, detail, stamp, world=self.world.state,
+                            holding=self._holding(), opens=self._opens,
+                            observation=self._observe(), code=code, reported=reported)
