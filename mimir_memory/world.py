@@ -42,6 +42,7 @@ from mimir_memory.locking import synchronized
 from mimir_memory.observations import ObjectObservation
 from mimir_memory.render import render_graph
 from mimir_memory.schema import DatabaseHandle, Store, open_database
+from mimir_memory.updates import NodeUpdate
 
 LOG = logging.getLogger(__name__)
 
@@ -644,6 +645,20 @@ class WorldMemory(Store):
                 self._same_update(event_id, earlier, events)
                 return []
         return self.append(events)
+
+    def apply_update(self, update: NodeUpdate, *, stamp: float) -> list[MemoryEvent]:
+        """Apply one planned :class:`~mimir_memory.updates.NodeUpdate` (see :meth:`update_node`).
+
+        Returns the events appended; none when an update with the same ``update_id`` was
+        applied before (raises DuplicateEventError when that one differed).
+        """
+        return self.update_node(
+            update.node_id, stamp=stamp, source=update.source,
+            properties=update.property_specs(), contents=update.contents_spec(),
+            parent=update.parent_spec(), outcome=update.outcome_spec(),
+            evidence=update.core_evidence(), verdict=update.verdict,
+            event_id=update.update_id or None, verdict_reason=update.verdict_reason,
+        )
 
     @staticmethod
     def _same_update(event_id: str, earlier: Sequence[MemoryEvent],

@@ -20,23 +20,21 @@ message stamps in seconds; wall time is never consulted.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from mimir_perception.camera import Intrinsics
 from mimir_perception.errors import SynchronizationError
+from mimir_perception.frames import FrameBuffer
 from mimir_perception.segmentation import SegmentationResult
 
 LOG = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 STREAMS = ("segmentation", "depth", "camera_info")
 
@@ -83,44 +81,16 @@ class SyncedFrame:
     info_stamp: float
 
 
-@dataclass
-class _Queue(Generic[T]):
-    stamps: list[float] = field(default_factory=list)
-    items: list[T] = field(default_factory=list)
-
-    def insert(self, stamp: float, item: T) -> bool:
-        i = bisect.bisect_left(self.stamps, stamp)
-        if i < len(self.stamps) and self.stamps[i] == stamp:
-            return False
-        self.stamps.insert(i, stamp)
-        self.items.insert(i, item)
-        return True
-
-    def pop(self, i: int) -> tuple[float, T]:
-        return self.stamps.pop(i), self.items.pop(i)
-
-    def nearest(self, stamp: float) -> int | None:
-        if not self.stamps:
-            return None
-        i = bisect.bisect_left(self.stamps, stamp)
-        candidates = [j for j in (i - 1, i) if 0 <= j < len(self.stamps)]
-        return min(candidates, key=lambda j: abs(self.stamps[j] - stamp))
-
-    def drop_before(self, limit: float) -> int:
-        i = bisect.bisect_left(self.stamps, limit)
-        del self.stamps[:i]
-        del self.items[:i]
-        return i
-
-    def __len__(self) -> int:
-        return len(self.stamps)
+def _queue(max_queue: int) -> FrameBuffer[Any]:
+    """One stream's queue: stamps unique, at most ``max_queue`` entries (oldest leave first)."""
+    return FrameBuffer(max_count=max_queue, unique_stamps=True)
 
 
 @dataclass
 class _CameraQueues:
-    segmentation: _Queue[SegmentationResult] = field(default_factory=_Queue)
-    depth: _Queue[npt.NDArray[np.generic]] = field(default_factory=_Queue)
-    camera_info: _Queue[Intrinsics] = field(default_factory=_Queue)
+    segmentation: FrameBuffer[SegmentationResult]
+    depth: FrameBuffer[npt.NDArray[np.generic]]
+    camera_info: FrameBuffer[Intrinsics]
     newest: float = -math.inf
     last_emitted: float = -math.inf
 
@@ -142,7 +112,11 @@ class FrameSynchronizer:
     def _camera(self, camera: str) -> _CameraQueues:
         if not isinstance(camera, str) or not camera:
             raise SynchronizationError(f"camera name must be a non-empty string, got {camera!r}")
-        return self._cameras.setdefault(camera, _CameraQueues())
+        cams = self._cameras.get(camera)
+        if cams is None:
+            size = self._config.max_queue
+            cams = self._cameras[camera] = _CameraQueues(_queue(size), _queue(size), _queue(size))
+        return cams
 
     @staticmethod
     def _check_stamp(stamp: float) -> float:
@@ -164,13 +138,12 @@ class FrameSynchronizer:
         if stamp < cams.newest - cfg.max_age:
             self._drop(camera, stream, "late")
             return []
-        queue: _Queue[object] = getattr(cams, stream)
-        if not queue.insert(stamp, item):
+        queue: FrameBuffer[Any] = getattr(cams, stream)
+        overflowed = queue.evicted_by_count
+        if not queue.add(stamp, item):
             self._drop(camera, stream, "duplicate")
             return []
-        if len(queue) > cfg.max_queue:
-            queue.pop(0)
-            self._drop(camera, stream, "queue_full")
+        self._drop(camera, stream, "queue_full", queue.evicted_by_count - overflowed)
         cams.newest = max(cams.newest, stamp)
         self._expire(camera, cams)
         return self._match(camera, cams)
@@ -202,46 +175,42 @@ class FrameSynchronizer:
     def _expire(self, camera: str, cams: _CameraQueues) -> None:
         limit = cams.newest - self._config.max_age
         for stream in STREAMS:
-            queue: _Queue[object] = getattr(cams, stream)
+            queue: FrameBuffer[Any] = getattr(cams, stream)
             if stream == "camera_info" and self._config.latch_camera_info and len(queue):
                 # Keep the newest info before the limit: it still describes later frames.
-                i = bisect.bisect_left(queue.stamps, limit)
-                dropped = queue.drop_before(queue.stamps[i - 1]) if i > 0 else 0
+                kept = queue.before(limit, strict=True)
+                dropped = queue.drop_before(kept[0]) if kept is not None else 0
             else:
                 dropped = queue.drop_before(limit)
             self._drop(camera, stream, "stale", dropped)
 
-    def _info_index(self, queue: _Queue[Intrinsics], stamp: float) -> int | None:
+    def _info(self, queue: FrameBuffer[Intrinsics],
+              stamp: float) -> tuple[float, Intrinsics] | None:
         if not len(queue):
             return None
         if self._config.latch_camera_info:
-            i = bisect.bisect_right(queue.stamps, stamp + self._config.tolerance)
-            return i - 1 if i > 0 else 0
-        j = queue.nearest(stamp)
-        if j is not None and abs(queue.stamps[j] - stamp) <= self._config.tolerance:
-            return j
+            return queue.before(stamp + self._config.tolerance) or queue.oldest()
+        found = queue.nearest(stamp)
+        if found is not None and abs(found[0] - stamp) <= self._config.tolerance:
+            return found
         return None
 
     def _match(self, camera: str, cams: _CameraQueues) -> list[SyncedFrame]:
         cfg = self._config
         out: list[SyncedFrame] = []
-        i = 0
-        while i < len(cams.segmentation):
-            stamp = cams.segmentation.stamps[i]
-            d = cams.depth.nearest(stamp)
-            if d is None or abs(cams.depth.stamps[d] - stamp) > cfg.tolerance:
-                i += 1
+        for stamp, seg in cams.segmentation.items():
+            depth_entry = cams.depth.nearest(stamp)
+            if depth_entry is None or abs(depth_entry[0] - stamp) > cfg.tolerance:
                 continue
-            c = self._info_index(cams.camera_info, stamp)
-            if c is None:
-                i += 1
+            info = self._info(cams.camera_info, stamp)
+            if info is None:
                 continue
-            _, seg = cams.segmentation.pop(i)
-            depth_stamp, depth = cams.depth.pop(d)
-            info_stamp = cams.camera_info.stamps[c]
-            intrinsics = cams.camera_info.items[c]
+            cams.segmentation.take(stamp)
+            depth_stamp, depth = depth_entry
+            cams.depth.take(depth_stamp)
+            info_stamp, intrinsics = info
             if not cfg.latch_camera_info:
-                cams.camera_info.pop(c)
+                cams.camera_info.take(info_stamp)
             out.append(SyncedFrame(camera, stamp, seg, depth, intrinsics, depth_stamp, info_stamp))
             self._emitted[camera] += 1
             cams.last_emitted = max(cams.last_emitted, stamp)

@@ -30,20 +30,16 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
+from mimir.nodes.memory.messages import node_update_to_msg
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info
-from mimir.nodes.planner.analyzer_node import (
-    AnalyzerNode,
-    AnalyzerNodeConfig,
+from mimir.nodes.planner.analyzer_inputs import (
     CameraStream,
-    WriteContext,
     detections_from_msg,
-    evidence_refs,
     fixture_samples,
     gripper_reading,
-    plan_writes,
-    spread,
 )
+from mimir.nodes.planner.analyzer_node import AnalyzerNode, AnalyzerNodeConfig
 from mimir.nodes.planner.ros_world import SceneGraphWorld, snapshots_from_graph
 from mimir.ros import qos
 from mimir.ros.images import numpy_to_image
@@ -73,6 +69,8 @@ from mimir_planner.reasoning import (
     Verdict,
 )
 from mimir_planner.reasoning.claims import ContentItem as CoreContentItem
+from mimir_planner.reasoning.window import spread
+from mimir_planner.reasoning.writes import WriteContext, evidence_links, plan_writes
 
 REPO = Path(__file__).resolve().parents[2]
 Wait = Callable[..., bool]
@@ -80,16 +78,6 @@ _Response = AnalyzeInteraction.Response
 
 
 # ------------------------------------------------------------------------ pure conversions
-
-
-def test_config_defaults_match_the_params_file() -> None:
-    params = yaml.safe_load((REPO / "config/params/analyzer.yaml").read_text())
-    values = params["analyzer"]["ros__parameters"]
-    defaults = AnalyzerNodeConfig()
-    for name, value in values.items():
-        expected = getattr(defaults, name)
-        assert (list(expected) if isinstance(expected, tuple) else expected) == value, name
-    assert set(values) == set(AnalyzerNodeConfig.__dataclass_fields__)
 
 
 @pytest.mark.parametrize("bad", [
@@ -207,19 +195,20 @@ def test_camera_pose_waits_for_trailing_tf(ros_context: Context) -> None:
         Parameter("vlm_backend", value="offline")])
     try:
         late = _LateTf(3)
-        node._tf = late
-        pose = node._camera_pose("base", "", 12.0, deadline=time.monotonic() + 30.0)
+        node.inputs.tf = late
+        pose = node.inputs.camera_pose("base", "", 12.0, deadline=time.monotonic() + 30.0)
         assert pose is not None and late.calls == 4  # retried instead of dropping the frame
         assert node.counters.get("camera_pose_unavailable") == 0
         # past the window's deadline the frame goes without a pose, counted
         never = _LateTf(10**6)
-        node._tf = never
-        assert node._camera_pose("base", "", 12.0, deadline=time.monotonic() - 1.0) is None
+        node.inputs.tf = never
+        assert node.inputs.camera_pose("base", "", 12.0, deadline=time.monotonic() - 1.0) is None
         assert never.calls == 1 and node.counters.get("camera_pose_unavailable") == 1
         # an unknown frame is not waited for at all
         unknown = _LateTf(10**6, UnknownFrameError)
-        node._tf = unknown
-        assert node._camera_pose("base", "", 12.0, deadline=time.monotonic() + 30.0) is None
+        node.inputs.tf = unknown
+        assert node.inputs.camera_pose("base", "", 12.0,
+                                       deadline=time.monotonic() + 30.0) is None
         assert unknown.calls == 1 and node.counters.get("camera_pose_unavailable") == 2
     finally:
         node.destroy_node()
@@ -254,7 +243,7 @@ def _ctx(known: set[str]) -> WriteContext:
 
 
 def test_evidence_refs_name_what_memory_can_point_at() -> None:
-    refs = evidence_refs(["frame:base@9.500", "frame:wrist@10.000", "det-7", "gripper@11.200",
+    refs = evidence_links(["frame:base@9.500", "frame:wrist@10.000", "det-7", "gripper@11.200",
                           "joint:cabinet_1@1.000-2.000", "kf-a"], _ctx(set()), origin="ia-0")
     assert [(r.kind, r.id) for r in refs] == [
         ("interaction", "ia-1"), ("interaction", "ia-0"), ("keyframe", "kf-a"),
@@ -269,10 +258,11 @@ def test_plan_writes_maps_is_opened_onto_openable() -> None:
                             Verdict(odd, Decision.REJECT, "not a state", (), "opened")),
                            (), (), ())
     first, second = plan_writes(result, _ctx({"cabinet_1"}))
-    assert first.request is not None
-    assert [(p.name, p.value_json) for p in first.request.properties] == [
+    assert first.update is not None
+    request = node_update_to_msg(first.update)
+    assert [(p.name, p.value_json) for p in request.properties] == [
         ("openable", "true"), ("is_opened", "true")]
-    assert second.request is None and "no memory form" in second.note
+    assert second.update is None and "no memory form" in second.note
 
 
 def test_plan_writes_records_every_verdict() -> None:
@@ -307,7 +297,7 @@ def test_plan_writes_records_every_verdict() -> None:
     result = HarnessResult(tuple(verdicts), (), (contents,), ())
     plans = plan_writes(result, _ctx({"cabinet_1"}))
     assert [len(p.verdicts) for p in plans] == [1, 1, 1, 1, 2, 1, 1]
-    written = [p.request for p in plans if p.request is not None]
+    written = [node_update_to_msg(p.update) for p in plans if p.update is not None]
     assert [r.event_id for r in written] == [f"analyzer:ia-1:{i}" for i in (0, 1, 4, 5, 6)]
     lock_req, open_req, contents_req, apple_req, outcome_req = written
     assert lock_req.verdict == "admit" and lock_req.properties[0].value_json == "true"
@@ -322,7 +312,7 @@ def test_plan_writes_records_every_verdict() -> None:
     assert not outcome_req.task_record.success
     assert outcome_req.task_record.failure_reason == "locked"
     assert outcome_req.task_record.task == "tidy up"
-    unwritten = [p for p in plans if p.request is None]
+    unwritten = [p for p in plans if p.update is None]
     assert [p.subject for p in unwritten] == ["ghost_9", "ghost_9"]
     assert "not in memory" in unwritten[1].note
     only_final = plan_writes(result, _ctx({"cabinet_1"}), skip_deferred=True)

@@ -11,12 +11,10 @@ blank/blurry/near-duplicate filters. Serves ``query_keyframes``, ``get_keyframe_
 
 from __future__ import annotations
 
-import bisect
 import math
 import sys
 import threading
 import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +51,7 @@ from mimir_memory.keyframes import KeyframeLabel, KeyframeStore, Trigger
 from mimir_msgs.msg import InteractionEvent
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.srv import AddKeyframeLabels, GetKeyframeImage, QueryKeyframes, SaveKeyframe
+from mimir_perception.frames import FrameBuffer
 
 RgbImage = npt.NDArray[np.uint8]
 
@@ -109,44 +108,6 @@ class KeyframeConfig:
 _WARN_KEYS = ("store_error", "refused", "bad_image")
 
 
-class FrameBuffer:
-    """Recent frames of one camera, ordered by stamp."""
-
-    def __init__(self, seconds: float, max_frames: int) -> None:
-        self._seconds = seconds
-        self._frames: deque[tuple[float, RgbImage, str]] = deque(maxlen=max_frames)
-        self._lock = threading.Lock()
-
-    def add(self, stamp: float, image: RgbImage, frame_id: str) -> None:
-        """Insert a frame (out-of-order stamps are placed in order)."""
-        with self._lock:
-            if self._frames and stamp < self._frames[-1][0]:
-                items = list(self._frames)
-                stamps = [f[0] for f in items]
-                items.insert(bisect.bisect_left(stamps, stamp), (stamp, image, frame_id))
-                self._frames.clear()
-                self._frames.extend(items)
-            else:
-                self._frames.append((stamp, image, frame_id))
-            newest = self._frames[-1][0]
-            while self._frames and self._frames[0][0] < newest - self._seconds:
-                self._frames.popleft()
-
-    def latest_stamp(self) -> float | None:
-        with self._lock:
-            return self._frames[-1][0] if self._frames else None
-
-    def nearest(self, stamp: float, side: str = "any") -> tuple[float, RgbImage, str] | None:
-        """The frame nearest ``stamp``; ``side`` "before"/"after" restricts the direction."""
-        with self._lock:
-            candidates = [f for f in self._frames
-                          if side == "any" or (side == "before" and f[0] <= stamp)
-                          or (side == "after" and f[0] >= stamp)]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda f: abs(f[0] - stamp))
-
-
 @dataclass
 class _PendingInteraction:
     event: InteractionEvent
@@ -164,8 +125,9 @@ class KeyframeNode(Node):
         self.store = KeyframeStore.open(root, config=memory_config)
         self.root = root
         self.session = self.config.session or uuid.uuid4().hex[:12]
-        self.buffers = {cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames)
-                        for cam in self.config.cameras}
+        self.buffers: dict[str, FrameBuffer[tuple[RgbImage, str]]] = {
+            cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames)
+            for cam in self.config.cameras}
         self.counters = NodeCounters(_WARN_KEYS)
         self._pending: list[_PendingInteraction] = []
         self._pending_lock = threading.Lock()
@@ -228,7 +190,7 @@ class KeyframeNode(Node):
             self._count(f"{camera}.bad_image")
             self.get_logger().warning(f"ignoring {camera} image: {err}", throttle_duration_sec=5.0)
             return
-        self.buffers[camera].add(to_seconds(msg.header.stamp), rgb, msg.header.frame_id)
+        self.buffers[camera].add(to_seconds(msg.header.stamp), (rgb, msg.header.frame_id))
 
     def _robot_pose(self, stamp: float) -> list[float] | None:
         try:
@@ -251,7 +213,7 @@ class KeyframeNode(Node):
         if found is None or abs(found[0] - stamp) > offset:
             self._count("no_frame")
             return "", "no_frame"
-        frame_stamp, rgb, _ = found
+        frame_stamp, (rgb, _) = found
         result = self.store.save(
             np.ascontiguousarray(rgb[:, :, ::-1]), timestamp=frame_stamp, camera=camera,
             trigger=trigger, session=self.session, action=action, parent_frame=parent,

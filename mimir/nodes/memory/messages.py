@@ -18,12 +18,21 @@ from geometry_msgs.msg import Point, Pose
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
 from mimir.ros.time import from_seconds, to_seconds
 from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
+from mimir_memory.errors import InvalidValueError
 from mimir_memory.events import Evidence, MemoryEvent, Verdict
+from mimir_memory.events import Source as CoreSource
 from mimir_memory.graph import PropertyValue
 from mimir_memory.graph import SceneNode as CoreNode
 from mimir_memory.keyframes import KeyframeRecord, Trigger
 from mimir_memory.observations import InvalidObservationError
 from mimir_memory.observations import ObjectObservation as CoreObservation
+from mimir_memory.updates import (
+    ContentEntry,
+    EvidenceLink,
+    NodeUpdate,
+    PropertyWrite,
+    TaskRecordEntry,
+)
 from mimir_msgs.msg import (
     ContentItem,
     EvidenceRef,
@@ -37,6 +46,7 @@ from mimir_msgs.msg import (
     TaskRecord,
 )
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
+from mimir_msgs.srv import UpdateNode
 
 
 class MessageValueError(ValueError):
@@ -416,3 +426,105 @@ def _pose_from_list(values: list[float]) -> Pose:
         (pose.orientation.x, pose.orientation.y, pose.orientation.z,
          pose.orientation.w) = values[3:7]
     return pose
+
+
+def node_update_to_msg(update: NodeUpdate) -> UpdateNode.Request:
+    """A planned node update as an ``update_node`` request.
+
+    The open state on an ``openable`` write travels as its own ``is_opened`` property right
+    after it, with the same confidence, source and reasoning.
+    """
+    properties: list[Property] = []
+    for prop in update.properties:
+        properties.append(Property(name=prop.name, value_json=json.dumps(prop.value),
+                                   confidence=float(prop.confidence), source=prop.source,
+                                   reasoning=prop.reasoning))
+        if prop.is_opened is not None:
+            properties.append(Property(name="is_opened", value_json=json.dumps(prop.is_opened),
+                                       confidence=float(prop.confidence), source=prop.source,
+                                       reasoning=prop.reasoning))
+    request = UpdateNode.Request(
+        node_id=update.node_id,
+        event_id=update.update_id,
+        source=str(update.source),
+        properties=properties,
+        evidence=[EvidenceRef(kind=e.kind, id=e.id, detail=e.detail) for e in update.evidence],
+        verdict=str(update.verdict),
+        verdict_reason=update.verdict_reason,
+        contents_source_action=update.contents_source_action,
+    )
+    if update.contents is not None:
+        request.set_contents = True
+        request.contents = [ContentItem(name=c.name, description=c.description,
+                                        node_id=c.node_id, reasoning=c.reasoning)
+                            for c in update.contents]
+    if update.parent is not None:
+        request.set_parent = True
+        request.parent_id, request.parent_relation = update.parent
+    if update.task_record is not None:
+        rec = update.task_record
+        request.add_task_record = True
+        request.task_record = TaskRecord(
+            task=rec.task, primitive=rec.primitive, success=bool(rec.success),
+            failure_reason=rec.failure_reason, interaction_id=rec.interaction_id,
+            stamp=_stamp_or_zero(rec.stamp))
+    return request
+
+
+def node_update_from_msg(request: UpdateNode.Request,
+                         bounds: Bounds = DEFAULT_BOUNDS) -> NodeUpdate:
+    """An ``update_node`` request as a planned node update.
+
+    An empty source means ``operator`` and an empty verdict ``admit``, as the scene graph node
+    reads them; an ``is_opened`` property folds into the ``openable`` write (its own confidence
+    and reasoning are not kept). The properties' stamps and event ids are not read.
+
+    Raises:
+        MessageValueError: bad or oversized JSON, an unknown source, verdict or evidence kind,
+            a repeated property, ``is_opened`` that is not a boolean or comes without
+            ``openable``, or any value the update type refuses.
+    """
+    props = list(request.properties)
+    if len(props) > bounds.max_items:
+        raise MessageValueError(f"{len(props)} properties in one update (at most "
+                                f"{bounds.max_items})")
+    values: list[tuple[Property, Any]] = []
+    is_opened: Any = None
+    for prop in props:
+        try:
+            value = bounds.parse_json(prop.value_json, f"property {prop.name[:64]!r} value_json")
+        except BoundsError as err:
+            raise MessageValueError(str(err)) from err
+        if prop.name == "is_opened":
+            if not isinstance(value, bool) or is_opened is not None:
+                raise MessageValueError("is_opened must be true or false, once")
+            is_opened = value
+            continue
+        values.append((prop, value))
+    if is_opened is not None and not any(p.name == "openable" for p, _ in values):
+        raise MessageValueError("is_opened can only be set together with openable")
+    try:
+        source = CoreSource(request.source or "operator")
+        writes = tuple(
+            PropertyWrite(p.name, value, float(p.confidence), p.source, p.reasoning,
+                          is_opened if p.name == "openable" else None)
+            for p, value in values)
+        rec = request.task_record
+        return NodeUpdate(
+            node_id=request.node_id,
+            update_id=request.event_id,
+            source=source,
+            properties=writes,
+            contents=tuple(ContentEntry(c.name, c.description, c.node_id, c.reasoning)
+                           for c in request.contents) if request.set_contents else None,
+            contents_source_action=request.contents_source_action,
+            parent=(request.parent_id, request.parent_relation) if request.set_parent else None,
+            task_record=TaskRecordEntry(
+                rec.task, rec.primitive, bool(rec.success), rec.failure_reason,
+                rec.interaction_id, to_seconds(rec.stamp)) if request.add_task_record else None,
+            evidence=tuple(EvidenceLink(r.kind, r.id, r.detail) for r in request.evidence),
+            verdict=verdict_from_text(request.verdict),
+            verdict_reason=request.verdict_reason,
+        )
+    except (InvalidValueError, ValueError) as err:
+        raise MessageValueError(str(err)) from err

@@ -1,0 +1,108 @@
+"""Assembling the analyzer's inputs from buffered streams, without ROS.
+
+The analyzer node buffers what the robot reports; these functions turn the buffered records of
+one action window into the reasoning core's evidence records (robot states from gripper
+readings, an even choice of frames) and pick the new detections that bear on deferred claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from mimir_planner.reasoning.evidence import Detection3D, Evidence, RobotStateSample
+from mimir_planner.reasoning.harness import PendingQueue, label_of_id
+from mimir_planner.reasoning.world import Box3D, WorldView, is_opened
+
+T = TypeVar("T")
+Pose2D = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class GripperReading:
+    """Gripper joint at one stamp: jaw opening (m) and grip force (N)."""
+
+    opening_m: float
+    effort_n: float
+
+
+def spread(items: Sequence[T], count: int) -> list[T]:
+    """At most ``count`` items evenly spaced over ``items``, first and last included."""
+    if len(items) <= count:
+        return list(items)
+    picks = np.linspace(0, len(items) - 1, count).round().astype(int)
+    return [items[int(i)] for i in dict.fromkeys(picks.tolist())]
+
+
+def robot_states(
+    readings: Iterable[tuple[float, GripperReading]],
+    base_pose: Callable[[float], Pose2D | None],
+    contact_effort_n: float,
+    closed_opening_m: float,
+) -> tuple[list[RobotStateSample], int]:
+    """Robot-state samples of a window from its gripper readings.
+
+    The jaws touch something when the grip force reaches ``contact_effort_n`` while they are
+    still at least ``closed_opening_m`` apart (closed further, they closed on nothing). A
+    reading whose base pose is unknown takes the previous one, else the origin.
+
+    Returns:
+        (samples, how many readings had no base pose of their own or before them).
+    """
+    samples: list[RobotStateSample] = []
+    pose: Pose2D | None = None
+    missing = 0
+    for stamp, reading in readings:
+        pose = base_pose(stamp) or pose
+        if pose is None:
+            missing += 1
+        samples.append(RobotStateSample(
+            stamp=stamp,
+            gripper_opening_m=reading.opening_m,
+            gripper_effort_n=reading.effort_n,
+            contact=(reading.effort_n >= contact_effort_n
+                     and reading.opening_m >= closed_opening_m),
+            base_pose=pose or (0.0, 0.0, 0.0),
+        ))
+    return samples, missing
+
+
+def pending_boxes(pending: PendingQueue, world: WorldView) -> dict[str, Box3D]:
+    """Boxes of the nodes that deferred claims concern (nodes without a box left out)."""
+    boxes: dict[str, Box3D] = {}
+    for item in pending.items():
+        for node_id in item.claim.subject_ids:
+            node = world.node(node_id)
+            if node is not None and node.bbox is not None:
+                boxes[node_id] = node.bbox
+    return boxes
+
+
+def recheck_evidence(pending: PendingQueue, world: WorldView,
+                     fresh: Sequence[Detection3D], margin_m: float) -> Evidence | None:
+    """Evidence for re-judging deferred claims from new detections, or None.
+
+    Only detections inside (within ``margin_m``) a node that a deferred claim concerns count;
+    those nodes that memory records as standing open count as observed inside.
+    """
+    if not fresh or not len(pending):
+        return None
+    boxes = pending_boxes(pending, world)
+    relevant = [d for d in fresh
+                if any(box.contains(d.position, margin_m) for box in boxes.values())]
+    if not relevant:
+        return None
+    opened = frozenset(i for i in boxes if (n := world.node(i)) and is_opened(n))
+    return Evidence(detections=tuple(relevant), observed_interiors=opened,
+                    refs=tuple(d.ref for d in relevant))
+
+
+def fixture_joint_type(world: WorldView, node_id: str, prismatic: Iterable[str]) -> str:
+    """``prismatic`` when the fixture's label is one of ``prismatic`` (lower case), else
+    ``revolute``; the label comes from memory, else from the id without its number."""
+    node = world.node(node_id)
+    label = node.label if node is not None else label_of_id(node_id)
+    return "prismatic" if label.strip().lower() in prismatic else "revolute"
