@@ -141,67 +141,6 @@ def graph_to_msg(nodes: Iterable[CoreNode], revision: int, frame_id: str,
     return msg
 
 
-def properties_from_msgs(props: Iterable[Property],
-                         bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, dict[str, Any]]:
-    """Property messages as the core's ``update_node(properties=...)`` mapping.
-
-    An ``is_opened`` entry is folded into the ``openable`` update, as the core stores it.
-    ``value_json`` is parsed within the size and nesting bounds (never a RecursionError).
-
-    Raises:
-        MessageValueError: bad or oversized JSON, a non-finite confidence, a repeated name, or
-            ``is_opened`` without ``openable``.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    is_opened: Any = None
-    props = list(props)
-    if len(props) > bounds.max_items:
-        raise MessageValueError(f"{len(props)} properties in one update (at most "
-                                f"{bounds.max_items})")
-    for prop in props:
-        if not prop.name:
-            raise MessageValueError("a property has an empty name")
-        try:
-            bounds.ident(prop.name, "property name")
-            value = bounds.parse_json(prop.value_json, f"property {prop.name[:64]!r} value_json")
-        except BoundsError as err:
-            raise MessageValueError(str(err)) from err
-        if prop.name in out:
-            raise MessageValueError(f"property {prop.name!r} is set twice in one update")
-        if not math.isfinite(prop.confidence) or not 0.0 <= prop.confidence <= 1.0:
-            raise MessageValueError(f"property {prop.name!r}: confidence must lie in [0, 1]")
-        if prop.name == "is_opened":
-            if not isinstance(value, bool):
-                raise MessageValueError("is_opened must be true or false")
-            is_opened = value
-            continue
-        out[prop.name] = {"value": value, "confidence": float(prop.confidence),
-                          "reasoning": prop.reasoning}
-    if is_opened is not None:
-        if "openable" not in out:
-            raise MessageValueError("is_opened can only be set together with openable")
-        out["openable"]["is_opened"] = is_opened
-    return out
-
-
-def evidence_from_msgs(refs: Iterable[EvidenceRef]) -> Evidence:
-    """Evidence references as the core's Evidence (keyframes, detections, events)."""
-    keyframes, detections, events = [], [], []
-    for ref in refs:
-        if not ref.id:
-            raise MessageValueError("an evidence reference has an empty id")
-        if ref.kind == "keyframe":
-            keyframes.append(ref.id)
-        elif ref.kind == "detection":
-            detections.append(ref.id)
-        elif ref.kind in ("event", "interaction", "robot_state"):
-            events.append(ref.id if ref.kind == "event" else f"{ref.kind}:{ref.id}")
-        else:
-            raise MessageValueError(f"unknown evidence kind {ref.kind!r}")
-    return Evidence(keyframe_ids=tuple(keyframes), detection_ids=tuple(detections),
-                    event_ids=tuple(events))
-
-
 def evidence_to_msgs(evidence: Evidence) -> list[EvidenceRef]:
     """The core's Evidence as references."""
     refs = [EvidenceRef(kind="keyframe", id=k) for k in evidence.keyframe_ids]
@@ -492,6 +431,7 @@ def node_update_from_msg(request: UpdateNode.Request,
     is_opened: Any = None
     for prop in props:
         try:
+            bounds.ident(prop.name, "property name")
             value = bounds.parse_json(prop.value_json, f"property {prop.name[:64]!r} value_json")
         except BoundsError as err:
             raise MessageValueError(str(err)) from err

@@ -25,12 +25,10 @@ from visualization_msgs.msg import Marker, MarkerArray
 from mimir.nodes.memory.messages import (
     MessageValueError,
     event_to_msg,
-    evidence_from_msgs,
     graph_to_msg,
     node_to_msg,
+    node_update_from_msg,
     observation_from_msg,
-    properties_from_msgs,
-    verdict_from_text,
 )
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
@@ -278,16 +276,10 @@ class SceneGraphNode(Node):
 
     def _update_node(self, request: UpdateNode.Request,
                      response: UpdateNode.Response) -> UpdateNode.Response:
-        bounds = self.world.bounds
         try:
-            source = Source(request.source or "operator")
-            properties = properties_from_msgs(request.properties, bounds)
-            evidence = evidence_from_msgs(request.evidence)
-            verdict = verdict_from_text(request.verdict)
-        except (MessageValueError, ValueError) as err:
+            update = node_update_from_msg(request, self.world.bounds)
+        except MessageValueError as err:
             return set_error(response, "INVALID_REQUEST", str(err))
-        except MemoryStoreError as err:
-            return set_error(response, failure_class(err), str(err))
         earlier: list[MemoryEvent] = []
         if request.event_id:
             earlier = self.world.update_applied(request.event_id)
@@ -295,33 +287,8 @@ class SceneGraphNode(Node):
                 return set_error(response, "DUPLICATE_EVENT",
                                  f"event id {request.event_id!r} was used for another node")
         stamp = max(self._last_stamp, to_seconds(self.get_clock().now().to_msg()))
-        contents = None
-        if request.set_contents:
-            contents = {
-                "contents": [{"name": c.name, "description": c.description,
-                              **({"node_id": c.node_id} if c.node_id else {})}
-                             for c in request.contents],
-                "is_empty": not request.contents,
-                "source_action": request.contents_source_action or None,
-                "reasoning": "; ".join(c.reasoning for c in request.contents if c.reasoning),
-            }
-        parent = None
-        if request.set_parent:
-            parent = (request.parent_id or None, request.parent_relation or None)
-        outcome = None
-        if request.add_task_record:
-            rec = request.task_record
-            outcome = {"task": rec.task or rec.primitive, "success": bool(rec.success),
-                       "failure_reason": rec.failure_reason or None,
-                       "primitive": rec.primitive or None,
-                       "interaction_id": rec.interaction_id or None}
         try:
-            events = self.world.update_node(
-                request.node_id, stamp=stamp, source=source, properties=properties,
-                contents=contents, parent=parent, outcome=outcome, evidence=evidence,
-                verdict=verdict, event_id=request.event_id or None,
-                verdict_reason=request.verdict_reason,
-            )
+            events = self.world.apply_update(update, stamp=stamp)
         except MemoryStoreError as err:
             if failure_class(err) == "STORAGE_ERROR":
                 self.counters.add("storage_errors")
