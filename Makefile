@@ -4,7 +4,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench clean
+.PHONY: setup test demo lint bench check-launch clean
 
 setup:
 	bash scripts/setup.sh
@@ -21,6 +21,13 @@ lint: setup
 
 bench: setup
 	bash scripts/bench.sh
+
+# Runs the launch files for real with upstream launch/launch_ros built from source (not part of
+# `make test`): LAUNCH_SOURCES is a folder with launch/, launch_ros/ and rcl_interfaces/ source
+# trees; without it the script says it skips. See README "Launch check".
+LAUNCH_SOURCES ?=
+check-launch: setup
+	bash scripts/check_launch.sh $(LAUNCH_SOURCES)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -21,7 +21,7 @@ from collections.abc import Callable
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from mimir_sim.config import SimConfig, load_sim_config
-from mimir_sim.render import CAMERAS
+from mimir_sim.rendering import CAMERAS
 from mimir_sim.scenario import load_scenario
 from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim

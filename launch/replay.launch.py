@@ -4,61 +4,28 @@
 
 ``ros2 bag play --clock`` drives /clock, so every node runs on the bag's time. The bag must hold
 the camera topics (color, registered depth, camera info per camera) and /tf, /tf_static.
+Parameters come from config/mimir.yaml (the robot deployment), keyed ``/**/<node>``.
 """
 
-from launch.actions import DeclareLaunchArgument, ExecuteProcess
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
-from launch_ros.substitutions import FindPackageShare
+from launch.actions import ExecuteProcess
 
 from launch import LaunchDescription
+from mimir.launch_nodes import argument, common_arguments, config, node
 
 
 def generate_launch_description() -> LaunchDescription:
-    namespace = LaunchConfiguration("namespace")
-    params_file = LaunchConfiguration("params_file")
-    log_level = LaunchConfiguration("log_level")
-    common = {
-        "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
-        "memory_dir": LaunchConfiguration("memory_dir"),
-    }
-
-    def node(executable: str, name: str) -> Node:
-        return Node(
-            package="mimir",
-            executable=executable,
-            name=name,
-            namespace=namespace,
-            parameters=[params_file, common],
-            arguments=["--ros-args", "--log-level", log_level],
-            output="screen",
-        )
-
     return LaunchDescription([
-        DeclareLaunchArgument("namespace", default_value="",
-                              description="namespace for every mimir node"),
-        DeclareLaunchArgument("use_sim_time", default_value="true",
-                              description="use the bag's /clock"),
-        DeclareLaunchArgument(
-            "params_file",
-            default_value=PathJoinSubstitution([FindPackageShare("mimir"), "config", "mimir.yaml"]),
-            description="parameter file with one section per node",
-        ),
-        DeclareLaunchArgument("log_level", default_value="info",
-                              description="log level of every node (debug, info, warn, error)"),
-        DeclareLaunchArgument("bag", description="path of the rosbag2 recording to replay"),
-        DeclareLaunchArgument("rate", default_value="1.0",
-                              description="playback rate relative to recorded time"),
-        DeclareLaunchArgument("memory_dir", default_value="~/.local/share/mimir/replay",
-                              description="folder of the memory databases and keyframes"),
+        *common_arguments(params_file="mimir.yaml", use_sim_time="true",
+                          memory_dir="~/.local/share/mimir/replay",
+                          clock_description="use the bag's /clock"),
+        argument("bag", None, "path of the rosbag2 recording to replay"),
+        argument("rate", "1.0", "playback rate relative to recorded time"),
         ExecuteProcess(
-            cmd=["ros2", "bag", "play", LaunchConfiguration("bag"), "--clock",
-                 "--rate", LaunchConfiguration("rate")],
+            cmd=["ros2", "bag", "play", config("bag"), "--clock", "--rate", config("rate")],
             output="screen",
         ),
         node("segmentation_node", "segmentation"),
         node("deprojection_node", "deprojection"),
-        node("scene_graph_node", "scene_graph"),
-        node("keyframe_node", "keyframes"),
+        node("scene_graph_node", "scene_graph", keeps_memory=True),
+        node("keyframe_node", "keyframes", keeps_memory=True),
     ])

@@ -35,17 +35,11 @@ from typing import Any, TextIO
 import yaml
 
 from mimir.paths import ConfigFileNotFoundError, config_file
+from mimir.sim_graph import SIM_GRAPH, SIM_PARAMS_FILE, graph_parameters, section_key
 from mimir.sim_report import InstructionReport, SimJobError
 
-#: Nodes of the simulation graph: (console script, node name).
-SIM_NODES: tuple[tuple[str, str], ...] = (
-    ("sim_bridge_node", "sim_bridge"),
-    ("deprojection_node", "deprojection"),
-    ("scene_graph_node", "scene_graph"),
-    ("keyframe_node", "keyframes"),
-    ("analyzer_node", "analyzer"),
-    ("planner_node", "planner"),
-)
+#: Nodes of the simulation graph: (console script, node name), from :data:`SIM_GRAPH`.
+SIM_NODES: tuple[tuple[str, str], ...] = tuple((n.executable, n.name) for n in SIM_GRAPH)
 
 
 #: Reasoning backends the analyzer and the planner accept.
@@ -66,6 +60,7 @@ class SimJobOptions:
     params_file: str = ""
     extra_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     quiet: bool = False
+
 
 
 def load_scenario_instructions(scenario: str) -> list[str]:
@@ -128,16 +123,19 @@ def _yaml_problem(err: Exception) -> str:
 def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     """The run's node parameters: the installed (or given) sim parameters plus this run's choices.
 
+    Sections are keyed ``/**/<node>`` as in the installed file; a file keyed by bare node names
+    is read the same way (its sections are moved under ``/**/<node>``). The per-node choices of
+    the graph (:func:`mimir.sim_graph.graph_parameters`) go over the file, then ``extra_params``.
     Nothing is written; ``run_dir`` only sets where the nodes keep their memory.
 
     Raises:
         SimJobError: the parameter file is missing, unreadable, not YAML, or not shaped as
-            ``<node>: {ros__parameters: {...}}``.
+            ``/**/<node>: {ros__parameters: {...}}``.
     """
     hint = ("give --params-file an existing, readable YAML file, or leave it out to use the "
-            "installed mimir_sim.yaml")
+            f"installed {SIM_PARAMS_FILE}")
     try:
-        source = config_file("mimir_sim.yaml", options.params_file)
+        source = config_file(SIM_PARAMS_FILE, options.params_file)
     except ConfigFileNotFoundError as err:
         if options.params_file:
             missing = Path(options.params_file).expanduser()
@@ -154,26 +152,26 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise SimJobError(f"the parameter file {source} does not map node names to "
                           "{ros__parameters: {...}}", hint)
-    for name in [n for _, n in SIM_NODES] + list(options.extra_params):
-        entry = data.setdefault(name, {})
+    names = [n.name for n in SIM_GRAPH] + list(options.extra_params)
+    for name in names:
+        key = section_key(name)
+        if name in data and key not in data:
+            data[key] = data.pop(name)
+        entry = data.setdefault(key, {})
         if not isinstance(entry, dict) or not isinstance(
                 entry.setdefault("ros__parameters", {}), dict):
-            raise SimJobError(f"the parameter file {source}: entry {name!r} is not of the form "
+            raise SimJobError(f"the parameter file {source}: entry {key!r} is not of the form "
                               "{ros__parameters: {...}}", hint)
     memory_dir = str((run_dir / "memory").resolve())
-    for _, name in SIM_NODES:
-        section = data[name]["ros__parameters"]
-        # The bridge owns the simulation clock and publishes /clock; everyone else follows it.
-        section["use_sim_time"] = name != "sim_bridge"
-        if name not in {"sim_bridge", "deprojection"}:
-            section["memory_dir"] = memory_dir
-    data["sim_bridge"]["ros__parameters"].update(scenario=options.scenario, seed=options.seed)
-    for name in ("analyzer", "planner"):
-        data[name]["ros__parameters"]["vlm_backend"] = options.vlm_backend
-    data["planner"]["ros__parameters"]["step_budget"] = options.step_budget
-    data["planner"]["ros__parameters"]["operator_gate"] = False
+    for node in SIM_GRAPH:
+        section = data[section_key(node.name)]["ros__parameters"]
+        section.update(graph_parameters(node, memory_dir=memory_dir, use_sim_time=True,
+                                        scenario=options.scenario,
+                                        vlm_backend=options.vlm_backend))
+    data[section_key("sim_bridge")]["ros__parameters"]["seed"] = options.seed
+    data[section_key("planner")]["ros__parameters"]["step_budget"] = options.step_budget
     for name, values in options.extra_params.items():
-        data[name]["ros__parameters"].update(values)
+        data[section_key(name)]["ros__parameters"].update(values)
     return data
 
 
@@ -212,7 +210,8 @@ class NodeProcesses:
     def start(self) -> None:
         bin_dir = Path(sys.executable).parent
         (self._run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        for script, name in SIM_NODES:
+        for node in SIM_GRAPH:
+            script, name = node.executable, node.name
             exe = bin_dir / script
             hint = "install mimir's console scripts into this environment (scripts/setup.sh)"
             if not exe.exists():

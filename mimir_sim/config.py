@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from mimir_sim.errors import SimConfigError
-from mimir_sim.render import CAMERAS
+from mimir_sim.rendering import CAMERAS
 
 
 @dataclass(frozen=True)

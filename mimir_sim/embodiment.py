@@ -12,9 +12,9 @@ needs a held object) and base-pose reachability. :meth:`SimEmbodiment.run` then 
 controller and turns the simulator's outcome into a short code (``OPENED``, ``NO_MOTION``,
 ``MISSED_GRASP``, ...).
 
-The module also holds the ROS-free conversions the bridge node needs: the ground-truth
-segmentation tables (label per render index, fixture parts grouped into their fixture), joint
-state arrays and the base and camera poses.
+Label matching is in :mod:`mimir_sim.labels`; what the robot reports (joint states, base and
+camera poses) in :mod:`mimir_sim.robot_signals`; ground-truth segmentation in
+:mod:`mimir_sim.truth_segmentation`.
 
 The MuJoCo world frame is the ``map`` frame (ground-truth localisation).
 """
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,17 +35,15 @@ from mimir_sim.errors import (
     UnknownEntityError,
     UnreachablePoseError,
 )
-from mimir_sim.render import camera_pose
-from mimir_sim.scene import Entity, start_pose_for
-from mimir_sim.sim import ARM_JOINTS, BASE_JOINTS, KitchenSim, PrimitiveRecord
+from mimir_sim.labels import LabelMap, labels_compatible, normalize_label
+from mimir_sim.recording import PrimitiveRecord
+from mimir_sim.scene_layout import start_pose_for
+from mimir_sim.sim import KitchenSim
 
 LOG = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float64]
 
 PRIMITIVES = ("move_to", "open", "close", "inspect", "pick", "place")
-FIXTURE_PART_KINDS = ("door", "drawer", "handle")
-SEGMENTED_KINDS = ("fixture", "object", *FIXTURE_PART_KINDS)
-GRIPPER_JOINT = "gripper"
 
 #: Outcome code of a successful primitive.
 SUCCESS_CODES = {
@@ -111,80 +108,6 @@ class TargetUnreachableError(EmbodimentError):
 
 
 # ---------------------------------------------------------------------------------------------
-# labels
-
-
-def normalize_label(label: str) -> str:
-    """Lower case, underscores and dashes as spaces, single spaces."""
-    return " ".join(re.sub(r"[_\-]+", " ", label.lower()).split())
-
-
-def _words(label: str) -> tuple[str, ...]:
-    return tuple(normalize_label(label).split())
-
-
-def _contains_words(haystack: tuple[str, ...], needle: tuple[str, ...]) -> bool:
-    """Whether ``needle`` occurs as consecutive words in ``haystack``."""
-    n = len(needle)
-    return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
-
-
-class LabelMap:
-    """Maps simulator labels (``upper cabinet``, ``ketchup bottle``) to vocabulary labels.
-
-    A simulator label maps to the vocabulary label it equals, else to the label whose prompt it
-    equals, else to the longest vocabulary label it contains as whole words (``upper cabinet`` ->
-    ``cabinet``, ``bread loaf`` -> ``bread``). Labels that match nothing stay as they are.
-
-    Args:
-        vocabulary: ``(label, prompt)`` pairs; empty keeps every simulator label.
-    """
-
-    def __init__(self, vocabulary: Iterable[tuple[str, str]] = ()) -> None:
-        self._entries = [(normalize_label(lab), normalize_label(p), lab) for lab, p in vocabulary]
-        self._cache: dict[str, str] = {}
-
-    def map(self, sim_label: str) -> str:
-        """Vocabulary label of a simulator label (the label itself when nothing matches)."""
-        if sim_label in self._cache:
-            return self._cache[sim_label]
-        norm = normalize_label(sim_label)
-        out = sim_label
-        exact = [lab for n, _, lab in self._entries if n == norm]
-        prompt = [lab for _, p, lab in self._entries if p == norm]
-        if exact:
-            out = exact[0]
-        elif prompt:
-            out = prompt[0]
-        else:
-            words = tuple(norm.split())
-            contained = [
-                (len(n.split()), lab)
-                for n, _, lab in self._entries
-                if _contains_words(words, tuple(n.split()))
-            ]
-            if contained:
-                out = max(contained, key=lambda item: item[0])[1]
-        self._cache[sim_label] = out
-        return out
-
-
-def labels_compatible(query: str, sim_label: str, label_map: LabelMap | None = None) -> bool:
-    """Whether a remembered label can name a simulator entity with ``sim_label``.
-
-    Compatible when equal after normalisation, when the mapped vocabulary label equals the query,
-    or when one label contains the other as whole words (``cabinet`` / ``upper cabinet``). An
-    empty query is compatible with everything.
-    """
-    q, s = _words(query), _words(sim_label)
-    if not q:
-        return True
-    if q == s or _contains_words(s, q) or _contains_words(q, s):
-        return True
-    return label_map is not None and _words(label_map.map(sim_label)) == q
-
-
-# ---------------------------------------------------------------------------------------------
 # geometry
 
 
@@ -196,98 +119,6 @@ def entity_distance(sim: KitchenSim, entity_id: str, point: FloatArray) -> float
 def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float:
     """Heading (rad) of an x, y, z, w quaternion about the world z axis."""
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
-def body_pose(sim: KitchenSim, body: str) -> FloatArray:
-    """World-from-body 4x4 transform of a MuJoCo body."""
-    bid = sim.model.body(body).id
-    pose = np.eye(4)
-    pose[:3, :3] = np.asarray(sim.data.xmat[bid], dtype=np.float64).reshape(3, 3)
-    pose[:3, 3] = sim.data.xpos[bid]
-    return pose
-
-
-def base_pose_matrix(sim: KitchenSim) -> FloatArray:
-    """World-from-base_link 4x4 transform (the robot's ``base_link`` body)."""
-    return body_pose(sim, "base_link")
-
-
-def camera_in_base(sim: KitchenSim, camera: str) -> FloatArray:
-    """base_link-from-optical-frame 4x4 transform of a camera (REP-103 optical axes)."""
-    world_base = base_pose_matrix(sim)
-    world_cam = camera_pose(sim.model, sim.data, camera)
-    return np.asarray(np.linalg.inv(world_base) @ world_cam, dtype=np.float64)
-
-
-# ---------------------------------------------------------------------------------------------
-# segmentation tables and joint states
-
-
-def segmentation_tables(
-    entity_ids: Sequence[str],
-    entities: Mapping[str, Entity],
-    label_map: LabelMap | None = None,
-) -> tuple[dict[int, str], dict[int, str]]:
-    """Label and instance-group tables for :class:`SimGroundTruthBackend`.
-
-    Render index ``i`` is ``entity_ids[i]`` (the renderer's entity order). Fixture parts (door,
-    drawer box, handle) take their fixture's label and join its instance; walls, floor and the
-    robot are left out (background).
-
-    Returns:
-        ``(labels, groups)``: render index -> label, render index -> instance key.
-    """
-    labels: dict[int, str] = {}
-    groups: dict[int, str] = {}
-    for index, eid in enumerate(entity_ids):
-        entity = entities.get(eid)
-        if entity is None or entity.kind not in SEGMENTED_KINDS:
-            continue
-        owner = entity.fixture if entity.kind in FIXTURE_PART_KINDS else eid
-        if owner is None or owner not in entities:
-            continue
-        label = entities[owner].label
-        labels[index] = label_map.map(label) if label_map is not None else label
-        groups[index] = owner
-    return labels, groups
-
-
-class JointStateReader:
-    """Joint names, positions, velocities and efforts of the simulated robot.
-
-    Base joints (``joint_x``, ``joint_y``, ``joint_th``), arm joints (``joint_1`` ..
-    ``joint_7``) and ``gripper``: position = opening between the pads (m), velocity = its rate
-    (m/s), effort = grip force (N, the smaller of the two fingers' total contact forces).
-    """
-
-    def __init__(self, sim: KitchenSim) -> None:
-        m = sim.model
-        joints = (*BASE_JOINTS, *ARM_JOINTS)
-        self.names: tuple[str, ...] = (*joints, GRIPPER_JOINT)
-        self._sim = sim
-        self._qadr = np.array([m.joint(n).qposadr[0] for n in joints])
-        self._dadr = np.array([m.joint(n).dofadr[0] for n in joints])
-        self._act = np.array([m.actuator(n).id for n in joints])
-        self._last: tuple[float, float] | None = None
-
-    def read(self) -> tuple[list[float], list[float], list[float]]:
-        """Current (positions, velocities, efforts), aligned with :attr:`names`."""
-        sim = self._sim
-        d = sim.data
-        opening = sim.gripper_opening()
-        now = sim.time
-        rate = 0.0
-        if self._last is not None and now > self._last[0]:
-            rate = (opening - self._last[1]) / (now - self._last[0])
-        self._last = (now, opening)
-        per_finger = {"left": 0.0, "right": 0.0}
-        for contact in sim.finger_contacts():
-            per_finger[contact.finger] += contact.force
-        grip = min(per_finger.values())
-        positions = [float(v) for v in d.qpos[self._qadr]] + [opening]
-        velocities = [float(v) for v in d.qvel[self._dadr]] + [rate]
-        efforts = [float(v) for v in d.actuator_force[self._act]] + [grip]
-        return positions, velocities, efforts
 
 
 # ---------------------------------------------------------------------------------------------

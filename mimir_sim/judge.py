@@ -16,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from mimir_sim.errors import PrimitiveError
+from mimir_sim.recording import PrimitiveRecord
 from mimir_sim.scenario import CriterionSpec, InstructionSpec
-from mimir_sim.sim import KitchenSim, PrimitiveRecord
+from mimir_sim.sim import KitchenSim
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ def check_criterion(
         # an open tried in this instruction on a fixture already tried in an earlier one
         here = any(r.name == "open" and r.target == criterion.fixture for r in _records(sim, index))
         before = any(
-            r.name == "open" and r.target == criterion.fixture
+            r.name == "open"
+            and r.target == criterion.fixture
             and (index is None or (r.instruction is not None and r.instruction < index))
             for r in sim.log
         )

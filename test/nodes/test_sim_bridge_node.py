@@ -29,6 +29,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 
 from mimir.nodes.perception.messages import msg_to_segmentation
+from mimir.nodes.sim import messages as conv
 from mimir.nodes.sim.bridge_node import BridgeStartupError, SimBridgeNode
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
@@ -38,16 +39,17 @@ from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import AnswerEntity, InteractionEvent, Segmentation
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction
 from mimir_sim.embodiment import (
-    LabelMap,
+    PrimitiveOutcome,
     UnknownPrimitiveError,
     UnknownTargetError,
     build_request,
-    labels_compatible,
     outcome_code,
-    segmentation_tables,
 )
+from mimir_sim.instructions import BeginResult, JudgeResult
+from mimir_sim.labels import LabelMap, labels_compatible
 from mimir_sim.scenario import default_scenarios_dir
 from mimir_sim.scene import Entity
+from mimir_sim.truth_segmentation import segmentation_tables
 
 REPO = Path(__file__).resolve().parents[2]
 Result = ExecutePrimitive.Result
@@ -505,3 +507,41 @@ def test_malformed_scenario_exits_with_status_1(tmp_path: Path) -> None:
     proc = run_bridge(f"scenario:={path}")
     assert proc.returncode == 1, proc.stderr
     assert "fixtures[1].locked" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_message_conversions_of_the_bridge() -> None:
+    Result = ExecutePrimitive.Result
+    goal = ExecutePrimitive.Goal(primitive="Move To", target_id="cabinet_2", use_target_pose=True)
+    goal.target_pose.header.frame_id = "base_link"
+    with pytest.raises(conv.RequestError) as err:
+        conv.goal_to_request(goal, ("map", "odom"))
+    assert err.value.code == Result.UNKNOWN_TARGET and "'map'" in err.value.message
+    goal.target_pose.header.frame_id = "odom"
+    goal.target_pose.pose.position.x = 1.5
+    goal.target_pose.pose.orientation.w = 1.0
+    request = conv.goal_to_request(goal, ("map", "odom"))
+    assert request.primitive == "move_to" and request.target.position == (1.5, 0.0, 0.0)
+    assert conv.result_code_name(Result.CANCELED) == "CANCELED"
+    assert conv.result_code_name(99) == "99"
+
+    outcome = PrimitiveOutcome("move_to", "cab_2", False, "NOT_REACHED", "too far", 2.0, 3.5, None)
+    result = conv.outcome_result(outcome, "sim_move_to_0001_2000", 2.0)
+    assert result.error_code == Result.EXECUTION_FAILED and result.error_msg == "too far"
+    assert to_seconds(result.window_end) == pytest.approx(3.5)
+    ended = conv.interaction_event(
+        goal, ("sim_move_to_0001_2000", 2.0), InteractionEvent.PHASE_ENDED, outcome, "map"
+    )
+    assert ended.primitive == "move_to" and ended.outcome == "NOT_REACHED" and not ended.success
+    assert ended.target_pose.position.x == 1.5 and ended.header.frame_id == "map"
+
+    judged = conv.judge_response(
+        JudgeInstruction.Response(), JudgeResult("NONE", "", True, 0.5, {"index": 0})
+    )
+    assert judged.success and judged.progress == 0.5 and json.loads(judged.details_json)
+    refused = conv.judge_response(
+        JudgeInstruction.Response(), BeginResult("UNKNOWN_INSTRUCTION", "no such instruction")
+    )
+    assert refused.error_code == JudgeInstruction.Response.UNKNOWN_INSTRUCTION
+    assert not refused.success and refused.details_json == ""
+    begun = conv.begin_response(BeginInstruction.Response(), BeginResult("MISMATCH", "differs"))
+    assert begun.error_code == BeginInstruction.Response.MISMATCH and begun.error_msg == "differs"

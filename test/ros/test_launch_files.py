@@ -1,21 +1,81 @@
-"""Static checks of the launch files (launch and launch_ros have no wheels here).
+"""The launch files, run against stand-ins of launch and launch_ros (which have no wheels here).
 
-Every executable a launch file names must be a registered console script whose module exists, and
-every parameter file it loads must exist, parse, and hold a ``ros__parameters`` section for each
-node name it starts.
+Each file is imported and its ``generate_launch_description()`` called with small recording
+stand-ins in place of the ``launch`` and ``launch_ros`` modules, so what the file would hand to
+``ros2 launch`` can be checked: every node is a registered console script whose module exists,
+every node has a ``/**/<name>`` section in the deployment file the file loads by default, every
+argument has a description, and the simulation launch starts exactly ``mimir.sim_graph.SIM_GRAPH``.
+``scripts/check_launch.sh`` runs the same files through the real ``launch.LaunchService``.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from mimir.sim_graph import SIM_GRAPH, section_key
+
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
+
+
+class Recorded:
+    """An object a stand-in class made: which class, with which arguments."""
+
+    kind = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+        self.kwargs = kwargs
+
+
+def _stand_ins() -> dict[str, types.ModuleType]:
+    """Modules launch/launch_ros whose classes only record how they were called."""
+    layout = {
+        "launch": ["LaunchDescription"],
+        "launch.actions": ["DeclareLaunchArgument", "ExecuteProcess"],
+        "launch.conditions": ["IfCondition"],
+        "launch.substitutions": ["LaunchConfiguration", "PathJoinSubstitution"],
+        "launch_ros": [],
+        "launch_ros.actions": ["Node"],
+        "launch_ros.parameter_descriptions": ["ParameterValue"],
+        "launch_ros.substitutions": ["FindPackageShare"],
+    }
+    modules = {}
+    for name, classes in layout.items():
+        module = types.ModuleType(name)
+        module.__path__ = []  # a package, so submodules import
+        for cls in classes:
+            setattr(module, cls, type(cls, (Recorded,), {"kind": cls}))
+        modules[name] = module
+    return modules
+
+
+def _describe(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Recorded]:
+    for name, module in _stand_ins().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    assert description.kind == "LaunchDescription"
+    return list(description.args[0])
+
+
+def _of(entities: list[Recorded], kind: str) -> list[Recorded]:
+    return [e for e in entities if e.kind == kind]
+
+
+def _arguments(entities: list[Recorded]) -> dict[str, Recorded]:
+    return {e.args[0]: e for e in _of(entities, "DeclareLaunchArgument")}
 
 
 def _console_scripts() -> dict[str, str]:
@@ -30,15 +90,12 @@ def _console_scripts() -> dict[str, str]:
     raise AssertionError("setup.py defines no NODES table")
 
 
-def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
-    return [
-        n for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
-    ]
-
-
-def _string_args(call: ast.Call) -> list[str]:
-    return [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+def _default_params_file(entities: list[Recorded]) -> Path:
+    default = _arguments(entities)["params_file"].kwargs["default_value"]
+    assert default.kind == "PathJoinSubstitution"
+    share, *parts = default.args[0]
+    assert share.kind == "FindPackageShare" and share.args == ("mimir",)
+    return REPO.joinpath(*parts)
 
 
 def test_the_three_launch_files_exist() -> None:
@@ -47,52 +104,60 @@ def test_the_three_launch_files_exist() -> None:
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
-def test_executables_are_console_scripts(path: Path) -> None:
+def test_executables_are_console_scripts(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scripts = _console_scripts()
-    tree = ast.parse(path.read_text())
-    executables = []
-    for node_fn in _calls(tree, "node"):
-        executables.extend(_string_args(node_fn)[:1])
-    for call in _calls(tree, "Node"):
-        for kw in call.keywords:
-            if kw.arg == "executable" and isinstance(kw.value, ast.Constant):
-                executables.append(str(kw.value.value))
-    assert executables, f"{path.name} starts no node"
-    for exe in executables:
+    nodes = _of(_describe(path, monkeypatch), "Node")
+    assert nodes, f"{path.name} starts no node"
+    for node in nodes:
+        assert node.kwargs["package"] == "mimir"
+        exe = node.kwargs["executable"]
         assert exe in scripts, f"{path.name}: {exe!r} is not a console script in setup.py"
         module = scripts[exe].split(":", 1)[0]
         assert importlib.util.find_spec(module) is not None, f"{module} does not exist"
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
-def test_parameter_files_exist_and_cover_the_nodes(path: Path) -> None:
-    tree = ast.parse(path.read_text())
-    yaml_files = [
-        s for call in _calls(tree, "PathJoinSubstitution") for lst in call.args
-        if isinstance(lst, ast.List)
-        for s in [e.value for e in lst.elts if isinstance(e, ast.Constant)]
-        if isinstance(s, str) and s.endswith(".yaml")
-    ]
-    assert yaml_files, f"{path.name} loads no parameter file"
-    node_names = [args[1] for args in (_string_args(c) for c in _calls(tree, "node"))
-                  if len(args) > 1]
-    for name in yaml_files:
-        config = REPO / "config" / name
-        assert config.is_file(), f"{path.name} loads missing config/{name}"
-        data = yaml.safe_load(config.read_text())
-        assert isinstance(data, dict)
-        for node_name in node_names:
-            assert node_name in data, f"config/{name} has no section for node {node_name!r}"
-            assert "ros__parameters" in data[node_name]
+def test_every_node_has_a_section_for_any_namespace(path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    entities = _describe(path, monkeypatch)
+    config = _default_params_file(entities)
+    assert config.is_file(), f"{path.name} loads missing {config}"
+    data = yaml.safe_load(config.read_text())
+    for node in _of(entities, "Node"):
+        key = section_key(node.kwargs["name"])
+        assert key in data, f"{config.name} has no section {key!r}"
+        assert "ros__parameters" in data[key]
+        params_file, common, _extra = node.kwargs["parameters"]
+        assert params_file.kind == "LaunchConfiguration" and params_file.args == ("params_file",)
+        assert node.kwargs["namespace"].args == ("namespace",)
+        assert "use_sim_time" in common
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
-def test_arguments_have_descriptions(path: Path) -> None:
-    tree = ast.parse(path.read_text())
-    declared = _calls(tree, "DeclareLaunchArgument")
-    names = {_string_args(c)[0] for c in declared}
-    assert {"namespace", "use_sim_time", "params_file", "log_level"} <= names
-    for call in declared:
-        keywords = {kw.arg for kw in call.keywords}
-        name = _string_args(call)[0]
-        assert "description" in keywords, f"{path.name}: {name} lacks a description"
+def test_arguments_have_descriptions(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arguments = _arguments(_describe(path, monkeypatch))
+    assert {"namespace", "use_sim_time", "params_file", "log_level", "memory_dir"} <= set(arguments)
+    for name, call in arguments.items():
+        assert call.kwargs.get("description"), f"{path.name}: {name} lacks a description"
+
+
+def test_sim_launch_starts_the_sim_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = _of(_describe(REPO / "launch" / "sim.launch.py", monkeypatch), "Node")
+    assert [(n.kwargs["executable"], n.kwargs["name"]) for n in nodes] == [
+        (n.executable, n.name) for n in SIM_GRAPH]
+    for node, entry in zip(nodes, SIM_GRAPH, strict=True):
+        _params_file, common, extra = node.kwargs["parameters"]
+        if entry.follows_clock:
+            assert common["use_sim_time"].kind == "ParameterValue"
+        else:
+            assert common["use_sim_time"] is False  # the bridge owns /clock
+        assert ("memory_dir" in common) == entry.keeps_memory
+        assert set(extra) == set(entry.inputs) | set(entry.fixed)
+    planner = nodes[[n.name for n in SIM_GRAPH].index("planner")]
+    assert planner.kwargs["parameters"][2]["operator_gate"] is False
+
+
+def test_the_job_and_the_launch_file_share_one_graph() -> None:
+    from mimir.sim_job import SIM_NODES
+
+    assert [(n.executable, n.name) for n in SIM_GRAPH] == list(SIM_NODES)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from mimir_sim.config import SimConfig
 from mimir_sim.errors import (
     MalformedScenarioError,
     ModelDirError,
@@ -21,10 +22,10 @@ from mimir_sim.errors import (
     UnreachablePoseError,
 )
 from mimir_sim.judge import judge_instruction
-from mimir_sim.render import deproject
+from mimir_sim.rendering import deproject
 from mimir_sim.scenario import available_scenarios, default_scenarios_dir, load_scenario
 from mimir_sim.scene import build_scene
-from mimir_sim.sim import KitchenSim, SimConfig
+from mimir_sim.sim import KitchenSim
 
 
 @pytest.fixture(scope="module")

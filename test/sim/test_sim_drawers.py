@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import yaml
 
+from mimir_sim.config import SimConfig
 from mimir_sim.errors import PrimitiveError, UnknownEntityError
 from mimir_sim.judge import judge_instruction
 from mimir_sim.scenario import default_scenarios_dir, load_scenario
 from mimir_sim.scene import build_scene
-from mimir_sim.sim import KitchenSim, SimConfig
+from mimir_sim.sim import KitchenSim
 
 DRAWERS = {
     "name": "drawer_bench",

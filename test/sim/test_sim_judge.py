@@ -131,8 +131,8 @@ def test_embodiment_reports_the_target_fixture_joint(opened_sim: KitchenSim) -> 
 def test_reopening_a_fixture_tried_in_an_earlier_instruction_is_the_failure() -> None:
     from types import SimpleNamespace
 
+    from mimir_sim.recording import PrimitiveRecord
     from mimir_sim.scenario import CriterionSpec
-    from mimir_sim.sim import PrimitiveRecord
 
     crit = CriterionSpec(type="reopen_attempted", fixture="cab_5")
     first = SimpleNamespace(log=[PrimitiveRecord("open", "cab_5", 1.0, instruction=1)])

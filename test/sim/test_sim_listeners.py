@@ -10,10 +10,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import pytest
 
+from mimir_sim.config import SimConfig
 from mimir_sim.errors import StepListenerError, UnknownEntityError
 from mimir_sim.scenario import load_scenario
 from mimir_sim.scene import build_scene
-from mimir_sim.sim import KitchenSim, SimConfig
+from mimir_sim.sim import KitchenSim
 
 PERIOD = 0.1
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from mimir_sim.config import SimConfig
 from mimir_sim.errors import MalformedScenarioError
 from mimir_sim.judge import judge_instruction
 from mimir_sim.scenario import (
@@ -23,7 +24,7 @@ from mimir_sim.scenario import (
     parse_scenario,
 )
 from mimir_sim.scene import KitchenScene, build_scene, start_pose_for
-from mimir_sim.sim import KitchenSim, SimConfig
+from mimir_sim.sim import KitchenSim
 
 CABINET_TYPES = ("upper_cabinet", "lower_cabinet")
 

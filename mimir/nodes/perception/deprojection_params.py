@@ -11,7 +11,7 @@ from mimir_perception.sync import SyncConfig
 
 @dataclass(frozen=True)
 class DeprojectionNodeConfig:
-    """Parameters of the deprojection node (defaults mirror config/params/deprojection.yaml)."""
+    """Parameters of the deprojection node."""
 
     cameras: tuple[str, ...] = field(
         default=("base", "pole", "wrist"),

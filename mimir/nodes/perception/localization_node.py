@@ -78,7 +78,7 @@ _WARN_KEYS = (
 
 @dataclass(frozen=True)
 class LocalizationNodeConfig:
-    """Parameters of the localization node (defaults mirror config/params/localization.yaml)."""
+    """Parameters of the localization node."""
 
     camera: str = field(
         default="base", metadata={"description": "camera that sees the tags", "read_only": True}

@@ -71,7 +71,7 @@ _WARN_KEYS = (
 
 @dataclass(frozen=True)
 class SegmentationNodeConfig:
-    """Parameters of the segmentation node (defaults mirror config/params/segmentation.yaml)."""
+    """Parameters of the segmentation node."""
 
     cameras: tuple[str, ...] = field(
         default=("base",), metadata={"description": "camera names to segment", "read_only": True}

@@ -53,7 +53,7 @@ BODY_FROM_OPTICAL = make_transform(
 
 @dataclass(frozen=True)
 class ZedNodeConfig:
-    """Parameters of the ZED node (defaults mirror config/params/zed.yaml)."""
+    """Parameters of the ZED node."""
 
     camera: str = field(
         default="base", metadata={"description": "camera name used in topic and frame names",

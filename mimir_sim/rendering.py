@@ -1,4 +1,7 @@
-"""Offscreen rendering: colour, metric depth and instance segmentation with camera geometry.
+"""The robot's simulated cameras: offscreen colour, metric depth and instance segmentation.
+
+:class:`SceneRenderer` renders one image size; :class:`Cameras` keeps one renderer per size for a
+running simulation and renders the named cameras (base, wrist, pole) from its current state.
 
 Poses are returned for the REP-103 optical frame (z forward, x right, y down). MuJoCo cameras
 look along their -z axis with +y up, so the optical rotation is ``R_mujoco @ diag(1, -1, -1)``.
@@ -16,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mimir_sim.errors import RenderError, UnknownEntityError
-from mimir_sim.scene import KitchenScene
+from mimir_sim.scene_layout import KitchenScene
 
 CAMERAS = ("base", "wrist", "pole")
 OPTICAL_FROM_MUJOCO = np.diag([1.0, -1.0, -1.0])
@@ -211,3 +214,47 @@ def deproject(frame: Frame, u: float, v: float) -> npt.NDArray[np.float64]:
         [(u - frame.info.cx) * z / frame.info.fx, (v - frame.info.cy) * z / frame.info.fy, z]
     )
     return np.asarray(frame.pose[:3, :3] @ p_cam + frame.pose[:3, 3], dtype=np.float64)
+
+
+class Cameras:
+    """The named cameras of a running simulation, with one cached renderer per image size.
+
+    Args:
+        scene: compiled kitchen scene.
+        data: the simulation's live state; frames show it as it is when rendered.
+    """
+
+    def __init__(self, scene: KitchenScene, data: mujoco.MjData) -> None:
+        self._scene = scene
+        self._data = data
+        self._renderers: dict[tuple[int, int], SceneRenderer] = {}
+
+    def renderer(self, width: int, height: int) -> SceneRenderer:
+        """The renderer for one image size (created on first use)."""
+        key = (width, height)
+        if key not in self._renderers:
+            self._renderers[key] = SceneRenderer(self._scene, width, height)
+        return self._renderers[key]
+
+    def render(
+        self,
+        camera: str,
+        width: int = 640,
+        height: int = 480,
+        *,
+        color: bool = True,
+        depth: bool = True,
+        segmentation: bool = True,
+    ) -> Frame:
+        """Render ``camera`` (base, wrist or pole) from the current state."""
+        if camera not in CAMERAS:
+            raise UnknownEntityError(f"unknown camera {camera!r}; known: {', '.join(CAMERAS)}")
+        return self.renderer(width, height).render(
+            self._data, camera, color=color, depth=depth, segmentation=segmentation
+        )
+
+    def close(self) -> None:
+        """Release every renderer's GL context."""
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()

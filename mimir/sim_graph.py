@@ -1,0 +1,80 @@
+"""The simulation node graph, defined once for ``mimir sim`` and ``launch/sim.launch.py``.
+
+Both start exactly the nodes listed in :data:`SIM_GRAPH`, under the same names, and both apply the
+same per-node choices on top of ``config/mimir_sim.yaml``:
+
+* the MuJoCo bridge owns the simulation clock (it publishes /clock), so it runs on wall time
+  (``use_sim_time`` false); every other node follows /clock;
+* the nodes that keep memory (world memory, keyframes, task memory) get the run's ``memory_dir``;
+* the bridge gets the scenario, the analyzer and the planner get the reasoning backend;
+* the planner's operator gate is off, since no operator approves primitives in simulation.
+
+This module imports nothing from ``launch`` or ``rclpy`` so the job and the tests can read it
+anywhere; the launch file turns each entry into a ``launch_ros`` node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node of a graph: what to run, what to call it, and what the graph sets on it.
+
+    Attributes:
+        executable: console script of the node (setup.py ``NODES``).
+        name: node name; its parameter section is ``/**/<name>`` in the deployment file.
+        follows_clock: the node runs on /clock (``use_sim_time`` true); false for the clock owner.
+        keeps_memory: the node declares ``memory_dir`` and gets the run's memory folder.
+        inputs: run choices the node takes as parameters of the same name (``scenario``,
+            ``vlm_backend``).
+        fixed: parameters the graph always sets on this node, over the deployment file.
+    """
+
+    executable: str
+    name: str
+    follows_clock: bool = True
+    keeps_memory: bool = False
+    inputs: tuple[str, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+#: The simulation graph, in start order.
+SIM_GRAPH: tuple[GraphNode, ...] = (
+    GraphNode("sim_bridge_node", "sim_bridge", follows_clock=False, inputs=("scenario",)),
+    GraphNode("deprojection_node", "deprojection"),
+    GraphNode("scene_graph_node", "scene_graph", keeps_memory=True),
+    GraphNode("keyframe_node", "keyframes", keeps_memory=True),
+    GraphNode("analyzer_node", "analyzer", inputs=("vlm_backend",)),
+    GraphNode("planner_node", "planner", keeps_memory=True, inputs=("vlm_backend",),
+              fixed=MappingProxyType({"operator_gate": False})),
+)
+
+#: Parameter file of the simulation deployment, under the package's config folder.
+SIM_PARAMS_FILE = "mimir_sim.yaml"
+
+
+def section_key(name: str) -> str:
+    """Key of a node's section in a deployment file: matches the node under any namespace."""
+    return f"/**/{name}"
+
+
+def graph_parameters(node: GraphNode, *, memory_dir: Any, use_sim_time: Any = True,
+                     **inputs: Any) -> dict[str, Any]:
+    """The parameters the graph sets on ``node``, given the run's choices.
+
+    ``memory_dir``, ``use_sim_time`` and ``inputs`` may be plain values (``mimir sim``) or launch
+    substitutions (``sim.launch.py``); they are passed through untouched. ``use_sim_time``
+    applies only to nodes that follow the clock; the clock owner always gets false.
+    """
+    values: dict[str, Any] = {"use_sim_time": use_sim_time if node.follows_clock else False}
+    if node.keeps_memory:
+        values["memory_dir"] = memory_dir
+    for name in node.inputs:
+        values[name] = inputs[name]
+    values.update(node.fixed)
+    return values

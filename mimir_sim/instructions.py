@@ -1,0 +1,186 @@
+"""Scenario instructions on the simulation side: starting one and judging it from the simulator.
+
+:class:`InstructionDesk` is what the bridge's ``sim/begin_instruction`` and
+``sim/judge_instruction`` services call. Beginning an instruction checks its index and text,
+optionally drives the robot back to the instruction's start (a trip that belongs to no
+instruction), and tags later primitives with the index. Judging binds the entities the robot
+named to simulated entities exactly as primitive targets are bound (label and remembered
+position, never the planner's words as ids), records which objects were clearly visible in the
+rendered frames, and evaluates every criterion with :mod:`mimir_sim.judge`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mimir_sim.embodiment import SimEmbodiment, TargetSpec, UnknownTargetError
+from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction
+from mimir_sim.labels import normalize_label
+from mimir_sim.rendering import Frame
+from mimir_sim.scenario import InstructionSpec
+from mimir_sim.sim import KitchenSim
+
+# result codes; the ROS layer maps them onto the service responses' constants of the same name
+NONE = "NONE"
+UNKNOWN_INSTRUCTION = "UNKNOWN_INSTRUCTION"
+MISMATCH = "MISMATCH"
+
+
+@dataclass(frozen=True)
+class NamedEntity:
+    """An entity of the robot's answer: a memory node id and/or a label, maybe a position."""
+
+    node_id: str = ""
+    label: str = ""
+    position: tuple[float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class BeginResult:
+    """Outcome of beginning an instruction (``code`` is one of the module's codes)."""
+
+    code: str = NONE
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class JudgeResult(BeginResult):
+    """Verdict on an instruction: success, share of criteria satisfied and a JSON report."""
+
+    success: bool = False
+    progress: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def details_json(self) -> str:
+        """The report as JSON (empty when the instruction does not exist)."""
+        return json.dumps(self.details) if self.details else ""
+
+
+class InstructionDesk:
+    """Begins and judges the scenario's instructions on one simulator.
+
+    Args:
+        sim: the simulator (called from the simulation thread only, except the visibility log).
+        embodiment: binds answer entities to simulated entities.
+        discover_min_pixels: an object covering this many pixels of one rendered frame's
+            segmentation during an instruction counts as discovered; 0 counts inspections only.
+    """
+
+    def __init__(
+        self, sim: KitchenSim, embodiment: SimEmbodiment, discover_min_pixels: int
+    ) -> None:
+        self.sim = sim
+        self.embodiment = embodiment
+        self.discover_min_pixels = discover_min_pixels
+        self.visibility = VisibilityLog()
+        self._objects = frozenset(sim.scene.objects)
+
+    def instruction(self, index: int) -> InstructionSpec | None:
+        """The scenario's instruction ``index``, or ``None``."""
+        instructions = self.sim.scene.scenario.instructions
+        return instructions[index] if 0 <= index < len(instructions) else None
+
+    def _missing(self, index: int) -> str:
+        count = len(self.sim.scene.scenario.instructions)
+        return f"instruction {index} does not exist ({count} in all)"
+
+    def record_frame(self, frame: Frame) -> None:
+        """Count the objects a rendered frame shows for the running instruction.
+
+        Raises:
+            ValueError: the frame's segmentation does not fit its entity ids.
+        """
+        if frame.segmentation is None or self.discover_min_pixels <= 0:
+            return
+        self.visibility.add_frame(
+            self.sim.instruction, frame.segmentation, frame.entity_ids, self._objects
+        )
+
+    def begin(self, index: int, text: str, reset_robot: bool) -> BeginResult:
+        """Start instruction ``index``; ``text`` (if given) must match it, ignoring case."""
+        instruction = self.instruction(index)
+        if instruction is None:
+            return BeginResult(UNKNOWN_INSTRUCTION, self._missing(index))
+        text = text.strip()
+        if text and normalize_label(text) != normalize_label(instruction.text):
+            return BeginResult(
+                MISMATCH, f"instruction {index} is {instruction.text!r}, not {text!r}"
+            )
+        if reset_robot:
+            start = instruction.start_at or self.sim.scene.scenario.start_at
+            if start is not None:
+                # the return trip belongs to no instruction, so judging never counts it
+                self.sim.instruction = None
+                reached = self.sim.move_to(start).reached
+                self.embodiment.last_moved_to = start if reached else None
+        self.sim.begin_instruction(index)
+        return BeginResult()
+
+    def bind_answer(self, entities: Sequence[NamedEntity]) -> tuple[list[str], dict[str, str]]:
+        """Simulator ids of the answer's entities, and how each name was bound (or why not)."""
+        ids: list[str] = []
+        bound: dict[str, str] = {}
+        for entity in entities:
+            name = entity.node_id or entity.label
+            try:
+                sim_id = self.embodiment.resolve(
+                    TargetSpec(entity.node_id, entity.label, entity.position)
+                )
+            except UnknownTargetError as err:
+                bound[name] = f"unbound: {err}"
+                continue
+            bound[name] = sim_id
+            ids.append(sim_id)
+        return ids, bound
+
+    def judge(
+        self, index: int, answer: Sequence[str], entities: Sequence[NamedEntity] = ()
+    ) -> JudgeResult:
+        """Judge instruction ``index`` from simulator state, the execution log and visibility."""
+        instruction = self.instruction(index)
+        if instruction is None:
+            return JudgeResult(UNKNOWN_INSTRUCTION, self._missing(index))
+        bound_ids, bound = self.bind_answer(entities)
+        names = [str(a) for a in answer] + bound_ids
+        visible = (
+            self.visibility.visible(index, self.discover_min_pixels)
+            if self.discover_min_pixels > 0
+            else {}
+        )
+        verdict = judge_instruction(self.sim, instruction, index, names, visible)
+        criteria: list[dict[str, Any]] = []
+        holding = 0
+        for group, crits in (("success", instruction.success), ("failure", instruction.failure)):
+            for crit in crits:
+                hit, reason = check_criterion(self.sim, crit, index, names, visible)
+                satisfied = hit if group == "success" else not hit
+                holding += int(satisfied)
+                criteria.append(
+                    {
+                        "group": group,
+                        "type": crit.type,
+                        "fixture": crit.fixture,
+                        "object": crit.object,
+                        "answer": list(crit.answer),
+                        "holds": hit,
+                        "satisfied": satisfied,
+                        "reason": reason,
+                    }
+                )
+        total = len(criteria)
+        progress = float(holding / total) if total else (1.0 if verdict.success else 0.0)
+        details = {
+            "index": index,
+            "instruction": instruction.text,
+            "family": instruction.family,
+            "success": verdict.success,
+            "sim_time": self.sim.time,
+            "criteria": criteria,
+            "answer_bound": bound,
+            "visible_objects": visible,
+        }
+        return JudgeResult(NONE, "", verdict.success, progress, details)

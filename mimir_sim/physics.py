@@ -1,0 +1,169 @@
+"""The physics world: MuJoCo model and state, stepping, and listeners called while it steps.
+
+Every part of the simulation that advances time (the idle loop, reset, the robot's controllers)
+goes through :meth:`PhysicsWorld.step`, so step listeners (publishers of a bridge) and the
+primitive recorder see every physics step, whoever caused it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from mimir_sim.config import SimConfig
+from mimir_sim.errors import StepListenerError
+from mimir_sim.scene_layout import KitchenScene
+
+
+@dataclass
+class _StepListener:
+    callback: Callable[[float], None]
+    period: float
+    last: float
+
+
+class PhysicsWorld:
+    """MuJoCo model and data of one kitchen scene, stepped through one door.
+
+    Args:
+        scene: compiled scene from :func:`mimir_sim.scene.build_scene`.
+        config: simulation settings (shared by every part of the simulator).
+
+    Attributes:
+        sampler: called after each physics step while set (the recorder of a running primitive).
+        after_steps: called once after every :meth:`step` call, in order.
+    """
+
+    def __init__(self, scene: KitchenScene, config: SimConfig) -> None:
+        self.scene = scene
+        self.config = config
+        self.model = scene.model
+        self.data = mujoco.MjData(self.model)
+        self.sampler: Callable[[], None] | None = None
+        self.after_steps: list[Callable[[], None]] = []
+        self._listeners: dict[int, _StepListener] = {}
+        self._next_listener_handle = 1
+        self._listener_due = math.inf
+        self._in_listener = False
+        self._listener_eps = 0.5 * float(self.model.opt.timestep)
+
+    @property
+    def time(self) -> float:
+        """Simulation time (s)."""
+        return float(self.data.time)
+
+    def reset_data(self) -> None:
+        """Reset MuJoCo's state; listeners count their periods from time 0 again.
+
+        Raises:
+            StepListenerError: called from inside a step listener.
+        """
+        if self._in_listener:
+            raise StepListenerError("a step listener must not reset the simulation")
+        mujoco.mj_resetData(self.model, self.data)
+        for listener in self._listeners.values():
+            listener.last = 0.0
+        self._refresh_listener_due()
+
+    def forward(self) -> None:
+        """Recompute derived quantities (positions, contacts) without advancing time."""
+        mujoco.mj_forward(self.model, self.data)
+
+    def step(self, n: int = 1) -> None:
+        """Advance the physics ``n`` steps.
+
+        Raises:
+            StepListenerError: called from inside a step listener, or a listener changed the
+                controls.
+        """
+        if self._in_listener:
+            raise StepListenerError("a step listener must not step the simulation")
+        for _ in range(n):
+            mujoco.mj_step(self.model, self.data)
+            if self.sampler is not None:
+                self.sampler()
+            if self.data.time + self._listener_eps >= self._listener_due:
+                self._call_listeners()
+        for hook in self.after_steps:
+            hook()
+
+    def step_seconds(self, seconds: float) -> None:
+        """Advance the physics by ``seconds`` of simulated time (at least one step)."""
+        self.step(max(1, round(seconds / self.model.opt.timestep)))
+
+    # ------------------------------------------------------------------ step listeners
+
+    def add_step_listener(self, callback: Callable[[float], None], period_s: float) -> int:
+        """Call ``callback(sim_time)`` after physics steps, at most once per ``period_s``.
+
+        The first call comes once ``period_s`` of simulation time has passed since
+        registration, later ones each time another ``period_s`` has passed since the previous
+        call (0 means after every step). A listener may read state and render but must not
+        step, reset or change controls. Its exceptions reach the caller of the stepping method.
+
+        Returns:
+            A handle for :meth:`remove_step_listener`.
+
+        Raises:
+            StepListenerError: ``callback`` is not callable or ``period_s`` is negative or not
+                finite.
+        """
+        if not callable(callback):
+            raise StepListenerError(f"step listener must be callable, got {callback!r}")
+        if (
+            isinstance(period_s, bool)
+            or not isinstance(period_s, int | float)
+            or not math.isfinite(period_s)
+            or period_s < 0.0
+        ):
+            raise StepListenerError(
+                f"step listener period must be a finite number >= 0 s, got {period_s!r}"
+            )
+        handle = self._next_listener_handle
+        self._next_listener_handle += 1
+        self._listeners[handle] = _StepListener(callback, float(period_s), self.time)
+        self._refresh_listener_due()
+        return handle
+
+    def remove_step_listener(self, handle: int) -> None:
+        """Stop calling a listener (also allowed from inside a listener).
+
+        Raises:
+            StepListenerError: no listener has this handle.
+        """
+        if handle not in self._listeners:
+            raise StepListenerError(f"no step listener with handle {handle!r}")
+        del self._listeners[handle]
+        self._refresh_listener_due()
+
+    @property
+    def step_listener_count(self) -> int:
+        """Number of registered step listeners."""
+        return len(self._listeners)
+
+    def _refresh_listener_due(self) -> None:
+        self._listener_due = min(
+            (lst.last + lst.period for lst in self._listeners.values()), default=math.inf
+        )
+
+    def _call_listeners(self) -> None:
+        now = self.time
+        ctrl = np.array(self.data.ctrl, dtype=np.float64)
+        self._in_listener = True
+        try:
+            for handle, listener in list(self._listeners.items()):
+                if handle not in self._listeners:
+                    continue  # removed by a listener called before it
+                if now + self._listener_eps >= listener.last + listener.period:
+                    listener.last = now
+                    listener.callback(now)
+        finally:
+            self._in_listener = False
+            self._refresh_listener_due()
+        if not np.array_equal(ctrl, self.data.ctrl):
+            self.data.ctrl[:] = ctrl
+            raise StepListenerError("a step listener changed the controls; they were restored")
