@@ -455,6 +455,24 @@ def available_scenarios(scenarios_dir: Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml") if p.name != CATALOG_FILE)
 
 
+def _check_instruction_ids(instr: InstructionSpec, key: str, fixture_ids: set[str],
+                           object_ids: set[str]) -> None:
+    """Every fixture and object an instruction's criteria name must exist in the scenario."""
+    if instr.start_at is not None and instr.start_at not in fixture_ids:
+        raise MalformedScenarioError(f"{key}.start_at", f"unknown fixture {instr.start_at!r}")
+    for group, crits in (("success", instr.success), ("failure", instr.failure)):
+        for j, crit in enumerate(crits):
+            ckey = f"{key}.{group}[{j}]"
+            if crit.fixture is not None and crit.fixture not in fixture_ids:
+                raise MalformedScenarioError(f"{ckey}.fixture", f"unknown fixture {crit.fixture!r}")
+            if crit.object is not None and crit.object not in object_ids:
+                raise MalformedScenarioError(f"{ckey}.object", f"unknown object {crit.object!r}")
+            for k, answer_id in enumerate(crit.answer):
+                if answer_id not in object_ids and answer_id not in fixture_ids:
+                    raise MalformedScenarioError(f"{ckey}.answer[{k}]",
+                                                 f"unknown id {answer_id!r}")
+
+
 def parse_scenario(
     data: object, catalog: Mapping[str, CategorySpec], source: Path | None = None
 ) -> Scenario:
@@ -508,25 +526,7 @@ def parse_scenario(
     if start_at is not None and start_at not in fixture_ids:
         raise MalformedScenarioError("start_at", f"unknown fixture {start_at!r}")
     for i, instr in enumerate(instructions):
-        key = f"instructions[{i}]"
-        if instr.start_at is not None and instr.start_at not in fixture_ids:
-            raise MalformedScenarioError(f"{key}.start_at", f"unknown fixture {instr.start_at!r}")
-        for group, crits in (("success", instr.success), ("failure", instr.failure)):
-            for j, crit in enumerate(crits):
-                ckey = f"{key}.{group}[{j}]"
-                if crit.fixture is not None and crit.fixture not in fixture_ids:
-                    raise MalformedScenarioError(
-                        f"{ckey}.fixture", f"unknown fixture {crit.fixture!r}"
-                    )
-                if crit.object is not None and crit.object not in object_ids:
-                    raise MalformedScenarioError(
-                        f"{ckey}.object", f"unknown object {crit.object!r}"
-                    )
-                for k, answer_id in enumerate(crit.answer):
-                    if answer_id not in object_ids and answer_id not in fixture_ids:
-                        raise MalformedScenarioError(
-                            f"{ckey}.answer[{k}]", f"unknown id {answer_id!r}"
-                        )
+        _check_instruction_ids(instr, f"instructions[{i}]", set(fixture_ids), object_ids)
     return Scenario(
         name=name,
         description=str(raw.get("description", "")),
