@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mimir import settings
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError, bounds_from_dict
+from mimir.labels import label_key
 from mimir_memory.errors import ConfigError
 
 SYNCHRONOUS_LEVELS = ("FULL", "NORMAL", "EXTRA")
@@ -27,11 +28,6 @@ def _nonneg(name: str, value: float) -> float:
 
 def _posint(name: str, value: int) -> int:
     return settings.positive_int(name, value, ConfigError)
-
-
-def normalize_label(label: str) -> str:
-    """Canonical form of a semantic label: stripped, lower case, inner spaces as underscores."""
-    return "_".join(label.strip().lower().split())
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ class AssociationConfig:
         if not isinstance(self.label_radius_m, dict):
             raise ConfigError("association.label_radius_m must be a mapping")
         cleaned = {
-            normalize_label(str(k)): _positive(f"association.label_radius_m.{k}", v)
+            label_key(str(k)): _positive(f"association.label_radius_m.{k}", v)
             for k, v in self.label_radius_m.items()
         }
         object.__setattr__(self, "label_radius_m", cleaned)
@@ -77,7 +73,7 @@ class AssociationConfig:
 
     def radius(self, label: str) -> float:
         """Association radius of ``label`` (m)."""
-        return self.label_radius_m.get(normalize_label(label), self.default_radius_m)
+        return self.label_radius_m.get(label_key(label), self.default_radius_m)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
-from mimir_memory.config import AssociationConfig, normalize_label
+from mimir.labels import label_key
+from mimir_memory.config import AssociationConfig
 from mimir_memory.errors import (
     GraphConsistencyError,
     InvalidEventError,
@@ -67,7 +68,7 @@ def finite_point(value: object, name: str) -> Point:
 
 def node_id_prefix(label: str) -> str:
     """Id prefix of a label: ``"coffee mug"`` gives ``"coffee_mug"``."""
-    return normalize_label(label)
+    return label_key(label)
 
 
 @dataclass
@@ -178,7 +179,7 @@ class GridIndex:
 
     def insert(self, node_id: str, label: str, point: Point) -> None:
         """Add or move a node."""
-        key = normalize_label(label)
+        key = label_key(label)
         cell = self._cell(key, point)
         old = self._where.get(node_id)
         if old is not None:
@@ -192,7 +193,7 @@ class GridIndex:
 
     def candidates(self, label: str, point: Point, radius: float) -> Iterator[str]:
         """Node ids of ``label`` whose cell may hold points within ``radius`` of ``point``."""
-        key = normalize_label(label)
+        key = label_key(label)
         grid = self._cells.get(key)
         if not grid:
             return

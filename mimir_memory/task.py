@@ -21,7 +21,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mimir_memory.config import MemoryConfig, normalize_label
+from mimir.labels import label_key
+from mimir_memory.config import MemoryConfig
 from mimir_memory.errors import (
     InvalidGoalError,
     InvalidValueError,
@@ -224,10 +225,10 @@ class Inside(Predicate):
         if node is None:
             return False
         obj_node = ctx.world.nodes.get(obj)
-        names = {normalize_label(obj)}
+        names = {label_key(obj)}
         if obj_node is not None:
-            names.add(normalize_label(obj_node.label))
-        return any(normalize_label(str(item.get("name", ""))) in names for item in node.contents)
+            names.add(label_key(obj_node.label))
+        return any(label_key(str(item.get("name", ""))) in names for item in node.contents)
 
 
 class On(Predicate):
@@ -274,8 +275,8 @@ class Found(Predicate):
         target = self.args[0]
         if target in ctx.found or target in ctx.world.nodes:
             return True
-        key = normalize_label(target)
-        return any(normalize_label(n.label) == key for n in ctx.world.nodes.values())
+        key = label_key(target)
+        return any(label_key(n.label) == key for n in ctx.world.nodes.values())
 
 
 class At(Predicate):

@@ -58,7 +58,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from mimir_memory.config import normalize_label
+from mimir.labels import label_key
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.events import Evidence, Source
 from mimir_memory.keyframes import KeyframeStore
@@ -586,7 +586,7 @@ class PlannerSession:
         """Postcondition of a goal spec, or None when a mention is not in memory yet."""
         kind = spec.kind
         if kind is GoalKind.FIND:
-            return Found((normalize_label(spec.obj or ""),))
+            return Found((label_key(spec.obj or ""),))
         if kind in (GoalKind.QUESTION, GoalKind.CLOSE):
             if kind is GoalKind.CLOSE and self._resolve(spec, spec.obj) is None:
                 return None
@@ -647,7 +647,7 @@ class PlannerSession:
             if post is None:
                 explore_id = self._new_id("find")
                 text = f"find {spec.obj} (needed for: {spec.text})"
-                self._add(explore_id, Found((normalize_label(spec.obj or ""),)),
+                self._add(explore_id, Found((label_key(spec.obj or ""),)),
                           GoalSpec(GoalKind.FIND, spec.obj, source=spec.source, text=text),
                           text, prereq=prereq, stamp=when)
                 ids.append(explore_id)

@@ -29,13 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from mimir.labels import label_text
 from mimir_sim.errors import (
     PrimitiveError,
     SimError,
     UnknownEntityError,
     UnreachablePoseError,
 )
-from mimir_sim.labels import LabelMap, labels_compatible, normalize_label
+from mimir_sim.labels import LabelMap, labels_compatible
 from mimir_sim.recording import PrimitiveRecord
 from mimir_sim.scene_layout import start_pose_for
 from mimir_sim.sim import KitchenSim
@@ -196,7 +197,7 @@ def build_request(
         UnknownPrimitiveError: the primitive is not registered.
         UnknownTargetError: malformed numbers or an incomplete destination.
     """
-    name = normalize_label(primitive).replace(" ", "_")
+    name = label_text(primitive).replace(" ", "_")
     if name not in PRIMITIVES:
         raise UnknownPrimitiveError(
             f"primitive {primitive!r} is not registered; use one of {', '.join(PRIMITIVES)}"

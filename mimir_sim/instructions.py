@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mimir.labels import label_text
 from mimir_sim.embodiment import SimEmbodiment, TargetSpec, UnknownTargetError
 from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction
-from mimir_sim.labels import normalize_label
 from mimir_sim.rendering import Frame
 from mimir_sim.scenario import InstructionSpec
 from mimir_sim.sim import KitchenSim
@@ -106,7 +106,7 @@ class InstructionDesk:
         if instruction is None:
             return BeginResult(UNKNOWN_INSTRUCTION, self._missing(index))
         text = text.strip()
-        if text and normalize_label(text) != normalize_label(instruction.text):
+        if text and label_text(text) != label_text(instruction.text):
             return BeginResult(
                 MISMATCH, f"instruction {index} is {instruction.text!r}, not {text!r}"
             )

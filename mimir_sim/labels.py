@@ -8,17 +8,13 @@ remembered label may name a simulated entity.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-
-def normalize_label(label: str) -> str:
-    """Lower case, underscores and dashes as spaces, single spaces."""
-    return " ".join(re.sub(r"[_\-]+", " ", label.lower()).split())
+from mimir.labels import label_text, label_words
 
 
 def _words(label: str) -> tuple[str, ...]:
-    return tuple(normalize_label(label).split())
+    return label_words(label)
 
 
 def _contains_words(haystack: tuple[str, ...], needle: tuple[str, ...]) -> bool:
@@ -39,14 +35,14 @@ class LabelMap:
     """
 
     def __init__(self, vocabulary: Iterable[tuple[str, str]] = ()) -> None:
-        self._entries = [(normalize_label(lab), normalize_label(p), lab) for lab, p in vocabulary]
+        self._entries = [(label_text(lab), label_text(p), lab) for lab, p in vocabulary]
         self._cache: dict[str, str] = {}
 
     def map(self, sim_label: str) -> str:
         """Vocabulary label of a simulator label (the label itself when nothing matches)."""
         if sim_label in self._cache:
             return self._cache[sim_label]
-        norm = normalize_label(sim_label)
+        norm = label_text(sim_label)
         out = sim_label
         exact = [lab for n, _, lab in self._entries if n == norm]
         prompt = [lab for _, p, lab in self._entries if p == norm]

@@ -322,3 +322,13 @@ def test_memory_commands_check_and_repair(tmp_path: Path,
     assert main(["memory", "check", str(tmp_path)]) == 0
     assert main(["memory", "check", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_one_label_form_for_keys_and_text() -> None:
+    from mimir.labels import label_key, label_text, label_words
+
+    for raw in ("Coffee Mug", "coffee_mug", "  coffee-mug ", "COFFEE__MUG"):
+        assert label_words(raw) == ("coffee", "mug")
+        assert label_key(raw) == "coffee_mug"
+        assert label_text(raw) == "coffee mug"
+    assert label_key("") == "" and label_words(" _- ") == ()

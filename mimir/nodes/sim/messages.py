@@ -21,6 +21,7 @@ from geometry_msgs.msg import TransformStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 
+from mimir.labels import label_text
 from mimir.nodes.perception.messages import intrinsics_to_camera_info
 from mimir.ros.images import numpy_to_image
 from mimir.ros.tf import matrix_to_transform
@@ -37,7 +38,6 @@ from mimir_sim.embodiment import (
     yaw_from_quaternion,
 )
 from mimir_sim.instructions import NONE, BeginResult, JudgeResult, NamedEntity
-from mimir_sim.labels import normalize_label
 from mimir_sim.rendering import Frame
 
 RESULT_CODES = (
@@ -157,7 +157,7 @@ def interaction_event(
         header=header(end, frame),
         interaction_id=interaction_id,
         phase=phase,
-        primitive=normalize_label(goal.primitive).replace(" ", "_"),
+        primitive=label_text(goal.primitive).replace(" ", "_"),
         target_id=goal.target_id,
         task=goal.task,
         window_start=time_msg(start),
