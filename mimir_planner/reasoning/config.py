@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import yaml
-
+from mimir import settings
 from mimir_planner.reasoning.errors import ReasoningConfigError
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "config" / "reasoning.yaml"
@@ -179,63 +176,18 @@ class ReasoningConfig:
 
 
 def _positive(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ReasoningConfigError(f"{name} must be a positive number, got {value!r}")
+    settings.positive(name, value, ReasoningConfigError)
 
 
 def _non_negative(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-        raise ReasoningConfigError(f"{name} must be a non-negative number, got {value!r}")
+    settings.non_negative(name, value, ReasoningConfigError)
 
 
 _T = TypeVar("_T")
 
 
 def _build(cls: type[_T], section: str, raw: object) -> _T:
-    if raw is None:
-        return cls()
-    if not isinstance(raw, Mapping):
-        raise ReasoningConfigError(f"section '{section}' must be a mapping")
-    known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in known:
-            raise ReasoningConfigError(f"unknown key '{section}.{key}'")
-        default = getattr(cls(), key)
-        values[key] = _coerce(f"{section}.{key}", value, default)
-    try:
-        return cls(**values)
-    except TypeError as err:
-        raise ReasoningConfigError(f"section '{section}': {err}") from err
-
-
-def _coerce(name: str, value: object, default: object) -> object:
-    """Checks a YAML value against the type of its default and converts lists to tuples."""
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise ReasoningConfigError(f"{name} must be true or false")
-        return value
-    if isinstance(default, int | float):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ReasoningConfigError(f"{name} must be a number")
-        return type(default)(value) if isinstance(default, float) else value
-    if isinstance(default, str):
-        if not isinstance(value, str):
-            raise ReasoningConfigError(f"{name} must be a string")
-        return value
-    if isinstance(default, tuple):
-        return _string_tuple(name, value)
-    if isinstance(default, Mapping):
-        if not isinstance(value, Mapping):
-            raise ReasoningConfigError(f"{name} must be a mapping")
-        return {str(k): _string_tuple(f"{name}.{k}", v) for k, v in value.items()}
-    return value
-
-
-def _string_tuple(name: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ReasoningConfigError(f"{name} must be a list of strings")
-    return tuple(value)
+    return settings.section(cls, section, raw, ReasoningConfigError)
 
 
 def load_reasoning_config(path: Path | str | None = None) -> ReasoningConfig:
@@ -245,20 +197,9 @@ def load_reasoning_config(path: Path | str | None = None) -> ReasoningConfig:
         ReasoningConfigError: the file is missing, is not YAML, or holds an invalid value.
     """
     cfg_path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
-    try:
-        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ReasoningConfigError(f"cannot read reasoning config {cfg_path}: {err}") from err
-    except yaml.YAMLError as err:
-        raise ReasoningConfigError(f"reasoning config {cfg_path} is not valid YAML") from err
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ReasoningConfigError(f"reasoning config {cfg_path} must be a mapping")
-    sections = {"vlm", "analyzer", "vocabulary", "percepts", "verifier"}
-    unknown = set(raw) - sections
-    if unknown:
-        raise ReasoningConfigError(f"unknown sections in {cfg_path}: {sorted(unknown)}")
+    raw = settings.read_mapping(cfg_path, "reasoning config", ReasoningConfigError)
+    settings.refuse_unknown(raw, {"vlm", "analyzer", "vocabulary", "percepts", "verifier"},
+                            str(cfg_path), ReasoningConfigError)
     return ReasoningConfig(
         vlm=_build(VlmConfig, "vlm", raw.get("vlm")),
         analyzer=_build(AnalyzerConfig, "analyzer", raw.get("analyzer")),
