@@ -27,6 +27,18 @@ class SettingsError(ValueError):
     """A settings file or value that is malformed (the default error class)."""
 
 
+def param(default: Any, description: str, *, read_only: bool = False) -> Any:
+    """A dataclass field that is also a described ROS parameter (see ``mimir.ros.params``).
+
+    ``read_only`` parameters cannot change while the node runs. Immutable defaults only (a
+    tuple, not a list).
+    """
+    metadata: dict[str, Any] = {"description": description}
+    if read_only:
+        metadata["read_only"] = True
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 def read_mapping(path: str | Path, what: str, error: ErrorType = SettingsError
                  ) -> dict[str, Any]:
     """The top-level mapping of a YAML file (an empty file is an empty mapping).
@@ -139,5 +151,5 @@ def positive_int(name: str, value: object, error: ErrorType = SettingsError) -> 
     return value
 
 
-__all__ = ["SettingsError", "coerce", "non_negative", "positive", "positive_int",
+__all__ = ["SettingsError", "coerce", "non_negative", "param", "positive", "positive_int",
            "read_mapping", "refuse_unknown", "section", "strings"]

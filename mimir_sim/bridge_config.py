@@ -9,10 +9,11 @@ into one :class:`BridgeStartupError`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mimir.paths import ConfigFileNotFoundError, config_dir
+from mimir.settings import param
 from mimir_perception.errors import VocabularyError
 from mimir_perception.vocabulary import Vocabulary, load_named_vocabulary, load_vocabulary
 from mimir_sim.config import SimConfig, default_sim_config_path, load_sim_config
@@ -31,131 +32,61 @@ class BridgeStartupError(RuntimeError):
 class SimBridgeConfig:
     """Parameters of the sim bridge (the simulation deployment file sets them)."""
 
-    scenario: str = field(
-        default="locked_unlocked",
-        metadata={
-            "description": "scenario name under config/scenarios or a scenario YAML path",
-            "read_only": True,
-        },
-    )
-    seed: int = field(
-        default=-1,
-        metadata={"description": "layout seed; -1 uses the scenario's own", "read_only": True},
-    )
-    tidybot_dir: str = field(
-        default="",
-        metadata={
-            "description": "TidyBot++ model folder; empty = $MIMIR_TIDYBOT_DIR or "
-            "../shared/models/tidybot",
-            "read_only": True,
-        },
-    )
-    sim_config: str = field(
-        default="",
-        metadata={
-            "description": "controller settings YAML; empty = config/sim.yaml when present, "
-            "else built-in defaults",
-            "read_only": True,
-        },
-    )
-    cameras: tuple[str, ...] = field(
-        default=("base", "pole", "wrist"),
-        metadata={"description": "cameras to publish (base, pole, wrist)", "read_only": True},
-    )
-    image_width: int = field(
-        default=320, metadata={"description": "rendered image width (px)", "read_only": True}
-    )
-    image_height: int = field(
-        default=240, metadata={"description": "rendered image height (px)", "read_only": True}
-    )
-    camera_rate: float = field(
-        default=2.0,
-        metadata={
-            "description": "camera frames per second of simulation time (Hz)",
-            "read_only": True,
-        },
-    )
-    state_rate: float = field(
-        default=20.0,
-        metadata={
-            "description": "/tf, /clock and joint_states per second of simulation time (Hz)",
-            "read_only": True,
-        },
-    )
-    real_time_factor: float = field(
-        default=1.0,
-        metadata={
-            "description": "largest simulation speed relative to wall time; 0 = as fast "
-            "as possible",
-            "read_only": True,
-        },
-    )
-    step_chunk: float = field(
-        default=0.05,
-        metadata={"description": "simulation time advanced per idle step (s)", "read_only": True},
-    )
-    grasp_noise: float = field(
-        default=0.0,
-        metadata={
-            "description": "std-dev of the grasp target offset per axis (m); overrides "
-            "the settings file",
-            "read_only": True,
-        },
-    )
-    target_tolerance: float = field(
-        default=0.6,
-        metadata={
-            "description": "largest distance between a remembered target position and a "
-            "simulated entity's box (m)",
-            "read_only": True,
-        },
-    )
-    vocabulary: str = field(
-        default="kitchen",
-        metadata={
-            "description": "vocabulary whose labels ground-truth labels map to (name or "
-            "YAML path); empty keeps the simulator's labels",
-            "read_only": True,
-        },
-    )
-    segmentation: bool = field(
-        default=True,
-        metadata={"description": "publish ground-truth segmentation", "read_only": True},
-    )
-    min_segment_pixels: int = field(
-        default=20,
-        metadata={
-            "description": "instances with fewer pixels are left out (px)",
-            "read_only": True,
-        },
-    )
-    discover_min_pixels: int = field(
-        default=150,
-        metadata={
-            "description": "an object covering at least this many pixels of one rendered "
-            "frame's ground-truth segmentation during an instruction counts as discovered when "
-            "judging it (px at image_width x image_height); 0 counts only inspections",
-            "read_only": True,
-        },
-    )
-    map_frame: str = field(default="map", metadata={"description": "map frame", "read_only": True})
-    odom_frame: str = field(
-        default="odom", metadata={"description": "odometry frame", "read_only": True}
-    )
-    base_frame: str = field(
-        default="base_link", metadata={"description": "robot base frame", "read_only": True}
-    )
-    optical_frame_suffix: str = field(
-        default="_color_optical_frame",
-        metadata={
-            "description": "camera optical frame = camera name + this suffix",
-            "read_only": True,
-        },
-    )
-    diagnostics_period: float = field(
-        default=1.0,
-        metadata={"description": "period of the /diagnostics report (wall s)", "read_only": True},
-    )
+    scenario: str = param(
+        "locked_unlocked",
+        "scenario name under config/scenarios or a scenario YAML path",
+        read_only=True)
+    seed: int = param(-1, "layout seed; -1 uses the scenario's own", read_only=True)
+    tidybot_dir: str = param(
+        "",
+        "TidyBot++ model folder; empty = $MIMIR_TIDYBOT_DIR or ../shared/models/tidybot",
+        read_only=True)
+    sim_config: str = param(
+        "",
+        "controller settings YAML; empty = config/sim.yaml when present, else built-in defaults",
+        read_only=True)
+    cameras: tuple[str, ...] = param(
+        ("base", "pole", "wrist"), "cameras to publish (base, pole, wrist)", read_only=True)
+    image_width: int = param(320, "rendered image width (px)", read_only=True)
+    image_height: int = param(240, "rendered image height (px)", read_only=True)
+    camera_rate: float = param(
+        2.0, "camera frames per second of simulation time (Hz)", read_only=True)
+    state_rate: float = param(
+        20.0, "/tf, /clock and joint_states per second of simulation time (Hz)", read_only=True)
+    real_time_factor: float = param(
+        1.0,
+        "largest simulation speed relative to wall time; 0 = as fast as possible",
+        read_only=True)
+    step_chunk: float = param(0.05, "simulation time advanced per idle step (s)", read_only=True)
+    grasp_noise: float = param(
+        0.0,
+        "std-dev of the grasp target offset per axis (m); overrides the settings file",
+        read_only=True)
+    target_tolerance: float = param(
+        0.6,
+        "largest distance between a remembered target position and a simulated entity's box (m)",
+        read_only=True)
+    vocabulary: str = param(
+        "kitchen",
+        "vocabulary whose labels ground-truth labels map to (name or YAML path); empty keeps the "
+        "simulator's labels",
+        read_only=True)
+    segmentation: bool = param(True, "publish ground-truth segmentation", read_only=True)
+    min_segment_pixels: int = param(
+        20, "instances with fewer pixels are left out (px)", read_only=True)
+    discover_min_pixels: int = param(
+        150,
+        "an object covering at least this many pixels of one rendered frame's ground-truth "
+        "segmentation during an instruction counts as discovered when judging it (px at "
+        "image_width x image_height); 0 counts only inspections",
+        read_only=True)
+    map_frame: str = param("map", "map frame", read_only=True)
+    odom_frame: str = param("odom", "odometry frame", read_only=True)
+    base_frame: str = param("base_link", "robot base frame", read_only=True)
+    optical_frame_suffix: str = param(
+        "_color_optical_frame", "camera optical frame = camera name + this suffix", read_only=True)
+    diagnostics_period: float = param(
+        1.0, "period of the /diagnostics report (wall s)", read_only=True)
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.cameras if c not in CAMERAS]

@@ -1,12 +1,13 @@
 """Declare a node's parameters from a frozen dataclass and read them back into one.
 
 Every field of the config dataclass becomes a parameter with a descriptor: its description comes
-from ``field(metadata={"description": ...})``, its type from the annotation, its default from the
-dataclass default. Fields marked ``metadata={"read_only": True}`` cannot change at run time.
+from the field's metadata (``mimir.settings.param`` writes it), its type from the annotation, its
+default from the dataclass default. Fields marked read-only cannot change at run time.
 
     @dataclass(frozen=True)
     class Config:
-        rate_hz: float = field(default=2.0, metadata={"description": "processing rate (Hz)"})
+        rate_hz: float = param(2.0, "processing rate (Hz)")
+        camera: str = param("pole", "camera to read", read_only=True)
 
     config = declare_config(node, Config)
 """

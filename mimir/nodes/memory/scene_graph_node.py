@@ -13,7 +13,7 @@ import colorsys
 import hashlib
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from mimir.ros.floatfix import FloatSafePublisher, coerced
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.time import to_seconds
+from mimir.settings import param
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError, failure_class
 from mimir_memory.events import MemoryEvent, Source
@@ -57,24 +58,16 @@ _WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "
 class SceneGraphConfig:
     """Parameters of the scene graph node."""
 
-    memory_dir: str = field(
-        default="~/.local/share/mimir/default",
-        metadata={"description": "folder of the memory databases (world.db here)",
-                  "read_only": True},
-    )
-    memory_config: str = field(
-        default="",
-        metadata={"description": "memory settings YAML; empty for the installed memory.yaml",
-                  "read_only": True},
-    )
-    map_frame: str = field(default="map", metadata={"description": "fixed frame of the graph"})
-    publish_period_s: float = field(
-        default=0.5, metadata={"description": "shortest period between graph publications (s)"}
-    )
-    markers: bool = field(default=True, metadata={"description": "publish RViz markers"})
-    diagnostics_period: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True})
+    memory_dir: str = param(
+        "~/.local/share/mimir/default",
+        "folder of the memory databases (world.db here)",
+        read_only=True)
+    memory_config: str = param(
+        "", "memory settings YAML; empty for the installed memory.yaml", read_only=True)
+    map_frame: str = param("map", "fixed frame of the graph")
+    publish_period_s: float = param(0.5, "shortest period between graph publications (s)")
+    markers: bool = param(True, "publish RViz markers")
+    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
 
     def __post_init__(self) -> None:
         if self.publish_period_s <= 0.0 or self.diagnostics_period <= 0.0:

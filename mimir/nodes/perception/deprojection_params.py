@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds
+from mimir.settings import param
 from mimir_perception.deprojection import DeprojectionConfig, DepthUnit
 from mimir_perception.sync import SyncConfig
 
@@ -13,82 +14,45 @@ from mimir_perception.sync import SyncConfig
 class DeprojectionNodeConfig:
     """Parameters of the deprojection node."""
 
-    cameras: tuple[str, ...] = field(
-        default=("base", "pole", "wrist"),
-        metadata={"description": "camera names to deproject", "read_only": True},
-    )
-    map_frame: str = field(
-        default="map", metadata={"description": "fixed frame of the observations",
-                                 "read_only": True}
-    )
-    rectified: bool = field(
-        default=True,
-        metadata={"description": "camera infos describe rectified images (use P, ignore D); "
-                  "false refuses non-zero distortion", "read_only": True},
-    )
-    sync_tolerance: float = field(
-        default=0.02, metadata={"description": "largest stamp difference of a matched "
-                                "segmentation, depth and camera info (s)", "read_only": True}
-    )
-    sync_max_age: float = field(
-        default=2.0, metadata={"description": "queued inputs older than the newest stamp "
-                               "minus this are dropped (s)", "read_only": True}
-    )
-    sync_max_queue: int = field(
-        default=30, metadata={"description": "most queued inputs per stream and camera",
-                              "read_only": True}
-    )
-    transform_timeout: float = field(
-        default=0.5, metadata={"description": "how long a frame waits for its transform "
-                               "before it is skipped (s)", "read_only": True}
-    )
-    tf_cache: float = field(
-        default=10.0, metadata={"description": "transform history kept (s)", "read_only": True}
-    )
-    max_backlog: int = field(
-        default=8, metadata={"description": "matched frames waiting for deprojection; older "
-                             "ones are dropped beyond this", "read_only": True}
-    )
-    min_depth: float = field(
-        default=0.1, metadata={"description": "nearest valid depth (m)", "read_only": True}
-    )
-    max_depth: float = field(
-        default=10.0, metadata={"description": "farthest valid depth (m)", "read_only": True}
-    )
-    erode_px: int = field(
-        default=2, metadata={"description": "mask erosion radius (pixels)", "read_only": True}
-    )
-    min_points: int = field(
-        default=30, metadata={"description": "fewest valid points behind an observation",
-                              "read_only": True}
-    )
-    max_instances: int = field(
-        default=200, metadata={"description": "most instances deprojected per frame (best "
-                               "scores kept)", "read_only": True}
-    )
-    outlier_mad_k: float = field(
-        default=3.0, metadata={"description": "depth outlier threshold in scaled MADs "
-                               "(0 disables)", "read_only": True}
-    )
-    centroid: str = field(
-        default="median", metadata={"description": "median, mean or trimmed_mean",
-                                    "read_only": True}
-    )
-    pixel_stride: int = field(
-        default=1, metadata={"description": "use every n-th row and column", "read_only": True}
-    )
-    compute_obb: bool = field(
-        default=True, metadata={"description": "also compute oriented boxes", "read_only": True}
-    )
-    diagnostics_period: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True}
-    )
-    memory_config: str = field(
-        default="", metadata={"description": "settings YAML whose bounds section limits poses "
-                              "and observations; empty for the installed memory.yaml",
-                              "read_only": True}
-    )
+    cameras: tuple[str, ...] = param(
+        ("base", "pole", "wrist"), "camera names to deproject", read_only=True)
+    map_frame: str = param("map", "fixed frame of the observations", read_only=True)
+    rectified: bool = param(
+        True,
+        "camera infos describe rectified images (use P, ignore D); false refuses non-zero "
+        "distortion",
+        read_only=True)
+    sync_tolerance: float = param(
+        0.02,
+        "largest stamp difference of a matched segmentation, depth and camera info (s)",
+        read_only=True)
+    sync_max_age: float = param(
+        2.0, "queued inputs older than the newest stamp minus this are dropped (s)", read_only=True)
+    sync_max_queue: int = param(30, "most queued inputs per stream and camera", read_only=True)
+    transform_timeout: float = param(
+        0.5, "how long a frame waits for its transform before it is skipped (s)", read_only=True)
+    tf_cache: float = param(10.0, "transform history kept (s)", read_only=True)
+    max_backlog: int = param(
+        8,
+        "matched frames waiting for deprojection; older ones are dropped beyond this",
+        read_only=True)
+    min_depth: float = param(0.1, "nearest valid depth (m)", read_only=True)
+    max_depth: float = param(10.0, "farthest valid depth (m)", read_only=True)
+    erode_px: int = param(2, "mask erosion radius (pixels)", read_only=True)
+    min_points: int = param(30, "fewest valid points behind an observation", read_only=True)
+    max_instances: int = param(
+        200, "most instances deprojected per frame (best scores kept)", read_only=True)
+    outlier_mad_k: float = param(
+        3.0, "depth outlier threshold in scaled MADs (0 disables)", read_only=True)
+    centroid: str = param("median", "median, mean or trimmed_mean", read_only=True)
+    pixel_stride: int = param(1, "use every n-th row and column", read_only=True)
+    compute_obb: bool = param(True, "also compute oriented boxes", read_only=True)
+    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
+    memory_config: str = param(
+        "",
+        "settings YAML whose bounds section limits poses and observations; empty for the "
+        "installed memory.yaml",
+        read_only=True)
 
     def __post_init__(self) -> None:
         if not self.cameras or any(not c or "/" in c for c in self.cameras):

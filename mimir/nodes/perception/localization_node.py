@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import TransformPublisher, make_transform_source, matrix_to_transform
 from mimir.ros.time import from_seconds, to_seconds
+from mimir.settings import param
 from mimir.transforms import matrix_to_quaternion
 from mimir_perception.errors import FiducialError, FiducialMapError, IntrinsicsError
 from mimir_perception.fiducials import (
@@ -80,75 +81,36 @@ _WARN_KEYS = (
 class LocalizationNodeConfig:
     """Parameters of the localization node."""
 
-    camera: str = field(
-        default="base", metadata={"description": "camera that sees the tags", "read_only": True}
-    )
-    fiducial_map: str = field(
-        default="fiducials/lab.yaml",
-        metadata={"description": "tag map: a file under the config folder or a path",
-                  "read_only": True},
-    )
-    map_frame: str = field(default="map", metadata={"description": "map frame",
-                                                     "read_only": True})
-    odom_frame: str = field(default="odom", metadata={"description": "odometry frame",
-                                                       "read_only": True})
-    base_frame: str = field(default="base_link", metadata={"description": "robot base frame",
-                                                            "read_only": True})
-    publish: str = field(
-        default="map_to_odom",
-        metadata={"description": "transform to publish: map_to_odom or map_to_base",
-                  "read_only": True},
-    )
-    publish_rate_hz: float = field(
-        default=10.0, metadata={"description": "rate of re-sending the held transform (Hz)",
-                                "read_only": True}
-    )
-    transform_tolerance: float = field(
-        default=0.1, metadata={"description": "re-sent transforms are stamped this far ahead "
-                               "of the node clock (s)", "read_only": True}
-    )
-    max_rate_hz: float = field(
-        default=10.0, metadata={"description": "most images processed per second (Hz)",
-                                "read_only": True}
-    )
-    rectified: bool = field(
-        default=True, metadata={"description": "camera info describes rectified images (use P, "
-                                "no distortion); false passes D to the pose solver",
-                                "read_only": True}
-    )
-    max_translation_disagreement: float = field(
-        default=0.25, metadata={"description": "tags farther than this from the consensus "
-                                "are rejected (m)", "read_only": True}
-    )
-    max_rotation_disagreement: float = field(
-        default=0.2, metadata={"description": "same for orientation (rad)", "read_only": True}
-    )
-    max_reprojection_error: float = field(
-        default=3.0, metadata={"description": "tags fitting worse are rejected (pixels RMS)",
-                               "read_only": True}
-    )
-    min_tag_pixels: float = field(
-        default=12.0, metadata={"description": "tags with a shorter side are ignored (pixels)",
-                                "read_only": True}
-    )
-    planar: bool = field(
-        default=True, metadata={"description": "estimate x, y, yaw only", "read_only": True}
-    )
-    position_stddev: float = field(
-        default=0.05, metadata={"description": "reported position standard deviation (m)",
-                                "read_only": True}
-    )
-    yaw_stddev: float = field(
-        default=0.03, metadata={"description": "reported orientation standard deviation (rad)",
-                                "read_only": True}
-    )
-    tf_cache: float = field(
-        default=10.0, metadata={"description": "transform history kept (s)", "read_only": True}
-    )
-    diagnostics_period: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True}
-    )
+    camera: str = param("base", "camera that sees the tags", read_only=True)
+    fiducial_map: str = param(
+        "fiducials/lab.yaml", "tag map: a file under the config folder or a path", read_only=True)
+    map_frame: str = param("map", "map frame", read_only=True)
+    odom_frame: str = param("odom", "odometry frame", read_only=True)
+    base_frame: str = param("base_link", "robot base frame", read_only=True)
+    publish: str = param(
+        "map_to_odom", "transform to publish: map_to_odom or map_to_base", read_only=True)
+    publish_rate_hz: float = param(
+        10.0, "rate of re-sending the held transform (Hz)", read_only=True)
+    transform_tolerance: float = param(
+        0.1, "re-sent transforms are stamped this far ahead of the node clock (s)", read_only=True)
+    max_rate_hz: float = param(10.0, "most images processed per second (Hz)", read_only=True)
+    rectified: bool = param(
+        True,
+        "camera info describes rectified images (use P, no distortion); false passes D to the "
+        "pose solver",
+        read_only=True)
+    max_translation_disagreement: float = param(
+        0.25, "tags farther than this from the consensus are rejected (m)", read_only=True)
+    max_rotation_disagreement: float = param(0.2, "same for orientation (rad)", read_only=True)
+    max_reprojection_error: float = param(
+        3.0, "tags fitting worse are rejected (pixels RMS)", read_only=True)
+    min_tag_pixels: float = param(
+        12.0, "tags with a shorter side are ignored (pixels)", read_only=True)
+    planar: bool = param(True, "estimate x, y, yaw only", read_only=True)
+    position_stddev: float = param(0.05, "reported position standard deviation (m)", read_only=True)
+    yaw_stddev: float = param(0.03, "reported orientation standard deviation (rad)", read_only=True)
+    tf_cache: float = param(10.0, "transform history kept (s)", read_only=True)
+    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
 
     def __post_init__(self) -> None:
         if not self.camera or "/" in self.camera:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, ima
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.time import to_seconds
+from mimir.settings import param
 from mimir_msgs.msg import Segmentation
 from mimir_perception.errors import (
     ModelInferenceError,
@@ -73,69 +74,30 @@ _WARN_KEYS = (
 class SegmentationNodeConfig:
     """Parameters of the segmentation node."""
 
-    cameras: tuple[str, ...] = field(
-        default=("base",), metadata={"description": "camera names to segment", "read_only": True}
-    )
-    backend: str = field(
-        default="sam3",
-        metadata={"description": "segmentation backend: sam3", "read_only": True},
-    )
-    model: str = field(
-        default="facebook/sam3",
-        metadata={
-            "description": "SAM3 model directory (config.json + weights + tokenizer) or a hub "
-            "id when allow_hub is true",
-            "read_only": True,
-        },
-    )
-    allow_hub: bool = field(
-        default=False,
-        metadata={"description": "resolve a non-path model through the model hub cache",
-                  "read_only": True},
-    )
-    device: str = field(
-        default="cpu", metadata={"description": "cpu, cuda or cuda:N", "read_only": True}
-    )
-    dtype: str = field(
-        default="float32",
-        metadata={"description": "float32, float16 or bfloat16", "read_only": True},
-    )
-    vocabulary: str = field(
-        default="kitchen",
-        metadata={
-            "description": "prompt vocabulary: a name under config/vocabularies or a YAML path",
-            "read_only": True,
-        },
-    )
-    mask_threshold: float = field(
-        default=0.5,
-        metadata={"description": "mask probability threshold in (0, 1)", "read_only": True},
-    )
-    prompt_batch_size: int = field(
-        default=8,
-        metadata={"description": "prompts decoded together per image", "read_only": True},
-    )
-    min_pixels: int = field(
-        default=50,
-        metadata={"description": "instances with fewer pixels are dropped", "read_only": True},
-    )
-    max_instances: int = field(
-        default=256, metadata={"description": "most instances per image", "read_only": True}
-    )
-    max_rate_hz: float = field(
-        default=2.0,
-        metadata={"description": "most frames segmented per second and camera (Hz)",
-                  "read_only": True},
-    )
-    preload: bool = field(
-        default=True,
-        metadata={"description": "load the weights right after startup (in the worker)",
-                  "read_only": True},
-    )
-    diagnostics_period: float = field(
-        default=1.0,
-        metadata={"description": "period of the /diagnostics report (s)", "read_only": True},
-    )
+    cameras: tuple[str, ...] = param(("base",), "camera names to segment", read_only=True)
+    backend: str = param("sam3", "segmentation backend: sam3", read_only=True)
+    model: str = param(
+        "facebook/sam3",
+        "SAM3 model directory (config.json + weights + tokenizer) or a hub id when allow_hub is "
+        "true",
+        read_only=True)
+    allow_hub: bool = param(
+        False, "resolve a non-path model through the model hub cache", read_only=True)
+    device: str = param("cpu", "cpu, cuda or cuda:N", read_only=True)
+    dtype: str = param("float32", "float32, float16 or bfloat16", read_only=True)
+    vocabulary: str = param(
+        "kitchen",
+        "prompt vocabulary: a name under config/vocabularies or a YAML path",
+        read_only=True)
+    mask_threshold: float = param(0.5, "mask probability threshold in (0, 1)", read_only=True)
+    prompt_batch_size: int = param(8, "prompts decoded together per image", read_only=True)
+    min_pixels: int = param(50, "instances with fewer pixels are dropped", read_only=True)
+    max_instances: int = param(256, "most instances per image", read_only=True)
+    max_rate_hz: float = param(
+        2.0, "most frames segmented per second and camera (Hz)", read_only=True)
+    preload: bool = param(
+        True, "load the weights right after startup (in the worker)", read_only=True)
+    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
 
     def __post_init__(self) -> None:
         if not self.cameras or any(not c or "/" in c for c in self.cameras):

@@ -21,7 +21,7 @@ Grabbing blocks until the SDK has a new frame, so it runs in its own callback gr
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -41,6 +41,7 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds
+from mimir.settings import param
 from mimir_perception.camera import make_transform
 from mimir_perception.errors import IntrinsicsError, ZedFrameError, ZedUnavailableError
 from mimir_perception.zed import ZedCamera, ZedConfig
@@ -55,50 +56,21 @@ BODY_FROM_OPTICAL = make_transform(
 class ZedNodeConfig:
     """Parameters of the ZED node."""
 
-    camera: str = field(
-        default="base", metadata={"description": "camera name used in topic and frame names",
-                                  "read_only": True}
-    )
-    serial_number: int = field(
-        default=0, metadata={"description": "camera serial number; 0 opens the first one",
-                             "read_only": True}
-    )
-    resolution: str = field(
-        default="HD720", metadata={"description": "SDK resolution (HD720, HD1080, ...)",
-                                   "read_only": True}
-    )
-    fps: int = field(default=30, metadata={"description": "frame rate", "read_only": True})
-    depth_mode: str = field(
-        default="NEURAL", metadata={"description": "SDK depth mode (NEURAL, ULTRA, ...)",
-                                    "read_only": True}
-    )
-    min_depth: float = field(
-        default=0.3, metadata={"description": "nearest depth the SDK reports (m)",
-                               "read_only": True}
-    )
-    max_depth: float = field(
-        default=10.0, metadata={"description": "farthest depth the SDK reports (m)",
-                                "read_only": True}
-    )
-    color_encoding: str = field(
-        default="rgb8", metadata={"description": "rgb8 or bgr8", "read_only": True}
-    )
-    camera_frame: str = field(
-        default="", metadata={"description": "left camera body frame (default "
-                              "<camera>_camera_link)", "read_only": True}
-    )
-    optical_frame: str = field(
-        default="", metadata={"description": "optical frame of the images (default "
-                              "<camera>_color_optical_frame)", "read_only": True}
-    )
-    publish_optical_tf: bool = field(
-        default=True, metadata={"description": "publish camera_frame -> optical_frame on "
-                                "/tf_static", "read_only": True}
-    )
-    diagnostics_period: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True}
-    )
+    camera: str = param("base", "camera name used in topic and frame names", read_only=True)
+    serial_number: int = param(0, "camera serial number; 0 opens the first one", read_only=True)
+    resolution: str = param("HD720", "SDK resolution (HD720, HD1080, ...)", read_only=True)
+    fps: int = param(30, "frame rate", read_only=True)
+    depth_mode: str = param("NEURAL", "SDK depth mode (NEURAL, ULTRA, ...)", read_only=True)
+    min_depth: float = param(0.3, "nearest depth the SDK reports (m)", read_only=True)
+    max_depth: float = param(10.0, "farthest depth the SDK reports (m)", read_only=True)
+    color_encoding: str = param("rgb8", "rgb8 or bgr8", read_only=True)
+    camera_frame: str = param(
+        "", "left camera body frame (default <camera>_camera_link)", read_only=True)
+    optical_frame: str = param(
+        "", "optical frame of the images (default <camera>_color_optical_frame)", read_only=True)
+    publish_optical_tf: bool = param(
+        True, "publish camera_frame -> optical_frame on /tf_static", read_only=True)
+    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
 
     def __post_init__(self) -> None:
         if not self.camera or "/" in self.camera:

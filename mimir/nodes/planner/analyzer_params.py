@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from mimir.settings import param
 
 _BACKENDS = ("", "offline", "openai", "transformers")
 
@@ -12,92 +14,83 @@ _BACKENDS = ("", "offline", "openai", "transformers")
 class AnalyzerNodeConfig:
     """Parameters of the analyzer node."""
 
-    reasoning_config: str = field(
-        default="",
-        metadata={"description": "reasoning settings YAML; empty for the installed "
-                  "config/reasoning.yaml", "read_only": True},
-    )
-    vlm_backend: str = field(
-        default="",
-        metadata={"description": "offline, openai or transformers; empty to use the backend "
-                  "named in the reasoning config", "read_only": True},
-    )
-    cameras: tuple[str, ...] = field(
-        default=("base", "pole", "wrist"),
-        metadata={"description": "cameras whose frames form the action window",
-                  "read_only": True},
-    )
-    buffer_seconds: float = field(
-        default=20.0, metadata={"description": "history kept of every buffered stream (s)",
-                                "read_only": True})
-    frame_min_period_s: float = field(
-        default=0.5, metadata={"description": "colour frames closer than this to the previous "
-                               "kept frame of the camera are not buffered (s)",
-                               "read_only": True})
-    max_frames_per_camera: int = field(
-        default=12, metadata={"description": "frames per camera handed to the analyzer, evenly "
-                              "spread over the window (first and last always kept)",
-                              "read_only": True})
-    depth_tolerance_s: float = field(
-        default=0.02, metadata={"description": "largest stamp difference of a colour frame "
-                                "and its registered depth (s)", "read_only": True})
-    rectified: bool = field(
-        default=True, metadata={"description": "camera infos describe rectified images",
-                                "read_only": True})
-    map_frame: str = field(default="map", metadata={"description": "fixed frame of memory",
-                                                    "read_only": True})
-    base_frame: str = field(default="base_link", metadata={"description": "robot base frame",
-                                                           "read_only": True})
-    optical_frame_suffix: str = field(
-        default="_color_optical_frame",
-        metadata={"description": "camera optical frame is <cam><suffix> when an image header "
-                  "has no frame id", "read_only": True})
-    gripper_joint: str = field(
-        default="gripper", metadata={"description": "joint of joint_states that reports the "
-                                     "gripper (position = opening m, effort = grip force N)",
-                                     "read_only": True})
-    contact_effort_n: float = field(
-        default=5.0, metadata={"description": "grip force above which the jaws touch something "
-                               "(N)", "read_only": True})
-    closed_opening_m: float = field(
-        default=0.004, metadata={"description": "jaw opening below which the gripper closed on "
-                                 "nothing (m)", "read_only": True})
-    prismatic_labels: tuple[str, ...] = field(
-        default=("drawer",),
-        metadata={"description": "fixture labels whose target_state position is a slide in "
-                  "metres; every other fixture's is a hinge angle in radians (label of the "
-                  "memory node, else the id without its _<number> suffix)", "read_only": True})
-    tf_wait_s: float = field(
-        default=2.0, metadata={"description": "how long one analysis waits, in all, for TF to "
-                               "reach the stamps of frames newer than the newest transform (s)",
-                               "read_only": True})
-    window_margin_s: float = field(
-        default=1.0, metadata={"description": "frames and states this long before the start "
-                               "and after the end still belong to the window (s)",
-                               "read_only": True})
-    frame_wait_s: float = field(
-        default=2.0, metadata={"description": "how long an analysis waits for every camera to "
-                               "deliver a frame past the end of the window (s)",
-                               "read_only": True})
-    auto_analyze: bool = field(
-        default=True, metadata={"description": "analyse every ENDED interaction event",
-                                "read_only": True})
-    service_timeout_s: float = field(
-        default=10.0, metadata={"description": "timeout of each memory service call (s)",
-                                "read_only": True})
-    analysis_timeout_s: float = field(
-        default=180.0, metadata={"description": "how long a request waits for an analysis of "
-                                 "the same interaction already in flight (s)",
-                                 "read_only": True})
-    keyframe_max_offset_s: float = field(
-        default=0.25, metadata={"description": "furthest the keyframe node's frame may lie from "
-                                "the analyzer's frame stamp (s)", "read_only": True})
-    recheck_period_s: float = field(
-        default=1.0, metadata={"description": "period of re-checking deferred claims against "
-                               "new detections (s)", "read_only": True})
-    diagnostics_period_s: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True})
+    reasoning_config: str = param(
+        "",
+        "reasoning settings YAML; empty for the installed config/reasoning.yaml",
+        read_only=True)
+    vlm_backend: str = param(
+        "",
+        "offline, openai or transformers; empty to use the backend named in the reasoning config",
+        read_only=True)
+    cameras: tuple[str, ...] = param(
+        ("base", "pole", "wrist"), "cameras whose frames form the action window", read_only=True)
+    buffer_seconds: float = param(20.0, "history kept of every buffered stream (s)", read_only=True)
+    frame_min_period_s: float = param(
+        0.5,
+        "colour frames closer than this to the previous kept frame of the camera are not buffered "
+        "(s)",
+        read_only=True)
+    max_frames_per_camera: int = param(
+        12,
+        "frames per camera handed to the analyzer, evenly spread over the window (first and last "
+        "always kept)",
+        read_only=True)
+    depth_tolerance_s: float = param(
+        0.02,
+        "largest stamp difference of a colour frame and its registered depth (s)",
+        read_only=True)
+    rectified: bool = param(True, "camera infos describe rectified images", read_only=True)
+    map_frame: str = param("map", "fixed frame of memory", read_only=True)
+    base_frame: str = param("base_link", "robot base frame", read_only=True)
+    optical_frame_suffix: str = param(
+        "_color_optical_frame",
+        "camera optical frame is <cam><suffix> when an image header has no frame id",
+        read_only=True)
+    gripper_joint: str = param(
+        "gripper",
+        "joint of joint_states that reports the gripper (position = opening m, effort = grip "
+        "force N)",
+        read_only=True)
+    contact_effort_n: float = param(
+        5.0, "grip force above which the jaws touch something (N)", read_only=True)
+    closed_opening_m: float = param(
+        0.004, "jaw opening below which the gripper closed on nothing (m)", read_only=True)
+    prismatic_labels: tuple[str, ...] = param(
+        ("drawer",),
+        "fixture labels whose target_state position is a slide in metres; every other fixture's "
+        "is a hinge angle in radians (label of the memory node, else the id without its _<number> "
+        "suffix)",
+        read_only=True)
+    tf_wait_s: float = param(
+        2.0,
+        "how long one analysis waits, in all, for TF to reach the stamps of frames newer than the "
+        "newest transform (s)",
+        read_only=True)
+    window_margin_s: float = param(
+        1.0,
+        "frames and states this long before the start and after the end still belong to the "
+        "window (s)",
+        read_only=True)
+    frame_wait_s: float = param(
+        2.0,
+        "how long an analysis waits for every camera to deliver a frame past the end of the "
+        "window (s)",
+        read_only=True)
+    auto_analyze: bool = param(True, "analyse every ENDED interaction event", read_only=True)
+    service_timeout_s: float = param(
+        10.0, "timeout of each memory service call (s)", read_only=True)
+    analysis_timeout_s: float = param(
+        180.0,
+        "how long a request waits for an analysis of the same interaction already in flight (s)",
+        read_only=True)
+    keyframe_max_offset_s: float = param(
+        0.25,
+        "furthest the keyframe node's frame may lie from the analyzer's frame stamp (s)",
+        read_only=True)
+    recheck_period_s: float = param(
+        1.0, "period of re-checking deferred claims against new detections (s)", read_only=True)
+    diagnostics_period_s: float = param(
+        1.0, "period of the /diagnostics report (s)", read_only=True)
 
     def __post_init__(self) -> None:
         if self.vlm_backend not in _BACKENDS:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from mimir.settings import param
 
 BACKENDS = ("offline", "openai", "transformers")
 """Values of ``vlm_backend``."""
@@ -13,85 +15,77 @@ BACKENDS = ("offline", "openai", "transformers")
 class PlannerNodeConfig:
     """Parameters of the planner node, declared as ROS parameters with descriptions."""
 
-    memory_dir: str = field(
-        default="~/.local/share/mimir/default",
-        metadata={"description": "folder of the memory databases: world.db and keyframes/ are "
-                  "read, task.db is owned", "read_only": True})
-    memory_config: str = field(
-        default="", metadata={"description": "memory settings YAML; empty for the installed "
-                              "memory.yaml", "read_only": True})
-    planner_config: str = field(
-        default="", metadata={"description": "planner settings YAML; empty for the installed "
-                              "config/planner.yaml", "read_only": True})
-    reasoning_config: str = field(
-        default="", metadata={"description": "reasoning settings YAML (VLM endpoint, model); "
-                              "empty for the installed reasoning.yaml", "read_only": True})
-    vlm_backend: str = field(
-        default="offline", metadata={"description": "offline (offline planner and retrieval "
-                                     "reasoner, no model), openai or transformers",
-                                     "read_only": True})
-    step_budget: int = field(
-        default=12, metadata={"description": "planner steps per instruction when the goal "
-                              "gives none (twelve in simulation)"})
-    operator_gate: bool = field(
-        default=False, metadata={"description": "every primitive waits for operator approval "
-                                 "(true on the robot)", "read_only": True})
-    gate_timeout_s: float = field(
-        default=120.0, metadata={"description": "a primitive not approved within this time is "
-                                 "denied (s)", "read_only": True})
-    embodiment: str = field(
-        default="sim_tidybot", metadata={"description": "embodiment of the primitive adapter "
-                                         "(sim_tidybot, real_tidybot); empty for the "
-                                         "planner config's", "read_only": True})
-    planner_camera: str = field(
-        default="pole", metadata={"description": "camera whose latest image the planner sees "
-                                  "(Set-of-Mark overlays)", "read_only": True})
-    map_frame: str = field(default="map", metadata={"description": "fixed frame of memory",
-                                                    "read_only": True})
-    optical_frame_suffix: str = field(
-        default="_color_optical_frame",
-        metadata={"description": "optical frame = camera name + suffix when an image has no "
-                  "frame id", "read_only": True})
-    rectified: bool = field(
-        default=True, metadata={"description": "camera infos describe rectified images",
-                                "read_only": True})
-    server_wait_s: float = field(
-        default=5.0, metadata={"description": "wait this long for execute_primitive and "
-                               "analyze_interaction to appear (s)", "read_only": True})
-    accept_timeout_s: float = field(
-        default=10.0, metadata={"description": "wait this long for a primitive goal to be "
-                                "accepted (s)", "read_only": True})
-    primitive_timeout_s: float = field(
-        default=180.0, metadata={"description": "a primitive running longer is canceled and "
-                                 "counts as failed (s)", "read_only": True})
-    event_wait_s: float = field(
-        default=2.0, metadata={"description": "wait this long for the ENDED interaction event "
-                               "after a primitive's result (s)", "read_only": True})
-    analyze: bool = field(
-        default=True, metadata={"description": "have the interaction analyzer verify "
-                                "analysed primitives", "read_only": True})
-    analyzed_primitives: tuple[str, ...] = field(
-        default=("open", "close", "inspect", "pick", "place"),
-        metadata={"description": "primitives whose outcome the analyzer verifies (move_to is "
-                  "judged by the executor)", "read_only": True})
-    analysis_timeout_s: float = field(
-        default=180.0, metadata={"description": "wait this long for analyze_interaction (s)",
-                                 "read_only": True})
-    require_verification: bool = field(
-        default=True, metadata={"description": "an analysed primitive the analyzer could not "
-                                "verify counts as failed", "read_only": True})
-    diagnostics_period_s: float = field(
-        default=1.0, metadata={"description": "period of the /diagnostics report (s)",
-                               "read_only": True})
-    memory_wait_s: float = field(
-        default=10.0, metadata={"description": "an instruction that arrives while world "
-                                "memory holds no scene graph node yet waits at most this long "
-                                "for perception to fill it before planning (s); 0 plans at "
-                                "once", "read_only": True})
-    memory_settle_s: float = field(
-        default=2.0, metadata={"description": "within that wait, memory counts as filled once "
-                               "no new node has appeared for this long (s)",
-                               "read_only": True})
+    memory_dir: str = param(
+        "~/.local/share/mimir/default",
+        "folder of the memory databases: world.db and keyframes/ are read, task.db is owned",
+        read_only=True)
+    memory_config: str = param(
+        "", "memory settings YAML; empty for the installed memory.yaml", read_only=True)
+    planner_config: str = param(
+        "", "planner settings YAML; empty for the installed config/planner.yaml", read_only=True)
+    reasoning_config: str = param(
+        "",
+        "reasoning settings YAML (VLM endpoint, model); empty for the installed reasoning.yaml",
+        read_only=True)
+    vlm_backend: str = param(
+        "offline",
+        "offline (offline planner and retrieval reasoner, no model), openai or transformers",
+        read_only=True)
+    step_budget: int = param(
+        12, "planner steps per instruction when the goal gives none (twelve in simulation)")
+    operator_gate: bool = param(
+        False, "every primitive waits for operator approval (true on the robot)", read_only=True)
+    gate_timeout_s: float = param(
+        120.0, "a primitive not approved within this time is denied (s)", read_only=True)
+    embodiment: str = param(
+        "sim_tidybot",
+        "embodiment of the primitive adapter (sim_tidybot, real_tidybot); empty for the planner "
+        "config's",
+        read_only=True)
+    planner_camera: str = param(
+        "pole", "camera whose latest image the planner sees (Set-of-Mark overlays)", read_only=True)
+    map_frame: str = param("map", "fixed frame of memory", read_only=True)
+    optical_frame_suffix: str = param(
+        "_color_optical_frame",
+        "optical frame = camera name + suffix when an image has no frame id",
+        read_only=True)
+    rectified: bool = param(True, "camera infos describe rectified images", read_only=True)
+    server_wait_s: float = param(
+        5.0,
+        "wait this long for execute_primitive and analyze_interaction to appear (s)",
+        read_only=True)
+    accept_timeout_s: float = param(
+        10.0, "wait this long for a primitive goal to be accepted (s)", read_only=True)
+    primitive_timeout_s: float = param(
+        180.0, "a primitive running longer is canceled and counts as failed (s)", read_only=True)
+    event_wait_s: float = param(
+        2.0,
+        "wait this long for the ENDED interaction event after a primitive's result (s)",
+        read_only=True)
+    analyze: bool = param(
+        True, "have the interaction analyzer verify analysed primitives", read_only=True)
+    analyzed_primitives: tuple[str, ...] = param(
+        ("open", "close", "inspect", "pick", "place"),
+        "primitives whose outcome the analyzer verifies (move_to is judged by the executor)",
+        read_only=True)
+    analysis_timeout_s: float = param(
+        180.0, "wait this long for analyze_interaction (s)", read_only=True)
+    require_verification: bool = param(
+        True,
+        "an analysed primitive the analyzer could not verify counts as failed",
+        read_only=True)
+    diagnostics_period_s: float = param(
+        1.0, "period of the /diagnostics report (s)", read_only=True)
+    memory_wait_s: float = param(
+        10.0,
+        "an instruction that arrives while world memory holds no scene graph node yet waits at "
+        "most this long for perception to fill it before planning (s); 0 plans at once",
+        read_only=True)
+    memory_settle_s: float = param(
+        2.0,
+        "within that wait, memory counts as filled once no new node has appeared for this long "
+        "(s)",
+        read_only=True)
 
     def __post_init__(self) -> None:
         if self.vlm_backend not in BACKENDS:
