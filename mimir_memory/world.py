@@ -373,15 +373,8 @@ class WorldMemory(Store):
             "alternatives": [],
             "observed": False,
         }
-        return self._one(
-            EventKind.NODE_CREATED,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=None,
-            event_id=event_id,
-        )
+        return self._one(EventKind.NODE_CREATED, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=None, event_id=event_id)
 
     def set_property(
         self,
@@ -408,15 +401,8 @@ class WorldMemory(Store):
         }
         if is_opened is not None:
             payload["is_opened"] = is_opened
-        return self._one(
-            EventKind.PROPERTY_SET,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=verdict,
-            event_id=event_id,
-        )
+        return self._one(EventKind.PROPERTY_SET, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=verdict, event_id=event_id)
 
     def set_contents(
         self,
@@ -447,15 +433,8 @@ class WorldMemory(Store):
             "source_action": source_action,
             "reasoning": reasoning,
         }
-        return self._one(
-            EventKind.CONTENTS_SET,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=verdict,
-            event_id=event_id,
-        )
+        return self._one(EventKind.CONTENTS_SET, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=verdict, event_id=event_id)
 
     def set_parent(
         self,
@@ -471,15 +450,8 @@ class WorldMemory(Store):
     ) -> MemoryEvent:
         """Set the single active parent (room, surface, container, or ``hand``) of a node."""
         payload = {"node_id": node_id, "parent_id": parent_id, "relation": relation}
-        return self._one(
-            EventKind.PARENT_CHANGED,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=verdict,
-            event_id=event_id,
-        )
+        return self._one(EventKind.PARENT_CHANGED, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=verdict, event_id=event_id)
 
     def record_outcome(
         self,
@@ -501,15 +473,8 @@ class WorldMemory(Store):
             "success": success,
             "failure_reason": failure_reason,
         }
-        return self._one(
-            EventKind.TASK_OUTCOME_RECORDED,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=verdict,
-            event_id=event_id,
-        )
+        return self._one(EventKind.TASK_OUTCOME_RECORDED, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=verdict, event_id=event_id)
 
     def link_keyframe(
         self,
@@ -522,16 +487,8 @@ class WorldMemory(Store):
     ) -> MemoryEvent:
         """Link a stored keyframe to graph nodes."""
         payload = {"frame_id": frame_id, "node_ids": list(node_ids)}
-        evidence = None
-        return self._one(
-            EventKind.KEYFRAME_LINKED,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=None,
-            event_id=event_id,
-        )
+        return self._one(EventKind.KEYFRAME_LINKED, payload, stamp=stamp, source=source,
+                         evidence=None, verdict=None, event_id=event_id)
 
     def link_hypotheses(
         self,
@@ -544,15 +501,8 @@ class WorldMemory(Store):
     ) -> MemoryEvent:
         """Mark nodes as alternative hypotheses of one object."""
         payload = {"node_ids": list(node_ids)}
-        return self._one(
-            EventKind.HYPOTHESES_LINKED,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=None,
-            event_id=event_id,
-        )
+        return self._one(EventKind.HYPOTHESES_LINKED, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=None, event_id=event_id)
 
     def update_node(
         self,
@@ -679,47 +629,19 @@ class WorldMemory(Store):
             found.append(event)
         return found
 
-    def _event(
-        self,
-        kind: EventKind,
-        payload: Mapping[str, Any],
-        *,
-        stamp: float,
-        source: Source,
-        evidence: Evidence | None,
-        verdict: Verdict | None,
-        event_id: str | None = None,
-    ) -> MemoryEvent:
-        return MemoryEvent(
-            kind=kind,
-            stamp=stamp,
-            source=source,
-            payload=payload,
-            evidence=evidence or Evidence(),
-            verdict=verdict or Verdict.ADMIT,
-            event_id=event_id or new_event_id(),
-        )
+    def _event(self, kind: EventKind, payload: Mapping[str, Any], *, stamp: float,
+               source: Source, evidence: Evidence | None, verdict: Verdict | None,
+               event_id: str | None = None) -> MemoryEvent:
+        return MemoryEvent(kind=kind, stamp=stamp, source=source, payload=payload,
+                           evidence=evidence or Evidence(), verdict=verdict or Verdict.ADMIT,
+                           event_id=event_id or new_event_id())
 
-    def _one(
-        self,
-        kind: EventKind,
-        payload: Mapping[str, Any],
-        *,
-        stamp: float,
-        source: Source,
-        evidence: Evidence | None,
-        verdict: Verdict | None,
-        event_id: str | None,
-    ) -> MemoryEvent:
-        event = self._event(
-            kind,
-            payload,
-            stamp=stamp,
-            source=source,
-            evidence=evidence,
-            verdict=verdict,
-            event_id=event_id,
-        )
+    def _one(self, kind: EventKind, payload: Mapping[str, Any], *, stamp: float,
+             source: Source, evidence: Evidence | None, verdict: Verdict | None,
+             event_id: str | None) -> MemoryEvent:
+        """Append one event; a repeat of a stored one returns the stored one."""
+        event = self._event(kind, payload, stamp=stamp, source=source, evidence=evidence,
+                            verdict=verdict, event_id=event_id)
         stored = self.append([event])
         if stored:
             return stored[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
@@ -68,6 +69,12 @@ class NodeCounters:
 
     def _is_warning(self, key: str) -> bool:
         return any(key == w or key.endswith("." + w) for w in self._warn_keys)
+
+    def publish(self, node: Any, publisher: Any, hardware_id: str) -> None:
+        """Publish :meth:`report` under the node's full name, stamped with the node's clock."""
+        array = self.report(node.get_fully_qualified_name(), hardware_id)
+        array.header.stamp = node.get_clock().now().to_msg()
+        publisher.publish(array)
 
     def report(self, name: str, hardware_id: str, header: Header | None = None) -> DiagnosticArray:
         """The counters as a DiagnosticArray; WARN when a warning counter grew since last time."""

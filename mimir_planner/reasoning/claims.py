@@ -58,8 +58,22 @@ class PropertyClaim:
         return ("property", self.object_id, self.name, self.new_value, self.is_opened)
 
 
+class _AboutAFixture:
+    """What claims about a fixture's interior share: their kind and their one subject."""
+
+    fixture_id: str
+
+    @property
+    def kind(self) -> ClaimKind:
+        return ClaimKind.CONTENTS
+
+    @property
+    def subject_ids(self) -> tuple[str, ...]:
+        return (self.fixture_id,)
+
+
 @dataclass(frozen=True)
-class ContentClaim:
+class ContentClaim(_AboutAFixture):
     """A fixture holds an item."""
 
     fixture_id: str
@@ -68,33 +82,17 @@ class ContentClaim:
     reasoning: str
     source: str = "model"
 
-    @property
-    def kind(self) -> ClaimKind:
-        return ClaimKind.CONTENTS
-
-    @property
-    def subject_ids(self) -> tuple[str, ...]:
-        return (self.fixture_id,)
-
     def key(self) -> tuple[object, ...]:
         return ("content", self.fixture_id, self.name.strip().lower())
 
 
 @dataclass(frozen=True)
-class EmptyClaim:
+class EmptyClaim(_AboutAFixture):
     """A fixture's interior is visible and holds nothing."""
 
     fixture_id: str
     reasoning: str
     source: str = "model"
-
-    @property
-    def kind(self) -> ClaimKind:
-        return ClaimKind.CONTENTS
-
-    @property
-    def subject_ids(self) -> tuple[str, ...]:
-        return (self.fixture_id,)
 
     def key(self) -> tuple[object, ...]:
         return ("empty", self.fixture_id)

@@ -128,9 +128,7 @@ class KeyframeNode(Node):
 
     def _report(self) -> None:
         self.counters.set("keyframes", self.store.count())
-        array = self.counters.report(self.get_fully_qualified_name(), "keyframe_store")
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        self.counters.publish(self, self._diag_pub, "keyframe_store")
 
     def _refuse(self, response: Any, failure: str, message: str) -> Any:
         self._count("refused")

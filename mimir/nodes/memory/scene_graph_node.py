@@ -160,9 +160,7 @@ class SceneGraphNode(Node):
         self.counters.set("revision", self.world.revision)
         self.counters.set("skipped_events", len(self.world.state.skipped))
         self.counters.set("retracted_events", len(self.world.state.retracted))
-        array = self.counters.report(self.get_fully_qualified_name(), "world_memory")
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        self.counters.publish(self, self._diag_pub, "world_memory")
 
     def _drop(self, reason: str, text: str, count: int = 1) -> None:
         self.counters.add(f"observations_dropped.{reason}", count)

@@ -300,9 +300,7 @@ class DeprojectionNode(Node):
                 else:
                     name = f"{camera}.sync.{key}"
                 self.counters.set(name, value)
-        array = self.counters.report(self.get_fully_qualified_name(), ",".join(self.config.cameras))
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        self.counters.publish(self, self._diag_pub, ",".join(self.config.cameras))
 
 
 def main(args: list[str] | None = None) -> int:

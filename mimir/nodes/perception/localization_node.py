@@ -307,9 +307,7 @@ class LocalizationNode(Node):
         )])
 
     def _report(self) -> None:
-        array = self.counters.report(self.get_fully_qualified_name(), self.config.camera)
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        self.counters.publish(self, self._diag_pub, self.config.camera)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -296,9 +296,7 @@ class SegmentationNode(Node):
         self.counters.add(f"{camera}.instances", len(result))
 
     def _report(self) -> None:
-        array = self.counters.report(self.get_fully_qualified_name(), ",".join(self.config.cameras))
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics.publish(array)
+        self.counters.publish(self, self._diagnostics, ",".join(self.config.cameras))
 
 
 def main(args: list[str] | None = None) -> int:

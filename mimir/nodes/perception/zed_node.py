@@ -162,9 +162,7 @@ class ZedNode(Node):
         self.counters.add("frames")
 
     def _report(self) -> None:
-        array = self.counters.report(self.get_fully_qualified_name(), self.config.camera)
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        self.counters.publish(self, self._diag_pub, self.config.camera)
 
     def destroy_node(self) -> None:
         """Close the camera, then destroy the node."""

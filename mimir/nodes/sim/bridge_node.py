@@ -366,9 +366,7 @@ class SimBridgeNode(Node):
 
     def _report(self) -> None:
         self.counters.set("sim_time_ms", round(self.sim.time * 1000))
-        array = self.counters.report(self.get_fully_qualified_name(), self.sim.scene.scenario.name)
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        self.counters.publish(self, self._diag_pub, self.sim.scene.scenario.name)
 
     def destroy_node(self) -> None:
         """Stop the simulation thread (it releases the renderers), then destroy the node.
