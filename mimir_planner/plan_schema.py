@@ -14,8 +14,8 @@ from typing import Any
 
 from mimir_planner.errors import PlanAnswerError
 from mimir_planner.primitives import PlanStep
+from mimir_planner.reasoning.answer_schema import extract_json
 from mimir_planner.reasoning.errors import ReasoningError
-from mimir_planner.reasoning.schema import extract_json
 
 MAX_STEPS = 32
 MAX_TEXT = 2000

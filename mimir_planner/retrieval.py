@@ -34,9 +34,9 @@ from mimir_memory.errors import MemoryStoreError
 from mimir_memory.keyframes import KeyframeStore, dhash
 from mimir_planner.config import RetrievalConfig
 from mimir_planner.errors import PlanAnswerError, RetrievalError
+from mimir_planner.reasoning.answer_schema import extract_json
 from mimir_planner.reasoning.errors import ReasoningError
 from mimir_planner.reasoning.prompts import PromptLibrary
-from mimir_planner.reasoning.schema import extract_json
 from mimir_planner.reasoning.vlm import ChatMessage, ImagePart, TextPart, VlmBackend, VlmRequest
 from mimir_planner.recall import canon
 

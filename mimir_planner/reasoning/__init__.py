@@ -11,6 +11,11 @@ from mimir_planner.reasoning.analyzer import (
     PreparedInteraction,
     claims_from_answer,
 )
+from mimir_planner.reasoning.answer_schema import (
+    AnalyzerAnswer,
+    extract_json,
+    parse_analyzer_answer,
+)
 from mimir_planner.reasoning.backends import make_backend
 from mimir_planner.reasoning.claims import (
     Claim,
@@ -43,7 +48,6 @@ from mimir_planner.reasoning.harness import Harness, HarnessResult, PendingQueue
 from mimir_planner.reasoning.offline import OFFLINE_NAME, OfflineReasoner
 from mimir_planner.reasoning.openai_backend import OpenAICompatibleBackend
 from mimir_planner.reasoning.prompts import PromptLibrary, PromptTemplate
-from mimir_planner.reasoning.schema import AnalyzerAnswer, extract_json, parse_analyzer_answer
 from mimir_planner.reasoning.transformers_backend import TransformersVlmBackend
 from mimir_planner.reasoning.vlm import (
     ChatMessage,
@@ -53,7 +57,13 @@ from mimir_planner.reasoning.vlm import (
     VlmRequest,
     VlmResponse,
 )
-from mimir_planner.reasoning.world import Box3D, InMemoryWorld, NodeSnapshot, NodeView, WorldView
+from mimir_planner.reasoning.world_view import (
+    Box3D,
+    InMemoryWorld,
+    NodeSnapshot,
+    NodeView,
+    WorldView,
+)
 
 __all__ = [
     "OFFLINE_NAME",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mimir_planner.reasoning.answer_schema import AnalyzerAnswer, parse_analyzer_answer
 from mimir_planner.reasoning.claims import (
     Claim,
     ContentClaim,
@@ -55,7 +56,6 @@ from mimir_planner.reasoning.percepts import (
     primitive_intent,
 )
 from mimir_planner.reasoning.prompts import PromptLibrary
-from mimir_planner.reasoning.schema import AnalyzerAnswer, parse_analyzer_answer
 from mimir_planner.reasoning.vlm import (
     ChatMessage,
     ImagePart,
@@ -64,7 +64,7 @@ from mimir_planner.reasoning.vlm import (
     VlmRequest,
     VlmResponse,
 )
-from mimir_planner.reasoning.world import NodeView, WorldView, is_opened, node_state
+from mimir_planner.reasoning.world_view import NodeView, WorldView, is_opened, node_state
 
 LOG = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
-from mimir_planner.reasoning.schema import JsonScalar
+from mimir_planner.reasoning.answer_schema import JsonScalar
 
 
 class ClaimKind(StrEnum):

@@ -49,7 +49,7 @@ from mimir_planner.reasoning.percepts import (
     moved,
     names_match,
 )
-from mimir_planner.reasoning.world import WorldView
+from mimir_planner.reasoning.world_view import WorldView
 
 LOG = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from mimir_planner.reasoning.errors import BackendConfigError
 from mimir_planner.reasoning.evidence import ClaimContext, Evidence
 from mimir_planner.reasoning.percepts import contact_summary, contents_inside, moved
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
-from mimir_planner.reasoning.world import Box3D
+from mimir_planner.reasoning.world_view import Box3D
 
 LOG = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from mimir_planner.reasoning.evidence import (
     FixtureStateSample,
     RobotStateSample,
 )
-from mimir_planner.reasoning.world import Box3D
+from mimir_planner.reasoning.world_view import Box3D
 
 
 @dataclass(frozen=True)

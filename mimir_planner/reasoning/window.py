@@ -15,7 +15,7 @@ import numpy as np
 
 from mimir_planner.reasoning.evidence import Detection3D, Evidence, RobotStateSample
 from mimir_planner.reasoning.harness import PendingQueue, label_of_id
-from mimir_planner.reasoning.world import Box3D, WorldView, is_opened
+from mimir_planner.reasoning.world_view import Box3D, WorldView, is_opened
 
 T = TypeVar("T")
 Pose2D = tuple[float, float, float]

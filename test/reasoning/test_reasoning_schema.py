@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from reasoning_scene import recorded
 
 from mimir_planner.reasoning import extract_json, parse_analyzer_answer
+from mimir_planner.reasoning.answer_schema import answer_to_json
 from mimir_planner.reasoning.config import VocabularyConfig
 from mimir_planner.reasoning.errors import AnswerSchemaError
-from mimir_planner.reasoning.schema import answer_to_json
 
 VOCAB = VocabularyConfig()
 

@@ -35,7 +35,7 @@ from mimir_planner.reasoning.window import (
     robot_states,
     spread,
 )
-from mimir_planner.reasoning.world import Box3D, InMemoryWorld, NodeSnapshot
+from mimir_planner.reasoning.world_view import Box3D, InMemoryWorld, NodeSnapshot
 from mimir_planner.reasoning.writes import (
     WriteContext,
     event_kind,

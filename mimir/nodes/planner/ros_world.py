@@ -1,4 +1,4 @@
-"""A :class:`~mimir_planner.reasoning.world.WorldView` over the latest ``SceneGraph`` message.
+"""A :class:`~mimir_planner.reasoning.world_view.WorldView` over the latest ``SceneGraph`` message.
 
 The analyzer node keeps one :class:`SceneGraphWorld` and feeds it every graph it receives (the
 latched ``scene_graph`` topic, or a ``get_scene_graph`` answer). The reasoning core reads it
@@ -19,7 +19,7 @@ import numpy as np
 from mimir.bounds import DEFAULT_BOUNDS, BoundsError
 from mimir_msgs.msg import SceneGraph, SceneNode
 from mimir_planner.reasoning.errors import EvidenceError
-from mimir_planner.reasoning.world import Box3D, InMemoryWorld, NodeSnapshot
+from mimir_planner.reasoning.world_view import Box3D, InMemoryWorld, NodeSnapshot
 
 LOG = logging.getLogger(__name__)
 
