@@ -190,10 +190,10 @@ def run_approve(args: argparse.Namespace, ask: Callable[[str], str] = input) -> 
 
     try:
         ns = args.namespace
-        lister = node.create_client(ListPendingPrimitives,
-                                    _approve_service_name(ns, "list_pending_primitives"))
-        decider = node.create_client(ApprovePrimitive,
-                                     _approve_service_name(ns, "approve_primitive"))
+        lister: Any = node.create_client(ListPendingPrimitives,
+                                         _approve_service_name(ns, "list_pending_primitives"))
+        decider: Any = node.create_client(ApprovePrimitive,
+                                          _approve_service_name(ns, "approve_primitive"))
         if not (lister.wait_for_service(timeout_sec=args.timeout)
                 and decider.wait_for_service(timeout_sec=args.timeout)):
             print(f"the planner's gate services are not available (namespace "

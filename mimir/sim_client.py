@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import rclpy
+from rclpy.client import Client
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -53,9 +54,12 @@ class SimClient:
         self._primitives: list[str] = []
         self._lock = threading.Lock()
         self._run_task = ActionClient(self.node, RunTask, "run_task")
-        self._begin = self.node.create_client(BeginInstruction, "sim/begin_instruction")
-        self._judge = self.node.create_client(JudgeInstruction, "sim/judge_instruction")
-        self._keyframes = self.node.create_client(QueryKeyframes, "query_keyframes")
+        self._begin: Client[Any, Any] = self.node.create_client(
+            BeginInstruction, "sim/begin_instruction")
+        self._judge: Client[Any, Any] = self.node.create_client(
+            JudgeInstruction, "sim/judge_instruction")
+        self._keyframes: Client[Any, Any] = self.node.create_client(
+            QueryKeyframes, "query_keyframes")
         self.node.create_subscription(SceneGraph, "scene_graph", self._on_graph, qos.LATCHED)
         self.node.create_subscription(MemoryEvent, "memory_events", self._on_memory_event,
                                       qos.EVENTS)
@@ -207,7 +211,10 @@ class SimClient:
             raise SimJobError(f"the planner rejected instruction {index}")
         result_future = handle.get_result_async()
         self._wait(result_future.done, timeout, f"instruction {index + 1} to finish")
-        result = result_future.result().result
+        outcome = result_future.result()
+        if outcome is None:
+            raise SimJobError(f"instruction {index + 1} ended without a result")
+        result = outcome.result
         report.steps = int(result.steps)
         report.planner_progress = float(result.progress)
         report.answer = result.answer

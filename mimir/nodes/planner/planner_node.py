@@ -54,6 +54,7 @@ from typing import Any
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.client import Client
 from rclpy.node import Node
 
 from mimir.nodes.planner.gate_services import GateServices
@@ -183,12 +184,12 @@ class PlannerNode(Node):
             self, cfg.planner_camera, map_frame=cfg.map_frame,
             optical_frame_suffix=cfg.optical_frame_suffix, rectified=cfg.rectified,
             warn=self._warn, group=sensor_group)
-        self.create_subscription(InteractionEvent, "interaction_events", self.events.add,
+        self.create_subscription(InteractionEvent, "interaction_events", self._on_interaction,
                                  qos.EVENTS, callback_group=sensor_group)
-        self._primitive_client = ActionClient(self, ExecutePrimitive, "execute_primitive",
-                                              callback_group=client_group)
-        self._analyze_client = self.create_client(AnalyzeInteraction, "analyze_interaction",
-                                                  callback_group=client_group)
+        self._primitive_client: ActionClient[Any, Any, Any] = ActionClient(
+            self, ExecutePrimitive, "execute_primitive", callback_group=client_group)
+        self._analyze_client: Client[Any, Any] = self.create_client(
+            AnalyzeInteraction, "analyze_interaction", callback_group=client_group)
         self.tasks = RunTaskServer(
             self, TaskSettings(cfg.step_budget, cfg.memory_wait_s, cfg.memory_settle_s),
             session=self._ensure_session, gate=self.gate, counters=self.counters,
@@ -200,6 +201,9 @@ class PlannerNode(Node):
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
                                                publisher_class=FloatSafePublisher)
         self.create_timer(cfg.diagnostics_period_s, self._report, callback_group=sensor_group)
+
+    def _on_interaction(self, msg: InteractionEvent) -> None:
+        self.events.add(msg)
 
     def destroy_node(self) -> None:
         """Deny waiting primitives and close the databases before the node goes.
