@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+from ros_helpers import spinning_executor, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,17 +109,8 @@ def ros_context() -> Iterator[Context]:
 @pytest.fixture
 def ros_executor(ros_context: Context) -> Iterator[MultiThreadedExecutor]:
     """A multi-threaded executor spinning in a background thread for one test."""
-    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
-    try:
+    with spinning_executor(ros_context, num_threads=4) as executor:
         yield executor
-    finally:
-        nodes = list(executor.get_nodes())
-        executor.shutdown(timeout_sec=5.0)
-        for node in nodes:
-            node.destroy_node()
-        thread.join(timeout=5.0)
 
 
 @pytest.fixture
@@ -134,13 +124,4 @@ def spin_node(ros_context: Context, ros_executor: MultiThreadedExecutor) -> Node
 @pytest.fixture
 def wait_for() -> Callable[..., bool]:
     """``wait_for(predicate, timeout=20.0)``: poll until the predicate holds or time runs out."""
-
-    def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(0.02)
-        return bool(predicate())
-
-    return _wait
+    return wait_until

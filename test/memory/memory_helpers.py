@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import image_helpers
 import numpy as np
 
 from mimir_memory.observations import ObjectObservation
@@ -33,6 +34,4 @@ def obs(
 
 def textured(seed: int, height: int = 120, width: int = 160) -> np.ndarray:
     """A sharp, non-blank BGR test image that differs strongly between seeds."""
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(height // 8, width // 8, 3), dtype=np.uint8)
-    return np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
+    return image_helpers.textured(seed, height, width)

@@ -7,6 +7,7 @@ import math
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -36,14 +37,16 @@ def store(tmp_path: Path) -> Iterator[KeyframeStore]:
     kf.close()
 
 
+#: the peak of one interaction: saving it twice stores it once.
+PEAK: dict[str, Any] = {"timestamp": 172.4, "camera": "base1",
+                        "trigger": Trigger.INTERACTION_PEAK, "session": "20260603_142210"}
+
+
 def test_interaction_frame_is_stored_with_files_and_metadata(store: KeyframeStore) -> None:
     image = textured(1)
     result = store.save(
         image,
-        timestamp=172.4,
-        camera="base1",
-        trigger=Trigger.INTERACTION_PEAK,
-        session="20260603_142210",
+        **PEAK,
         action="OpenCabinet",
         node_ids=["cabinet_3", "banana_1"],
         robot_pose=[1.0, 2.0, 0.5],
@@ -64,13 +67,7 @@ def test_interaction_frame_is_stored_with_files_and_metadata(store: KeyframeStor
     np.testing.assert_array_equal(store.load_image(result.frame_id), image)
     thumb = store.load_image(result.frame_id, thumbnail=True)
     assert thumb.shape == (120, 160, 3)
-    again = store.save(
-        image,
-        timestamp=172.4,
-        camera="base1",
-        trigger=Trigger.INTERACTION_PEAK,
-        session="20260603_142210",
-    )
+    again = store.save(image, **PEAK)
     assert not again.saved and again.reason == "exists" and again.frame_id == result.frame_id
     assert store.count() == 1
 

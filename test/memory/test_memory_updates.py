@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from memory_helpers import obs
@@ -14,7 +12,6 @@ from mimir.nodes.memory.messages import (
     node_update_from_msg,
     node_update_to_msg,
 )
-from mimir_memory.config import AssociationConfig, MemoryConfig
 from mimir_memory.errors import DuplicateEventError, InvalidValueError, UnknownNodeError
 from mimir_memory.events import EventKind, Evidence, Source, Verdict
 from mimir_memory.updates import (
@@ -27,14 +24,6 @@ from mimir_memory.updates import (
 from mimir_memory.world import WorldMemory
 from mimir_msgs.msg import EvidenceRef, Property
 from mimir_msgs.srv import UpdateNode
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[WorldMemory]:
-    config = MemoryConfig(association=AssociationConfig(0.3, {"cabinet": 0.6}))
-    memory = WorldMemory.open(tmp_path / "world.db", config=config)
-    yield memory
-    memory.close()
 
 
 def _full_update() -> NodeUpdate:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,14 +23,6 @@ from mimir_memory.errors import (
 from mimir_memory.events import EventKind, Evidence, MemoryEvent, Source, Verdict
 from mimir_memory.observations import ObjectObservation
 from mimir_memory.world import WorldMemory
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[WorldMemory]:
-    config = MemoryConfig(association=AssociationConfig(0.3, {"cabinet": 0.6}))
-    memory = WorldMemory.open(tmp_path / "world.db", config=config)
-    yield memory
-    memory.close()
 
 
 def test_new_labels_create_nodes_with_per_label_ids(world: WorldMemory) -> None:
@@ -234,32 +226,26 @@ def test_snapshot_survives_reopen_and_readers_follow(tmp_path: Path) -> None:
         assert again.revision == snapshot["revision"]
 
 
-def test_replayed_event_is_idempotent_and_conflicting_id_rejected(world: WorldMemory) -> None:
-    world.ingest([obs("mug", [0, 0, 0])])
-    event = MemoryEvent(
+def _mug_property(name: str, value: object, **extra: Any) -> MemoryEvent:
+    """An interaction's PROPERTY_SET on mug_1 at 2.0 s with confidence 0.9."""
+    return MemoryEvent(
         kind=EventKind.PROPERTY_SET,
         stamp=2.0,
         source=Source.INTERACTION,
-        payload={"node_id": "mug_1", "name": "pickable", "value": True, "confidence": 0.9},
-        event_id="analyzer-42",
+        payload={"node_id": "mug_1", "name": name, "value": value, "confidence": 0.9},
+        **extra,
     )
+
+
+def test_replayed_event_is_idempotent_and_conflicting_id_rejected(world: WorldMemory) -> None:
+    world.ingest([obs("mug", [0, 0, 0])])
+    event = _mug_property("pickable", True, event_id="analyzer-42")
     assert len(world.append([event])) == 1
     before = world.graph_snapshot()
     assert world.append([event]) == []
     assert world.graph_snapshot() == before
-    clash = MemoryEvent(
-        kind=EventKind.PROPERTY_SET,
-        stamp=2.0,
-        source=Source.INTERACTION,
-        payload={"node_id": "mug_1", "name": "pickable", "value": False, "confidence": 0.9},
-        event_id="analyzer-42",
-    )
-    new_ok = MemoryEvent(
-        kind=EventKind.PROPERTY_SET,
-        stamp=2.0,
-        source=Source.INTERACTION,
-        payload={"node_id": "mug_1", "name": "fullness", "value": "full", "confidence": 0.9},
-    )
+    clash = _mug_property("pickable", False, event_id="analyzer-42")
+    new_ok = _mug_property("fullness", "full")
     count = world.log.count()
     with pytest.raises(DuplicateEventError):
         world.append([new_ok, clash])

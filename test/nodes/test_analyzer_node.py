@@ -10,10 +10,9 @@ window without frames, and bad input on every stream.
 
 from __future__ import annotations
 
-import http.server
+import functools
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,11 +22,16 @@ import numpy as np
 import pytest
 import yaml
 from geometry_msgs.msg import Point
+from image_helpers import textured
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from recorded_server import Step, serve
+from ros_helpers import call_service, observation_msg, spinning_executor
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from write_plans import every_kind_of_verdict, is_opened_verdicts
+from write_plans import write_context as _ctx
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.messages import node_update_to_msg
@@ -59,18 +63,11 @@ from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.srv import AnalyzeInteraction, GetSceneGraph, QueryKeyframes, UpdateNode
 from mimir_perception.camera import Intrinsics
 from mimir_planner.reasoning import (
-    ContentClaim,
-    ContentsUpdate,
     Decision,
-    GroundingClaim,
-    HarnessResult,
-    OutcomeClaim,
     PropertyClaim,
-    Verdict,
 )
-from mimir_planner.reasoning.claims import ContentItem as CoreContentItem
 from mimir_planner.reasoning.window import spread
-from mimir_planner.reasoning.writes import WriteContext, evidence_links, plan_writes
+from mimir_planner.reasoning.writes import evidence_links, plan_writes
 
 REPO = Path(__file__).resolve().parents[2]
 Wait = Callable[..., bool]
@@ -234,14 +231,6 @@ def test_camera_stream_rate_limits_and_pairs_depth() -> None:
     assert spread([1, 2], 5) == [1, 2]
 
 
-def _ctx(known: set[str]) -> WriteContext:
-    return WriteContext(
-        interaction_id="ia-1", primitive="open", task="tidy up", stamp=12.5,
-        keyframe_ids=("kf-a", "kf-b"), frame_keyframes={"frame:base@9.500": "kf-a"},
-        detection_refs=frozenset({"det-7"}), known=known.__contains__,
-        event_prefix="analyzer:ia-1")
-
-
 def test_evidence_refs_name_what_memory_can_point_at() -> None:
     refs = evidence_links(["frame:base@9.500", "frame:wrist@10.000", "det-7", "gripper@11.200",
                           "joint:cabinet_1@1.000-2.000", "kf-a"], _ctx(set()), origin="ia-0")
@@ -252,12 +241,7 @@ def test_evidence_refs_name_what_memory_can_point_at() -> None:
 
 
 def test_plan_writes_maps_is_opened_onto_openable() -> None:
-    opened = PropertyClaim("cabinet_1", "is_opened", True, 0.8, "door ajar")
-    odd = PropertyClaim("cabinet_1", "is_opened", "half", 0.8, "door ajar")
-    result = HarnessResult((Verdict(opened, Decision.DEFER, "no motion", (), "opened"),
-                            Verdict(odd, Decision.REJECT, "not a state", (), "opened")),
-                           (), (), ())
-    first, second = plan_writes(result, _ctx({"cabinet_1"}))
+    first, second = plan_writes(is_opened_verdicts(), _ctx({"cabinet_1"}))
     assert first.update is not None
     request = node_update_to_msg(first.update)
     assert [(p.name, p.value_json) for p in request.properties] == [
@@ -267,34 +251,7 @@ def test_plan_writes_maps_is_opened_onto_openable() -> None:
 
 def test_plan_writes_records_every_verdict() -> None:
     locked = PropertyClaim("cabinet_1", "locked", True, 0.85, "no motion")
-    opened = PropertyClaim("cabinet_1", "openable", True, 0.9, "door moved", is_opened=True)
-    ghost = PropertyClaim("ghost_9", "locked", True, 0.9, "made up")
-    mug = ContentClaim("cabinet_1", "mug", "red", "seen inside")
-    bowl = ContentClaim("cabinet_1", "bowl", "white", "seen inside")
-    apple = ContentClaim("cabinet_1", "apple", "green", "imagined")
-    outcome = OutcomeClaim("cabinet_1", "open", True, None, "success", 0.8)
-    fixed = OutcomeClaim("cabinet_1", "open", False, "locked", "fixture_locked", 0.8)
-    verdicts = [
-        Verdict(locked, Decision.ADMIT, "contact, no motion", ("gripper@11.200",), "locked",
-                interaction_id="ia-1"),
-        Verdict(opened, Decision.DEFER, "no measured motion", (), "opened",
-                interaction_id="ia-1"),
-        Verdict(GroundingClaim("ghost_9", "ghost"), Decision.REJECT, "no node", (),
-                "grounding", interaction_id="ia-1"),
-        Verdict(ghost, Decision.REJECT, "unknown id 'ghost_9'", (), "grounding",
-                interaction_id="ia-1"),
-        Verdict(mug, Decision.ADMIT, "1 detection", ("det-7",), "contains",
-                interaction_id="ia-1"),
-        Verdict(bowl, Decision.ADMIT, "1 detection", (), "contains", interaction_id="ia-1"),
-        Verdict(apple, Decision.REJECT, "no detection of 'apple'", (), "contains",
-                interaction_id="ia-1"),
-        Verdict(outcome, Decision.CORRECT, "evidence says fixture_locked", (), "outcome",
-                corrected=fixed, interaction_id="ia-1"),
-    ]
-    contents = ContentsUpdate("cabinet_1", (CoreContentItem("mug", "red", ("det-7",)),
-                                            CoreContentItem("bowl", "white")),
-                              False, "seen inside", "open", tuple(verdicts[4:7]), ("det-7",))
-    result = HarnessResult(tuple(verdicts), (), (contents,), ())
+    result = every_kind_of_verdict(locked, deferred_open=True, outcome_origin="ia-1")
     plans = plan_writes(result, _ctx({"cabinet_1"}))
     assert [len(p.verdicts) for p in plans] == [1, 1, 1, 1, 2, 1, 1]
     written = [node_update_to_msg(p.update) for p in plans if p.update is not None]
@@ -329,36 +286,14 @@ CAMERA_POSE = np.array([[0.0, 0.0, 1.0, 0.0], [-1.0, 0.0, 0.0, 0.0],
                         [0.0, -1.0, 0.0, 0.5], [0.0, 0.0, 0.0, 1.0]])
 
 
-def _call(node: Node, srv_type: Any, name: str, request: Any, timeout: float = 30.0) -> Any:
-    client = node.create_client(srv_type, name)
-    try:
-        assert client.wait_for_service(timeout_sec=20.0), f"service {name} not available"
-        future = client.call_async(request)
-        deadline = time.monotonic() + timeout
-        while not future.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert future.done(), f"service {name} did not answer"
-        return future.result()
-    finally:
-        node.destroy_client(client)
+#: the analysis and memory services get 30 s to answer (20 s to appear).
+_call = functools.partial(call_service, timeout=30.0, available_within=20.0)
 
 
 def _observation(label: str, detection: str, xyz: tuple[float, float, float],
                  half: float = 0.25, stamp: float = 5.0) -> ObjectObservation:
-    msg = ObjectObservation(label=label, camera="base", score=0.9, point_count=800,
-                            detection_id=detection)
-    msg.header.frame_id = "map"
-    msg.header.stamp = from_seconds(stamp)
-    msg.centroid = Point(x=xyz[0], y=xyz[1], z=xyz[2])
-    msg.bbox_min = Point(x=xyz[0] - half, y=xyz[1] - half, z=xyz[2] - half)
-    msg.bbox_max = Point(x=xyz[0] + half, y=xyz[1] + half, z=xyz[2] + half)
-    return msg
-
-
-def _textured(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(SIZE[1] // 8, SIZE[0] // 8, 3), dtype=np.uint8)
-    return np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
+    return observation_msg(label, xyz, detection_id=detection, camera="base", half=half,
+                           stamp=stamp, point_count=800)
 
 
 class Rig:
@@ -431,7 +366,8 @@ class Rig:
         while stamp <= end + 1e-9:
             for k, cam in enumerate(CAMERAS):
                 header_stamp = from_seconds(stamp)
-                color = numpy_to_image(_textured(int(stamp * 100) + k), "rgb8")
+                color = numpy_to_image(textured(int(stamp * 100) + k, SIZE[1], SIZE[0]),
+                                       "rgb8")
                 color.header.stamp = header_stamp
                 color.header.frame_id = f"{cam}_color_optical_frame"
                 info = intrinsics_to_camera_info(INTRINSICS, color.header)
@@ -465,7 +401,7 @@ class Rig:
         if publish:
             self.events.publish(event)
         return _call(self.driver, AnalyzeInteraction, "analyze_interaction",
-                     AnalyzeInteraction.Request(interaction=event), timeout)
+                     AnalyzeInteraction.Request(interaction=event), timeout=timeout)
 
     def node(self, node_id: str) -> SceneNode:
         reply = _call(self.driver, GetSceneGraph, "get_scene_graph",
@@ -479,22 +415,13 @@ def make_rig(tmp_path: Path, ros_context: Context, spin_node: Node, wait_for: Wa
              ros_executor: MultiThreadedExecutor) -> Iterator[Callable[..., Rig]]:
     """``make_rig(*analyzer_parameters)`` starts the nodes in their own executor."""
     # The analysis blocks one thread while memory services answer on others.
-    extra = MultiThreadedExecutor(num_threads=4, context=ros_context)
-    thread = threading.Thread(target=extra.spin, daemon=True)
-    thread.start()
+    with spinning_executor(ros_context, num_threads=4) as extra:
 
-    def make(*params: Parameter, with_graph: bool = True) -> Rig:
-        return Rig(ros_context, extra, memory=tmp_path / "memory", driver=spin_node,
-                   wait_for=wait_for, analyzer_params=list(params), with_graph=with_graph)
+        def make(*params: Parameter, with_graph: bool = True) -> Rig:
+            return Rig(ros_context, extra, memory=tmp_path / "memory", driver=spin_node,
+                       wait_for=wait_for, analyzer_params=list(params), with_graph=with_graph)
 
-    try:
         yield make
-    finally:
-        nodes = list(extra.get_nodes())
-        extra.shutdown(timeout_sec=5.0)
-        for node in nodes:
-            node.destroy_node()
-        thread.join(timeout=5.0)
 
 
 @pytest.fixture
@@ -669,56 +596,22 @@ OPENED_WITH_MUG = json.dumps({
 })
 
 
-class RecordedServer:
-    """Replays (status, body) pairs in order on 127.0.0.1, one per POST."""
-
-    def __init__(self, steps: list[tuple[int, str]]) -> None:
-        self.steps = list(steps)
-        self.requests = 0
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                server.requests += 1
-                status, body = server.steps.pop(0) if server.steps else (500, "{}")
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.mark.ros
 def test_recorded_model_answers_and_recheck_on_detections(
     tmp_path: Path, make_rig: Callable[..., Rig]
 ) -> None:
-    server = RecordedServer([
-        *[(200, _completion('{"task_success": false, "failure_reason": '))] * 3,
-        (500, '{"error": {"message": "overloaded"}}'),
-        (200, _completion("Here is my analysis:\n```json\n" + OPENED_WITH_MUG + "\n```")),
-    ])
-    settings = yaml.safe_load((REPO / "config/reasoning.yaml").read_text())
-    settings["vlm"].update(backend="openai", base_url=server.url, api_key_env="",
-                           timeout_s=5.0, max_attempts=1, backoff_initial_s=0.01)
-    settings["analyzer"]["prompt_dir"] = str(REPO / "config/prompts")
-    path = tmp_path / "reasoning.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    try:
+    steps = [
+        *[Step(200, _completion('{"task_success": false, "failure_reason": '))] * 3,
+        Step(500, '{"error": {"message": "overloaded"}}'),
+        Step(200, _completion("Here is my analysis:\n```json\n" + OPENED_WITH_MUG + "\n```")),
+    ]
+    with serve(steps) as server:
+        settings = yaml.safe_load((REPO / "config/reasoning.yaml").read_text())
+        settings["vlm"].update(backend="openai", base_url=server.url, api_key_env="",
+                               timeout_s=5.0, max_attempts=1, backoff_initial_s=0.01)
+        settings["analyzer"]["prompt_dir"] = str(REPO / "config/prompts")
+        path = tmp_path / "reasoning.yaml"
+        path.write_text(yaml.safe_dump(settings))
         rig = make_rig(Parameter("reasoning_config", value=str(path)))
         assert rig.analyzer.backend.name == "openai"
         rig.add_fixtures()
@@ -728,7 +621,7 @@ def test_recorded_model_answers_and_recheck_on_detections(
         invalid = rig.analyze("ia-bad", "cabinet_1", 10.5, 12.5)
         assert invalid.error_code == _Response.INVALID_ANSWER, invalid.error_msg
         assert not invalid.verdicts and not invalid.keyframe_ids
-        assert server.requests == 3
+        assert len(server.requests) == 3
         # The server fails: MODEL_ERROR, nothing written; the same id may be asked again.
         down = rig.analyze("ia-bad", "cabinet_1", 10.5, 12.5)
         assert down.error_code == _Response.MODEL_ERROR and down.backend == "openai"
@@ -763,8 +656,6 @@ def test_recorded_model_answers_and_recheck_on_detections(
         assert admitted and {(r.kind, r.id) for r in admitted[-1].evidence} >= {
             ("detection", "det-mug-1")}
         assert len(rig.analyzer.analyzer.harness.pending) == 2  # opened + outcome still wait
-    finally:
-        server.close()
 
 
 @pytest.mark.ros

@@ -6,16 +6,15 @@ info) and ``wrist`` (a dynamic transform known only long before the frames).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
 import pytest
-from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from ros_helpers import DiagnosticsCounters
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
@@ -61,14 +60,13 @@ def many_instances() -> SegmentationResult:
     return SegmentationResult(ids, tuple(rows))
 
 
-class Driver:
+class Driver(DiagnosticsCounters):
     """Publishes camera streams for one camera name and collects the node's output."""
 
     def __init__(self, node: Node, cameras: tuple[str, ...]) -> None:
+        super().__init__(node, "deprojection")
         self.node = node
         self.arrays: list[ObjectObservationArray] = []
-        self.counters: dict[str, int] = {}
-        self._lock = threading.Lock()
         self.pubs: dict[str, tuple] = {
             cam: (
                 node.create_publisher(CameraInfo, f"cameras/{cam}/color/camera_info", qos.SENSOR),
@@ -78,21 +76,10 @@ class Driver:
             for cam in cameras
         }
         node.create_subscription(ObjectObservationArray, "observations", self._on_obs, qos.EVENTS)
-        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, qos.EVENTS)
 
     def _on_obs(self, msg: ObjectObservationArray) -> None:
         with self._lock:
             self.arrays.append(msg)
-
-    def _on_diag(self, msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            if status.name.endswith("deprojection"):
-                with self._lock:
-                    self.counters = {kv.key: int(kv.value) for kv in status.values}
-
-    def count(self, key: str) -> int:
-        with self._lock:
-            return self.counters.get(key, 0)
 
     def array(self, camera: str, stamp: float) -> ObjectObservationArray | None:
         with self._lock:

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import Point
+from image_helpers import textured
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from ros_helpers import call_service
+from ros_helpers import call_service, observation_batch, observation_msg
 from test_deprojection_node import MAP_FROM_CAMERA, Driver, plane, two_instances
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
@@ -75,23 +75,11 @@ class Diagnostics:
 def _obs(label: str, centre: tuple[float, float, float], *, half: float = 0.05,
          lo: tuple[float, float, float] | None = None,
          hi: tuple[float, float, float] | None = None, stamp: float = 5.0) -> ObjectObservation:
-    msg = ObjectObservation(label=label, camera="pole", score=0.9, point_count=500,
-                            detection_id=f"det-{label}-{centre[0]:g}")
-    msg.header.frame_id = "map"
-    msg.header.stamp = from_seconds(stamp)
-    msg.centroid = Point(x=float(centre[0]), y=float(centre[1]), z=float(centre[2]))
-    lo = lo or tuple(c - half for c in centre)  # type: ignore[assignment]
-    hi = hi or tuple(c + half for c in centre)  # type: ignore[assignment]
-    msg.bbox_min = Point(x=float(lo[0]), y=float(lo[1]), z=float(lo[2]))  # type: ignore[index]
-    msg.bbox_max = Point(x=float(hi[0]), y=float(hi[1]), z=float(hi[2]))  # type: ignore[index]
-    return msg
+    return observation_msg(label, centre, detection_id=f"det-{label}-{centre[0]:g}", half=half,
+                           lo=lo, hi=hi, stamp=stamp)
 
 
-def _batch(*observations: ObjectObservation) -> ObjectObservationArray:
-    msg = ObjectObservationArray(camera="pole", observations=list(observations))
-    msg.header.frame_id = "map"
-    msg.header.stamp = observations[0].header.stamp
-    return msg
+_batch = observation_batch
 
 
 def _scene_graph(context: Context, executor: MultiThreadedExecutor,
@@ -221,12 +209,6 @@ def test_scene_graph_survives_poison_and_answers_true_codes(
         graph_node.destroy_node()
 
 
-def _textured(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(24, 32, 3), dtype=np.uint8)
-    return np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
-
-
 def test_keyframe_node_refuses_bad_offsets_and_takes_operator_frames(
     tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
     spin_node: Node, wait_for: Wait,
@@ -242,7 +224,7 @@ def test_keyframe_node_refuses_bad_offsets_and_takes_operator_frames(
     pub = spin_node.create_publisher(image_type, "cameras/wrist/color/image_raw", qos.SENSOR)
     assert wait_for(lambda: pub.get_subscription_count() > 0)
     for i, stamp in enumerate((10.0, 1010.0)):  # two frames 1000 s apart
-        msg = numpy_to_image(_textured(i), "rgb8")
+        msg = numpy_to_image(textured(i, 192, 256), "rgb8")
         msg.header.stamp = from_seconds(stamp)
         pub.publish(msg)
         assert wait_for(lambda s=stamp: (node.buffers["wrist"].latest_stamp() or 0) >= s)

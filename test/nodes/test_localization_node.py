@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from ros_helpers import DiagnosticsCounters
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 from tf2_msgs.msg import TFMessage
@@ -64,19 +63,17 @@ def tag_file(tmp_path: Path) -> Path:
     return path
 
 
-class Driver:
+class Driver(DiagnosticsCounters):
     def __init__(self, node: Node) -> None:
-        self._lock = threading.Lock()
+        super().__init__(node, "localization")
         self.tf: list[tuple[float, np.ndarray]] = []
         self.poses: list[PoseWithCovarianceStamped] = []
-        self.counters: dict[str, int] = {}
         self.image = node.create_publisher(Image, "cameras/base/color/image_raw", qos.SENSOR)
         self.info = node.create_publisher(CameraInfo, "cameras/base/color/camera_info",
                                           qos.SENSOR)
         node.create_subscription(TFMessage, "/tf", self._on_tf, qos.TF)
         node.create_subscription(PoseWithCovarianceStamped, "localization/pose", self._on_pose,
                                  qos.EVENTS)
-        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, qos.EVENTS)
 
     def _on_tf(self, msg: TFMessage) -> None:
         for t in msg.transforms:
@@ -87,16 +84,6 @@ class Driver:
     def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
         with self._lock:
             self.poses.append(msg)
-
-    def _on_diag(self, msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            if status.name.endswith("localization"):
-                with self._lock:
-                    self.counters = {kv.key: int(kv.value) for kv in status.values}
-
-    def count(self, key: str) -> int:
-        with self._lock:
-            return self.counters.get(key, 0)
 
     def send(self, image: np.ndarray, stamp: float, info: bool = True) -> None:
         header = Header(frame_id=OPTICAL, stamp=from_seconds(stamp))

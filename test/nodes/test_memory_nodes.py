@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from geometry_msgs.msg import Point
+from image_helpers import textured
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from ros_helpers import call_service
+from ros_helpers import call_service, observation_batch, observation_msg
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
@@ -49,21 +49,12 @@ Wait = Callable[..., bool]
 
 def _observation(label: str, xyz: tuple[float, float, float], half: float = 0.1,
                  stamp: float = 5.0) -> ObjectObservation:
-    msg = ObjectObservation(label=label, camera="pole", score=0.9, point_count=500,
-                            detection_id=f"det-{label}-{xyz[0]}")
-    msg.header.frame_id = "map"
-    msg.header.stamp = from_seconds(stamp)
-    msg.centroid = Point(x=xyz[0], y=xyz[1], z=xyz[2])
-    msg.bbox_min = Point(x=xyz[0] - half, y=xyz[1] - half, z=xyz[2] - half)
-    msg.bbox_max = Point(x=xyz[0] + half, y=xyz[1] + half, z=xyz[2] + half)
-    return msg
+    return observation_msg(label, xyz, detection_id=f"det-{label}-{xyz[0]}", half=half,
+                           stamp=stamp)
 
 
 def _batch(*observations: ObjectObservation, frame: str = "map") -> ObjectObservationArray:
-    msg = ObjectObservationArray(camera="pole", observations=list(observations))
-    msg.header.frame_id = frame
-    msg.header.stamp = from_seconds(5.0)
-    return msg
+    return observation_batch(*observations, frame=frame, stamp=5.0)
 
 
 def _start_scene_graph(context: Context, executor: MultiThreadedExecutor,
@@ -164,12 +155,6 @@ def test_scene_graph_fuses_updates_and_restarts(
     assert after.graph.nodes == before.graph.nodes
 
 
-def _textured(seed: int, height: int = 192, width: int = 256) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(height // 8, width // 8, 3), dtype=np.uint8)
-    return np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
-
-
 def test_keyframe_node_saves_interactions_and_serves_queries(
     tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
     spin_node: Node, wait_for: Wait,
@@ -190,7 +175,7 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
     for i in range(12):  # 10.0 .. 12.2 s, every 0.2 s
         stamp = 10.0 + 0.2 * i
         for k, (cam, pub) in enumerate(image_pubs.items()):
-            msg = numpy_to_image(_textured(100 * k + i), "rgb8")
+            msg = numpy_to_image(textured(100 * k + i, 192, 256), "rgb8")
             msg.header.stamp = from_seconds(stamp)
             msg.header.frame_id = f"{cam}_color_optical_frame"
             pub.publish(msg)

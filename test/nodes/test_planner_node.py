@@ -30,6 +30,7 @@ from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from ros_helpers import call_service, spinning_executor
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
@@ -233,17 +234,8 @@ def kitchen() -> list[Cabinet]:
 @pytest.fixture
 def executor(ros_context: Context) -> Iterator[MultiThreadedExecutor]:
     """A roomy executor (the planner's task loop holds one thread while a task runs)."""
-    ex = MultiThreadedExecutor(num_threads=8, context=ros_context)
-    thread = threading.Thread(target=ex.spin, daemon=True)
-    thread.start()
-    try:
+    with spinning_executor(ros_context, num_threads=8) as ex:
         yield ex
-    finally:
-        nodes = list(ex.get_nodes())
-        ex.shutdown(timeout_sec=5.0)
-        for node in nodes:
-            node.destroy_node()
-        thread.join(timeout=5.0)
 
 
 @pytest.fixture
@@ -333,15 +325,6 @@ class TaskClient:
         handle = self.send(instruction, budget)
         assert handle.accepted
         return self.result(handle)
-
-
-def _call(node: Node, srv: Any, name: str, request: Any, wait_for: Wait) -> Any:
-    client = node.create_client(srv, name)
-    assert client.wait_for_service(timeout_sec=20.0), f"{name} not available"
-    future = client.call_async(request)
-    assert wait_for(future.done, 20.0), f"{name} did not answer"
-    node.destroy_client(client)
-    return future.result()
 
 
 # ---------------------------------------------------------------------- the tests
@@ -543,8 +526,8 @@ def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
     assert fruit in result.answer and "banana" in result.answer
     assert robot.log.executed[before:] == []
 
-    response = _call(driver, RetrieveMemory, "retrieve_memory",
-                     RetrieveMemory.Request(task="find the ketchup"), wait_for)
+    response = call_service(driver, RetrieveMemory, "retrieve_memory",
+                            RetrieveMemory.Request(task="find the ketchup"))
     assert response.error_code == RetrieveMemory.Response.NONE, response.error_msg
     assert [c.node_id for c in response.candidates][:1] == [ketchup]
     assert any("contents" in e for e in response.candidates[0].evidence)
@@ -582,13 +565,13 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     tasks = TaskClient(driver, wait_for)
 
     def pending() -> Any:
-        return _call(driver, ListPendingPrimitives, "list_pending_primitives",
-                     ListPendingPrimitives.Request(), wait_for)
+        return call_service(driver, ListPendingPrimitives, "list_pending_primitives",
+                            ListPendingPrimitives.Request())
 
     def decide(request_id: str, approve: bool) -> Any:
-        return _call(driver, ApprovePrimitive, "approve_primitive",
-                     ApprovePrimitive.Request(request_id=request_id, approve=approve,
-                                              reason="test operator"), wait_for)
+        return call_service(driver, ApprovePrimitive, "approve_primitive",
+                            ApprovePrimitive.Request(request_id=request_id, approve=approve,
+                                                     reason="test operator"))
 
     handle = tasks.send("find the banana")
     assert handle.accepted
@@ -700,8 +683,8 @@ def test_bad_instructions_and_missing_services(
     result = tasks.run("find the banana")
     assert result.error_code == RunTask.Result.BLOCKED
     assert "world memory" in result.error_msg
-    response = _call(driver, RetrieveMemory, "retrieve_memory",
-                     RetrieveMemory.Request(task="find the banana"), wait_for)
+    response = call_service(driver, RetrieveMemory, "retrieve_memory",
+                            RetrieveMemory.Request(task="find the banana"))
     assert response.error_code == RetrieveMemory.Response.BACKEND_ERROR
 
     cabinets = kitchen()
@@ -722,11 +705,9 @@ def test_bad_instructions_and_missing_services(
     assert [g.goal_id for g in result.goals] and all(
         g.description == "is cabinet_1 locked?" for g in result.goals)
 
-    bad = _call(driver, RetrieveMemory, "retrieve_memory", RetrieveMemory.Request(task=""),
-                wait_for)
+    bad = call_service(driver, RetrieveMemory, "retrieve_memory", RetrieveMemory.Request(task=""))
     assert bad.error_code == RetrieveMemory.Response.INVALID_REQUEST
-    bad = _call(driver, RetrieveMemory, "retrieve_memory",
-                RetrieveMemory.Request(task="find the mug", focus_node_ids=["fridge_9"]),
-                wait_for)
+    bad = call_service(driver, RetrieveMemory, "retrieve_memory",
+                       RetrieveMemory.Request(task="find the mug", focus_node_ids=["fridge_9"]))
     assert bad.error_code == RetrieveMemory.Response.INVALID_REQUEST
     assert "fridge_9" in bad.error_msg

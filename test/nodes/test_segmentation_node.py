@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from ros_helpers import DiagnosticsCounters
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
-from transformers import CLIPTokenizer, Sam3Config, Sam3Model
+from tiny_sam3 import save_tiny_sam3
 
 from mimir.nodes.perception.messages import PerceptionNodeError, msg_to_segmentation
 from mimir.nodes.perception.segmentation_node import SegmentationNode
@@ -32,50 +30,9 @@ pytestmark = pytest.mark.ros
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tiny_sam3_config() -> Sam3Config:
-    """The shrunken SAM3 of test/perception/test_perception_sam3.py."""
-    hidden = 32
-    small = {"hidden_size": hidden, "num_layers": 1, "num_attention_heads": 2,
-             "intermediate_size": 64}
-    return Sam3Config(
-        vision_config={
-            "backbone_config": {
-                "model_type": "sam3_vit_model", "hidden_size": hidden, "intermediate_size": 64,
-                "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 56,
-                "patch_size": 14, "window_size": 2, "global_attn_indexes": [1],
-                "pretrain_image_size": 28,
-            },
-            "fpn_hidden_size": hidden,
-            "backbone_feature_sizes": [[16, 16], [8, 8], [4, 4]],
-        },
-        text_config={
-            "vocab_size": 64, "hidden_size": hidden, "intermediate_size": 64,
-            "projection_dim": hidden, "num_hidden_layers": 1, "num_attention_heads": 2,
-            "max_position_embeddings": 32,
-        },
-        geometry_encoder_config=dict(small),
-        detr_encoder_config=dict(small),
-        detr_decoder_config={**small, "num_queries": 10},
-        mask_decoder_config={"hidden_size": hidden, "num_attention_heads": 2},
-    )
-
-
-def tiny_tokenizer() -> CLIPTokenizer:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    vocab = {c: i for i, c in enumerate(letters)}
-    vocab.update({c + "</w>": len(letters) + i for i, c in enumerate(letters)})
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    return CLIPTokenizer(vocab=vocab, merges=[])
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("sam3_tiny")
-    Sam3Model(tiny_sam3_config()).save_pretrained(path)
-    tiny_tokenizer().save_pretrained(path)
-    return path
+    return save_tiny_sam3(tmp_path_factory.mktemp("sam3_tiny"))
 
 
 @pytest.fixture(scope="module")
@@ -105,35 +62,23 @@ def color(stamp: float, encoding: str = "rgb8", shape: tuple[int, int] = (48, 64
     )
 
 
-class Collector:
+class Collector(DiagnosticsCounters):
     """Keeps the segmentations and the latest diagnostics counters the node publishes."""
 
     def __init__(self, node: Node) -> None:
+        super().__init__(node, "segmentation")
         self.segmentations: list[Segmentation] = []
-        self.counters: dict[str, int] = {}
-        self._lock = threading.Lock()
         node.create_subscription(Segmentation, "cameras/base/segmentation", self._on_seg,
                                  qos.SENSOR)
-        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, qos.EVENTS)
         self.pub = node.create_publisher(Image, "cameras/base/color/image_raw", qos.SENSOR)
 
     def _on_seg(self, msg: Segmentation) -> None:
         with self._lock:
             self.segmentations.append(msg)
 
-    def _on_diag(self, msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            if status.name.endswith("segmentation"):
-                with self._lock:
-                    self.counters = {kv.key: int(kv.value) for kv in status.values}
-
     def stamps(self) -> list[float]:
         with self._lock:
             return [to_seconds(m.header.stamp) for m in self.segmentations]
-
-    def count(self, key: str) -> int:
-        with self._lock:
-            return self.counters.get(key, 0)
 
 
 def test_segments_images_and_skips_bad_ones(

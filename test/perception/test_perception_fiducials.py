@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from perception_helpers import assert_unreadable_files_raise
 
 from mimir.transforms import matrix_to_quaternion
 from mimir_perception.camera import Intrinsics, invert_transform, make_transform
@@ -188,12 +189,7 @@ def test_shipped_map_loads_and_bad_maps_raise(tmp_path: Path) -> None:
     # Every tag faces back into the room (its z axis points away from its wall).
     assert tag_map.tags[0].map_from_tag[0, 2] == pytest.approx(-1.0)
     assert tag_map.tags[3].map_from_tag[1, 2] == pytest.approx(-1.0)
-    with pytest.raises(FiducialMapError):
-        load_fiducial_map(tmp_path / "missing.yaml")
-    broken = tmp_path / "broken.yaml"
-    broken.write_text("tags: [\n", encoding="utf-8")
-    with pytest.raises(FiducialMapError):
-        load_fiducial_map(broken)
+    assert_unreadable_files_raise(load_fiducial_map, FiducialMapError, tmp_path, "tags: [\n")
 
 
 @pytest.mark.parametrize(

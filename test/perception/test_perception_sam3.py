@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from transformers import CLIPTokenizer, Sam3Config, Sam3Model
+from tiny_sam3 import save_tiny_sam3
 
 from mimir_perception.errors import ModelNotFoundError, SegmentationError
 from mimir_perception.sam3 import Sam3Backend
@@ -16,65 +15,9 @@ from mimir_perception.segmentation import SegmenterConfig
 from mimir_perception.vocabulary import Vocabulary, VocabularyEntry
 
 
-def tiny_sam3_config() -> Sam3Config:
-    hidden = 32
-    small = {
-        "hidden_size": hidden,
-        "num_layers": 1,
-        "num_attention_heads": 2,
-        "intermediate_size": 64,
-    }
-    return Sam3Config(
-        vision_config={
-            "backbone_config": {
-                "model_type": "sam3_vit_model",
-                "hidden_size": hidden,
-                "intermediate_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "image_size": 56,
-                "patch_size": 14,
-                "window_size": 2,
-                "global_attn_indexes": [1],
-                "pretrain_image_size": 28,
-            },
-            "fpn_hidden_size": hidden,
-            "backbone_feature_sizes": [[16, 16], [8, 8], [4, 4]],
-        },
-        text_config={
-            "vocab_size": 64,
-            "hidden_size": hidden,
-            "intermediate_size": 64,
-            "projection_dim": hidden,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 2,
-            "max_position_embeddings": 32,
-        },
-        geometry_encoder_config=dict(small),
-        detr_encoder_config=dict(small),
-        detr_decoder_config={**small, "num_queries": 10},
-        mask_decoder_config={"hidden_size": hidden, "num_attention_heads": 2},
-    )
-
-
-def tiny_tokenizer() -> CLIPTokenizer:
-    vocab: dict[str, int] = {}
-    for c in "abcdefghijklmnopqrstuvwxyz":
-        vocab[c] = len(vocab)
-    for c in "abcdefghijklmnopqrstuvwxyz":
-        vocab[c + "</w>"] = len(vocab)
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    return CLIPTokenizer(vocab=vocab, merges=[])
-
-
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("sam3_tiny")
-    Sam3Model(tiny_sam3_config()).save_pretrained(path)
-    tiny_tokenizer().save_pretrained(path)
-    return path
+    return save_tiny_sam3(tmp_path_factory.mktemp("sam3_tiny"))
 
 
 def vocab(threshold: float) -> Vocabulary:

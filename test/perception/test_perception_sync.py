@@ -39,22 +39,24 @@ def test_matches_within_tolerance_in_any_arrival_order() -> None:
     assert sync.diagnostics()["base"]["emitted"] == 2
 
 
-def test_out_of_order_segmentations_are_matched() -> None:
-    sync = FrameSynchronizer(SyncConfig(tolerance=0.005, in_order=False))
+def _matched_latest(in_order: bool) -> FrameSynchronizer:
+    """Depth at 1.0, 1.1 and 1.2 s, then the segmentation of 1.2 s matched into one frame."""
+    sync = FrameSynchronizer(SyncConfig(tolerance=0.005, in_order=in_order))
     sync.add_camera_info("base", 0.0, INTR)
     for t in (1.0, 1.1, 1.2):
         sync.add_depth("base", t, depth(t))
     assert len(sync.add_segmentation(seg(1.2))) == 1
+    return sync
+
+
+def test_out_of_order_segmentations_are_matched() -> None:
+    sync = _matched_latest(in_order=False)
     late = sync.add_segmentation(seg(1.0))
     assert len(late) == 1 and late[0].depth[0, 0] == pytest.approx(1.0)
 
 
 def test_in_order_mode_releases_superseded_depth() -> None:
-    sync = FrameSynchronizer(SyncConfig(tolerance=0.005, in_order=True))
-    sync.add_camera_info("base", 0.0, INTR)
-    for t in (1.0, 1.1, 1.2):
-        sync.add_depth("base", t, depth(t))
-    assert len(sync.add_segmentation(seg(1.2))) == 1
+    sync = _matched_latest(in_order=True)
     assert sync.drop_counts()["superseded"] == 2
     # Nothing left for an old segmentation: it waits and later goes stale.
     assert sync.add_segmentation(seg(1.0)) == []

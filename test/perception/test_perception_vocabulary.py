@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from perception_helpers import assert_unreadable_files_raise
 
 from mimir_perception.errors import VocabularyError
 from mimir_perception.vocabulary import (
@@ -89,12 +90,7 @@ def test_malformed_vocabularies_raise(data: object) -> None:
 
 
 def test_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(VocabularyError):
-        load_vocabulary(tmp_path / "missing.yaml")
-    broken = tmp_path / "broken.yaml"
-    broken.write_text("objects: [mug\n", encoding="utf-8")
-    with pytest.raises(VocabularyError):
-        load_vocabulary(broken)
+    assert_unreadable_files_raise(load_vocabulary, VocabularyError, tmp_path, "objects: [mug\n")
     with pytest.raises(VocabularyError):
         load_named_vocabulary("../etc/passwd", tmp_path)
     good = tmp_path / "vocabularies"

@@ -35,76 +35,29 @@ def test_convert_frame() -> None:
     assert frame.depth[1, 1] == 1.5  # the SDK buffer is copied
 
 
+def _good_input() -> dict[str, object]:
+    """Arguments ``convert_frame`` accepts; each bad case below replaces one of them."""
+    return {"bgra": np.zeros((4, 6, 4), np.uint8), "depth": np.zeros((4, 6), np.float32),
+            "calib": (1, 1, 1, 1), "stamp": 0}
+
+
 @pytest.mark.parametrize(
-    ("bgra", "depth", "calib", "stamp", "error"),
+    ("bad", "error"),
     [
-        (
-            np.zeros((4, 6, 3), np.uint8),
-            np.zeros((4, 6), np.float32),
-            (1, 1, 1, 1),
-            0,
-            ZedFrameError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.float32),
-            np.zeros((4, 6), np.float32),
-            (1, 1, 1, 1),
-            0,
-            ZedFrameError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.uint8),
-            np.zeros((4, 6), np.uint16),
-            (1, 1, 1, 1),
-            0,
-            ZedFrameError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.uint8),
-            np.zeros((4, 5), np.float32),
-            (1, 1, 1, 1),
-            0,
-            ZedFrameError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.uint8),
-            np.zeros((4, 6, 1), np.float32),
-            (1, 1, 1, 1),
-            0,
-            ZedFrameError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.uint8),
-            np.zeros((4, 6), np.float32),
-            (1, 1, 1, 1),
-            -5,
-            ZedFrameError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.uint8),
-            np.zeros((4, 6), np.float32),
-            (0, 1, 1, 1),
-            0,
-            IntrinsicsError,
-        ),
-        (
-            np.zeros((4, 6, 4), np.uint8),
-            np.zeros((4, 6), np.float32),
-            (1, 1, 1),
-            0,
-            IntrinsicsError,
-        ),
+        ({"bgra": np.zeros((4, 6, 3), np.uint8)}, ZedFrameError),
+        ({"bgra": np.zeros((4, 6, 4), np.float32)}, ZedFrameError),
+        ({"depth": np.zeros((4, 6), np.uint16)}, ZedFrameError),
+        ({"depth": np.zeros((4, 5), np.float32)}, ZedFrameError),
+        ({"depth": np.zeros((4, 6, 1), np.float32)}, ZedFrameError),
+        ({"stamp": -5}, ZedFrameError),
+        ({"calib": (0, 1, 1, 1)}, IntrinsicsError),
+        ({"calib": (1, 1, 1)}, IntrinsicsError),
     ],
 )
-def test_convert_frame_rejects_bad_input(
-    bgra: np.ndarray,
-    depth: np.ndarray,
-    calib: tuple[float, ...],
-    stamp: int,
-    error: type[Exception],
-) -> None:
+def test_convert_frame_rejects_bad_input(bad: dict[str, object], error: type[Exception]) -> None:
+    args = {**_good_input(), **bad}
     with pytest.raises(error):
-        convert_frame(bgra, depth, calib, stamp)  # type: ignore[arg-type]
+        convert_frame(args["bgra"], args["depth"], args["calib"], args["stamp"])  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(

@@ -8,7 +8,8 @@ object nodes seen inside, parents after pick and place), then returns the feedba
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +127,22 @@ def build_kitchen(
         assert event.payload["node_id"] == expected, event.payload["node_id"]
         fixtures[expected] = fx
     return world, task, Kitchen(world, fixtures)
+
+
+@contextmanager
+def seeded_world(path: Path, nodes: Sequence[tuple[str, tuple[float, float, float]]],
+                 parents: Sequence[tuple[str, str, str]] = ()) -> Iterator[WorldMemory]:
+    """World memory at ``path``, closed on exit, with ``nodes`` (label, position) added at
+    1.0 s and then ``parents`` (child id, parent id, relation) set at 2.0 s."""
+    world = WorldMemory.open(path)
+    for label, position in nodes:
+        world.add_node(label, position, stamp=1.0)
+    for child, parent, relation in parents:
+        world.set_parent(child, parent, relation, stamp=2.0)
+    try:
+        yield world
+    finally:
+        world.close()
 
 
 def locked_unlocked_layout() -> list[tuple[str, Fixture]]:

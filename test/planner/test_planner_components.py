@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from planner_kitchen import (
     build_kitchen,
     locked_unlocked_layout,
     recorded_text,
+    seeded_world,
     session_for,
 )
 
@@ -28,14 +30,12 @@ from mimir_planner.reasoning.prompts import PromptLibrary
 
 
 @pytest.fixture
-def world(tmp_path: Path):
-    w = WorldMemory.open(tmp_path / "world.db")
-    w.add_node("cabinet", (1.0, 0.0, 1.6), stamp=1.0)
-    w.add_node("counter", (1.0, 0.0, 0.9), stamp=1.0)
-    w.add_node("mug", (1.0, 0.1, 1.55), stamp=1.0)
-    w.set_parent("mug_1", "cabinet_1", "container", stamp=2.0)
-    yield w
-    w.close()
+def world(tmp_path: Path) -> Iterator[WorldMemory]:
+    with seeded_world(tmp_path / "world.db",
+                      [("cabinet", (1.0, 0.0, 1.6)), ("counter", (1.0, 0.0, 0.9)),
+                       ("mug", (1.0, 0.1, 1.55))],
+                      [("mug_1", "cabinet_1", "container")]) as w:
+        yield w
 
 
 def _step(action: str, target: str | None) -> PlanStep:

@@ -40,9 +40,31 @@ def kitchen(tmp_path: Path):
     task.close()
 
 
-def test_locked_and_unlocked_sequence(kitchen) -> None:
+def _vlm_session(world, task, *answers: str):
+    """A session planning with the VLM planner on recorded answers; and its backend."""
+    cfg = load_planner_config()
+    backend = RecordedBackend([recorded_text(name) for name in answers])
+    return session_for(world, task, cfg,
+                       policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir))), backend
+
+
+def _first_step(session, kit, instruction: str, outcome: str):
+    """Submit ``instruction`` and take one step, which must end in ``outcome``; its record."""
+    session.submit(instruction)
+    record = session.step(kit)
+    assert record is not None and record.outcome == outcome
+    return record
+
+
+@pytest.fixture
+def session(kitchen):
+    """A session with the repository config on the kitchen's memories."""
+    world, task, _ = kitchen
+    return session_for(world, task)
+
+
+def test_locked_and_unlocked_sequence(kitchen, session) -> None:
     world, task, kit = kitchen
-    session = session_for(world, task)
     session.submit("Look into upper cabinets and find the banana.")
     first = session.run(kit)
     assert _steps(first) == [
@@ -69,9 +91,8 @@ def test_locked_and_unlocked_sequence(kitchen) -> None:
     assert evidence["effects"][0]["kind"] == "find"
 
 
-def test_second_instruction_reuses_remembered_contents(kitchen) -> None:
-    world, task, kit = kitchen
-    session = session_for(world, task)
+def test_second_instruction_reuses_remembered_contents(kitchen, session) -> None:
+    kit = kitchen[2]
     session.submit("Find the banana.")
     session.run(kit)
     kit.executed.clear()
@@ -112,9 +133,8 @@ def test_questions_answered_from_memory(kitchen) -> None:
     assert kit.executed == []
 
 
-def test_question_without_memory_explores_then_answers(kitchen) -> None:
-    world, task, kit = kitchen
-    session = session_for(world, task)
+def test_question_without_memory_explores_then_answers(kitchen, session) -> None:
+    kit = kitchen[2]
     session.submit("What is inside cabinet_3?")
     report = session.run(kit)
     assert _steps(report) == [("move_to", "cabinet_3"), ("open", "cabinet_3"),
@@ -122,9 +142,8 @@ def test_question_without_memory_explores_then_answers(kitchen) -> None:
     assert report.answers == {"g001_question": "cabinet_3: ketchup."}
 
 
-def test_grounding_without_candidate_explores_never_acts_on_object(kitchen) -> None:
-    world, task, kit = kitchen
-    session = session_for(world, task)
+def test_grounding_without_candidate_explores_never_acts_on_object(kitchen, session) -> None:
+    _, task, kit = kitchen
     session.submit("Pick up the mustard and place it on the counter")
     goal = task.active_goal()
     assert goal is not None and goal.goal_id == "g001_find"
@@ -161,9 +180,8 @@ def test_grounding_blocks_when_nothing_to_explore(tmp_path: Path) -> None:
     task.close()
 
 
-def test_pick_and_place_through_deferred_goal(kitchen) -> None:
+def test_pick_and_place_through_deferred_goal(kitchen, session) -> None:
     world, task, kit = kitchen
-    session = session_for(world, task)
     session.submit("Pick up the ketchup from a cabinet and place it on the counter.")
     report = session.run(kit)
     assert ("pick", "ketchup_1") in _steps(report)
@@ -173,9 +191,8 @@ def test_pick_and_place_through_deferred_goal(kitchen) -> None:
     assert task.status("g003_place") is GoalStatus.COMPLETED
 
 
-def test_open_close_and_go_to_goals(kitchen) -> None:
+def test_open_close_and_go_to_goals(kitchen, session) -> None:
     world, task, kit = kitchen
-    session = session_for(world, task)
     session.submit("wipe the counter")  # not a symbolic form: one free-form goal
     assert task.agenda()[0].description == "wipe the counter"
     session.submit("go to the counter")
@@ -192,9 +209,8 @@ def test_open_close_and_go_to_goals(kitchen) -> None:
     assert kit.executed == [] and again.completed == ["g005_go_to"]
 
 
-def test_budget_exhaustion_blocks(kitchen) -> None:
-    world, task, kit = kitchen
-    session = session_for(world, task)
+def test_budget_exhaustion_blocks(kitchen, session) -> None:
+    _, task, kit = kitchen
     session.submit("find the ketchup")
     report = session.run(kit, budget=2)
     assert report.budget_exhausted and report.calls == 2
@@ -203,14 +219,9 @@ def test_budget_exhaustion_blocks(kitchen) -> None:
 
 def test_recorded_vlm_plans_unknown_target_and_primitive_refused(kitchen) -> None:
     world, task, kit = kitchen
-    cfg = load_planner_config()
-    backend = RecordedBackend([recorded_text("plan_unknown_target.json"),
-                               recorded_text("plan_unregistered_primitive.json")])
-    policy = VlmPlanner(backend, PromptLibrary(cfg.prompt_dir))
-    session = session_for(world, task, cfg, policy=policy)
-    session.submit("Find the ketchup.")
-    record = session.step(kit)
-    assert record is not None and record.outcome == "refused"
+    session, backend = _vlm_session(world, task, "plan_unknown_target.json",
+                                    "plan_unregistered_primitive.json")
+    _first_step(session, kit, "Find the ketchup.", "refused")
     assert kit.executed == []
     refusals = [h.detail for h in session.history]
     assert "cabinet_9' is not in the scene graph" in refusals[0]
@@ -224,15 +235,10 @@ def test_recorded_vlm_plans_unknown_target_and_primitive_refused(kitchen) -> Non
 def test_recorded_vlm_plan_executes_aliases_and_refuses_locked(kitchen) -> None:
     world, task, kit = kitchen
     world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=2.0)
-    cfg = load_planner_config()
-    backend = RecordedBackend([recorded_text("plan_reopen_locked.json"),
-                               recorded_text("plan_move_cabinet_3.json")])
-    session = session_for(world, task, cfg,
-                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    session, _ = _vlm_session(world, task, "plan_reopen_locked.json",
+                              "plan_move_cabinet_3.json")
     _arrive(session, "cabinet_1", 3.0)
-    session.submit("Find the ketchup.")
-    record = session.step(kit)
-    assert record is not None and record.outcome == "executed"
+    _first_step(session, kit, "Find the ketchup.", "executed")
     assert "remembered as locked" in session.history[0].detail
     assert [(s.primitive, s.action, s.target) for s in kit.executed] == [
         ("move_to", "move_to", "cabinet_3")]
@@ -240,15 +246,10 @@ def test_recorded_vlm_plan_executes_aliases_and_refuses_locked(kitchen) -> None:
 
 def test_recorded_vlm_answers_malformed_and_unsupported_finish(kitchen) -> None:
     world, task, kit = kitchen
-    cfg = load_planner_config()
-    backend = RecordedBackend([recorded_text("plan_malformed.json"),
-                               recorded_text("plan_claims_found.json")])
-    session = session_for(world, task, cfg,
-                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
-    session.submit("Find the ketchup.")
-    record = session.step(kit)
+    session, backend = _vlm_session(world, task, "plan_malformed.json",
+                                    "plan_claims_found.json")
     # One malformed answer, then an empty plan memory does not support: not completed.
-    assert record is not None and record.outcome == "rejected_finish"
+    record = _first_step(session, kit, "Find the ketchup.", "rejected_finish")
     assert task.status("g001_find") is GoalStatus.PENDING
     assert "does not hold 'ketchup'" in record.detail
     backend.answers = [recorded_text("plan_malformed.json")] * 2
@@ -260,10 +261,7 @@ def test_recorded_vlm_answers_malformed_and_unsupported_finish(kitchen) -> None:
 def test_recorded_vlm_question_answer_and_prompt_contents(kitchen) -> None:
     world, task, kit = kitchen
     world.set_contents("cabinet_3", [{"name": "ketchup"}], is_empty=False, stamp=5.0)
-    cfg = load_planner_config()
-    backend = RecordedBackend([recorded_text("plan_answer_question.json")])
-    session = session_for(world, task, cfg,
-                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    session, backend = _vlm_session(world, task, "plan_answer_question.json")
     session.submit("Where is the ketchup?")
     report = session.run(kit)
     assert report.answers["g001_question"] == "The ketchup is inside cabinet_3."
@@ -274,10 +272,7 @@ def test_recorded_vlm_question_answer_and_prompt_contents(kitchen) -> None:
 
 def test_free_form_instruction_goes_to_vlm(kitchen) -> None:
     world, task, kit = kitchen
-    cfg = load_planner_config()
-    backend = RecordedBackend([recorded_text("plan_answer_question.json")])
-    session = session_for(world, task, cfg,
-                          policy=VlmPlanner(backend, PromptLibrary(cfg.prompt_dir)))
+    session, _ = _vlm_session(world, task, "plan_answer_question.json")
     result = session.submit("Tidy up whatever looks out of place")
     assert not result.instruction.symbolic
     report = session.run(kit)
@@ -289,9 +284,7 @@ def test_operator_gate_denial_and_timeout_stop_execution(kitchen) -> None:
     cfg = load_planner_config()
     gate = OperatorGate(GateConfig(enabled=True, timeout_s=0.01))
     session = session_for(world, task, cfg, gate=gate)
-    session.submit("find the ketchup")
-    record = session.step(kit)
-    assert record is not None and record.outcome == "denied"
+    record = _first_step(session, kit, "find the ketchup", "denied")
     assert "timed_out" in record.detail and kit.executed == []
     assert task.status("g001_find") is GoalStatus.PENDING
 
@@ -361,7 +354,9 @@ def test_new_session_continues_stored_goals(kitchen) -> None:
     assert "cabinet_3" in report.answers["g002_question"]
 
 
-def _mugs(tmp_path: Path):
+@pytest.fixture
+def mugs(tmp_path: Path):
+    """A counter and a table with a mug on each (mug_1 on the counter)."""
     world, task, kit = build_kitchen(tmp_path, [
         ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
         ("table_1", Fixture("table", (0.0, 1.0, 0.7), opens=False)),
@@ -369,7 +364,9 @@ def _mugs(tmp_path: Path):
     for parent, pos in (("counter_1", (1.0, 0.1, 0.95)), ("table_1", (0.0, 1.0, 0.75))):
         node = world.add_node("mug", pos, stamp=2.0)
         world.set_parent(node.payload["node_id"], parent, "surface", stamp=2.0)
-    return world, task, kit
+    yield world, task, kit
+    world.close()
+    task.close()
 
 
 def _slippery(kit, misses: dict[str, int]):
@@ -387,25 +384,26 @@ def _slippery(kit, misses: dict[str, int]):
     return execute
 
 
-def test_missed_grasp_is_retried_once(tmp_path: Path) -> None:
-    world, task, kit = _mugs(tmp_path)
-    kit.execute = _slippery(kit, {"mug_1": 1})  # type: ignore[method-assign]
+def _pick_up_a_mug(mugs, misses: dict[str, int]):
+    """Ask to pick up a mug while the named mugs' picks miss; the session and its report."""
+    world, task, kit = mugs
+    kit.execute = _slippery(kit, misses)
     session = session_for(world, task)
     session.submit("pick up the mug")
-    report = session.run(kit)
+    return session, session.run(kit)
+
+
+def test_missed_grasp_is_retried_once(mugs) -> None:
+    _, task, kit = mugs
+    _, report = _pick_up_a_mug(mugs, {"mug_1": 1})
     assert [s.target for s in kit.executed].count("mug_1") == 2
     assert report.completed == ["g001_pick"] and task.hand == "mug_1"
     assert task.failed_bindings == []
-    world.close()
-    task.close()
 
 
-def test_failed_pick_becomes_contradicted_binding(tmp_path: Path) -> None:
-    world, task, kit = _mugs(tmp_path)
-    kit.execute = _slippery(kit, {"mug_1": 5})  # type: ignore[method-assign]
-    session = session_for(world, task)
-    session.submit("pick up the mug")
-    report = session.run(kit)
+def test_failed_pick_becomes_contradicted_binding(mugs) -> None:
+    _, task, kit = mugs
+    session, report = _pick_up_a_mug(mugs, {"mug_1": 5})
     assert task.is_binding_failed("mug_1", "counter_1")
     reason = task.failed_bindings[0].reason
     assert "retry allowance of 1 is spent" in reason and "jaws closed on nothing" in reason
@@ -416,5 +414,3 @@ def test_failed_pick_becomes_contradicted_binding(tmp_path: Path) -> None:
     session.submit("pick up the mug")  # a new goal grounds to the remaining candidate
     again = session.run(kit)
     assert ("pick", "mug_2") in _steps(again) and again.completed == ["g002_pick"]
-    world.close()
-    task.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from planner_kitchen import seeded_world
 
 from mimir_memory.task import EffectKind
 from mimir_memory.world import WorldMemory
@@ -28,13 +29,11 @@ PRIMITIVES = ("move_to", "open", "close", "pick", "place", "inspect")
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[WorldMemory]:
     """cabinet_1 (opens by label), counter_1 (does not), mug_1 on the counter."""
-    memory = WorldMemory.open(tmp_path / "world.db")
-    memory.add_node("cabinet", (1.1, 0.0, 1.6), stamp=1.0)
-    memory.add_node("counter", (1.0, 0.5, 0.9), stamp=1.0)
-    memory.add_node("mug", (1.0, 0.5, 0.95), stamp=1.0)
-    memory.set_parent("mug_1", "counter_1", "surface", stamp=2.0)
-    yield memory
-    memory.close()
+    with seeded_world(tmp_path / "world.db",
+                      [("cabinet", (1.1, 0.0, 1.6)), ("counter", (1.0, 0.5, 0.9)),
+                       ("mug", (1.0, 0.5, 0.95))],
+                      [("mug_1", "counter_1", "surface")]) as memory:
+        yield memory
 
 
 def _step(primitive: str, target: str = "cabinet_1") -> ExecutableStep:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from planner_kitchen import seeded_world
 
 from mimir_memory.task import TaskMemory
 from mimir_memory.world import WorldMemory
@@ -20,18 +21,16 @@ from mimir_planner.recall import GoalRecall, PackagedMiniLM, RecallQuery, Synony
 
 
 @pytest.fixture
-def world(tmp_path: Path):
-    w = WorldMemory.open(tmp_path / "world.db")
-    for label, pos in [("cabinet", (1, 0.6, 1.6)), ("cabinet", (1, 0, 1.6)),
+def world(tmp_path: Path) -> Iterator[WorldMemory]:
+    with seeded_world(tmp_path / "world.db",
+                      [("cabinet", (1, 0.6, 1.6)), ("cabinet", (1, 0, 1.6)),
                        ("counter", (1, 0, 0.9)), ("mug", (1, 0.1, 0.95)),
-                       ("cup", (1, -0.3, 0.95)), ("mug", (1, 0.6, 1.55))]:
-        w.add_node(label, pos, stamp=1.0)
-    w.set_parent("mug_1", "counter_1", "surface", stamp=2.0)
-    w.set_parent("mug_2", "cabinet_1", "container", stamp=2.0)
-    w.set_contents("cabinet_2", [{"name": "tomato sauce"}, {"name": "mustard"}],
-                   is_empty=False, stamp=3.0)
-    yield w
-    w.close()
+                       ("cup", (1, -0.3, 0.95)), ("mug", (1, 0.6, 1.55))],
+                      [("mug_1", "counter_1", "surface"), ("mug_2", "cabinet_1", "container")],
+                      ) as w:
+        w.set_contents("cabinet_2", [{"name": "tomato sauce"}, {"name": "mustard"}],
+                       is_empty=False, stamp=3.0)
+        yield w
 
 
 def _recall(embedder=None, **cfg: object) -> GoalRecall:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import image_helpers
 import numpy as np
 import pytest
 from planner_kitchen import RecordedBackend, recorded_text
@@ -27,9 +28,7 @@ from mimir_planner.retrieval import (
 
 
 def textured(seed: int, height: int = 96, width: int = 128, block: int = 8) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    cells = rng.integers(0, 256, size=(height // block, width // block, 3), dtype=np.uint8)
-    return np.repeat(np.repeat(cells, block, axis=0), block, axis=1)
+    return image_helpers.textured(seed, height, width, block)
 
 
 def plain(seed: int, height: int = 96, width: int = 128) -> np.ndarray:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from reasoning_scene import make_window, make_world, ok, primitive, scissors, serve
+from reasoning_scene import make_window, make_world, ok, primitive, scissors
+from recorded_server import serve
 
 from mimir_planner.reasoning import (
     Decision,
@@ -13,21 +16,13 @@ from mimir_planner.reasoning import (
     OpenAICompatibleBackend,
     PropertyClaim,
 )
-from mimir_planner.reasoning.config import ReasoningConfig, load_reasoning_config
+from mimir_planner.reasoning.config import load_reasoning_config
 from mimir_planner.reasoning.errors import AnswerRetriesExhaustedError, EvidenceError
 from mimir_planner.reasoning.evidence import DisplacementMeasurement
 
 
 def _analyzer(server_cfg, world=None) -> InteractionAnalyzer:
-    cfg = load_reasoning_config()
-    cfg = ReasoningConfig(
-        vlm=server_cfg,
-        analyzer=cfg.analyzer,
-        vocabulary=cfg.vocabulary,
-        percepts=cfg.percepts,
-        verifier=cfg.verifier,
-        base_dir=cfg.base_dir,
-    )
+    cfg = dataclasses.replace(load_reasoning_config(), vlm=server_cfg)
     backend = OpenAICompatibleBackend(cfg.vlm, sleep=lambda _s: None)
     return InteractionAnalyzer(backend, world or make_world(), cfg)
 

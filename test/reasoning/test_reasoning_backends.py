@@ -7,7 +7,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from reasoning_scene import (
-    Step,
     config,
     err,
     make_window,
@@ -15,8 +14,8 @@ from reasoning_scene import (
     ok,
     primitive,
     scissors,
-    serve,
 )
+from recorded_server import Step, serve
 
 from mimir_planner.reasoning import (
     OFFLINE_NAME,

@@ -6,6 +6,8 @@ import threading
 
 import numpy as np
 import pytest
+from write_plans import every_kind_of_verdict, is_opened_verdicts
+from write_plans import write_context as _ctx
 
 from mimir_memory.events import Source
 from mimir_memory.events import Verdict as MemoryVerdict
@@ -13,7 +15,6 @@ from mimir_memory.updates import ContentEntry, EvidenceLink, PropertyWrite, Task
 from mimir_planner.reasoning import (
     ClaimContext,
     ContentClaim,
-    ContentsUpdate,
     Decision,
     Detection3D,
     Evidence,
@@ -25,7 +26,6 @@ from mimir_planner.reasoning import (
     PropertyClaim,
     Verdict,
 )
-from mimir_planner.reasoning.claims import ContentItem
 from mimir_planner.reasoning.harness import PendingClaim
 from mimir_planner.reasoning.jobs import AnalysisJobs
 from mimir_planner.reasoning.window import (
@@ -37,21 +37,12 @@ from mimir_planner.reasoning.window import (
 )
 from mimir_planner.reasoning.world_view import Box3D, InMemoryWorld, NodeSnapshot
 from mimir_planner.reasoning.writes import (
-    WriteContext,
     event_kind,
     evidence_links,
     outcome_answer,
     plan_writes,
     unwritten_record,
 )
-
-
-def _ctx(known: set[str]) -> WriteContext:
-    return WriteContext(
-        interaction_id="ia-1", primitive="open", task="tidy up", stamp=12.5,
-        keyframe_ids=("kf-a", "kf-b"), frame_keyframes={"frame:base@9.500": "kf-a"},
-        detection_refs=frozenset({"det-7"}), known=known.__contains__,
-        event_prefix="analyzer:ia-1")
 
 
 def test_evidence_links_name_what_memory_can_point_at() -> None:
@@ -67,12 +58,7 @@ def test_evidence_links_name_what_memory_can_point_at() -> None:
 
 
 def test_is_opened_rides_on_openable_and_odd_values_are_not_written() -> None:
-    opened = PropertyClaim("cabinet_1", "is_opened", True, 0.8, "door ajar")
-    odd = PropertyClaim("cabinet_1", "is_opened", "half", 0.8, "door ajar")
-    result = HarnessResult((Verdict(opened, Decision.DEFER, "no motion", (), "opened"),
-                            Verdict(odd, Decision.REJECT, "not a state", (), "opened")),
-                           (), (), ())
-    first, second = plan_writes(result, _ctx({"cabinet_1"}))
+    first, second = plan_writes(is_opened_verdicts(), _ctx({"cabinet_1"}))
     assert first.update is not None and first.update.verdict is MemoryVerdict.DEFER
     assert first.update.properties == (PropertyWrite(
         "openable", True, 0.8, "interaction", "door ajar | defer by opened: no motion", True),)
@@ -82,31 +68,7 @@ def test_is_opened_rides_on_openable_and_odd_values_are_not_written() -> None:
 
 def test_every_verdict_is_planned() -> None:
     locked = PropertyClaim("cabinet_1", "locked", True, 1.7, "no motion")  # confidence clamped
-    ghost = PropertyClaim("ghost_9", "locked", True, 0.9, "made up")
-    mug = ContentClaim("cabinet_1", "mug", "red", "seen inside")
-    bowl = ContentClaim("cabinet_1", "bowl", "white", "seen inside")
-    apple = ContentClaim("cabinet_1", "apple", "green", "imagined")
-    outcome = OutcomeClaim("cabinet_1", "open", True, None, "success", 0.8)
-    fixed = OutcomeClaim("cabinet_1", "open", False, "locked", "fixture_locked", 0.8)
-    verdicts = [
-        Verdict(locked, Decision.ADMIT, "contact, no motion", ("gripper@11.200",), "locked",
-                interaction_id="ia-1"),
-        Verdict(GroundingClaim("ghost_9", "ghost"), Decision.REJECT, "no node", (),
-                "grounding", interaction_id="ia-1"),
-        Verdict(ghost, Decision.REJECT, "unknown id 'ghost_9'", (), "grounding",
-                interaction_id="ia-1"),
-        Verdict(mug, Decision.ADMIT, "1 detection", ("det-7",), "contains",
-                interaction_id="ia-1"),
-        Verdict(bowl, Decision.ADMIT, "1 detection", (), "contains", interaction_id="ia-1"),
-        Verdict(apple, Decision.REJECT, "no detection of 'apple'", (), "contains",
-                interaction_id="ia-1"),
-        Verdict(outcome, Decision.CORRECT, "evidence says fixture_locked", (), "outcome",
-                corrected=fixed, interaction_id="ia-0"),
-    ]
-    contents = ContentsUpdate("cabinet_1", (ContentItem("mug", "red", ("det-7",)),
-                                            ContentItem("bowl", "white")),
-                              False, "seen inside", "open", tuple(verdicts[3:6]), ("det-7",))
-    result = HarnessResult(tuple(verdicts), (), (contents,), ())
+    result = every_kind_of_verdict(locked, deferred_open=False, outcome_origin="ia-0")
     plans = plan_writes(result, _ctx({"cabinet_1"}))
     assert [p.subject for p in plans] == ["cabinet_1", "ghost_9", "ghost_9", "cabinet_1",
                                           "cabinet_1", "cabinet_1"]

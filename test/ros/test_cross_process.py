@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rclpy.node import Node
+from ros_helpers import stop_process, wait_until
 
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
@@ -36,20 +36,7 @@ def peer() -> Iterator[subprocess.Popen[str]]:
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _wait(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+        stop_process(proc)
 
 
 def test_custom_message_round_trip(spin_node: Node, peer: subprocess.Popen[str]) -> None:
@@ -66,7 +53,7 @@ def test_custom_message_round_trip(spin_node: Node, peer: subprocess.Popen[str])
                                            SceneNode(id="mug_0", label="mug")])
     graph.header.frame_id = "map"
     graph.header.stamp.sec = 12
-    assert _wait(lambda: pub.get_subscription_count() > 0)
+    assert wait_until(lambda: pub.get_subscription_count() > 0)
     pub.publish(graph)
     assert got.wait(20.0), "no memory event came back from the peer process"
     event = received[0]
@@ -103,11 +90,11 @@ def test_custom_action_with_feedback(spin_node: Node, peer: subprocess.Popen[str
     send = client.send_goal_async(
         goal, feedback_callback=lambda fb: feedback.append(fb.feedback.phase)
     )
-    assert _wait(send.done)
+    assert wait_until(send.done)
     handle = send.result()
     assert handle is not None and handle.accepted
     result_future = handle.get_result_async()
-    assert _wait(result_future.done)
+    assert wait_until(result_future.done)
     result = result_future.result().result
     assert result.success
     assert result.outcome == "OPENED"

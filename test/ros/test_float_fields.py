@@ -36,6 +36,7 @@ from geometry_msgs.msg import Point, PoseWithCovarianceStamped, TransformStamped
 from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message, serialize_message
+from ros_helpers import wait_until
 from rosgraph_msgs.msg import Clock
 from rosidl_parser.definition import (
     AbstractNestedType,
@@ -333,21 +334,12 @@ def test_publishers_are_float_safe() -> None:
 
 
 # ------------------------------------------------------------------------------------- DDS
-def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
-
-
 def _publish_until_received(publisher: Any, msg: Any, inbox: list[Any]) -> Any:
-    assert _wait(lambda: publisher.get_subscription_count() > 0), "no subscriber matched"
+    assert wait_until(lambda: publisher.get_subscription_count() > 0), "no subscriber matched"
     deadline = time.monotonic() + 20.0
     while not inbox and time.monotonic() < deadline:
         publisher.publish(msg)
-        _wait(lambda: bool(inbox), timeout=0.5)
+        wait_until(lambda: bool(inbox), timeout=0.5)
     assert inbox, "nothing arrived"
     return inbox[0]
 

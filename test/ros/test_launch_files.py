@@ -10,7 +10,6 @@ argument has a description, and the simulation launch starts exactly ``mimir.sim
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import sys
 import types
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ros_helpers import console_scripts
 
 from mimir.sim_graph import SIM_GRAPH, section_key
 
@@ -78,18 +78,6 @@ def _arguments(entities: list[Recorded]) -> dict[str, Recorded]:
     return {e.args[0]: e for e in _of(entities, "DeclareLaunchArgument")}
 
 
-def _console_scripts() -> dict[str, str]:
-    tree = ast.parse((REPO / "setup.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "NODES" for t in node.targets
-        ):
-            value = ast.literal_eval(node.value)
-            assert isinstance(value, dict)
-            return value
-    raise AssertionError("setup.py defines no NODES table")
-
-
 def _default_params_file(entities: list[Recorded]) -> Path:
     default = _arguments(entities)["params_file"].kwargs["default_value"]
     assert default.kind == "PathJoinSubstitution"
@@ -105,7 +93,7 @@ def test_the_three_launch_files_exist() -> None:
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_executables_are_console_scripts(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    scripts = _console_scripts()
+    scripts = console_scripts()
     nodes = _of(_describe(path, monkeypatch), "Node")
     assert nodes, f"{path.name} starts no node"
     for node in nodes:

@@ -8,7 +8,6 @@ does a section for a node no launch file or ``mimir sim`` starts under that name
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import typing
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ros_helpers import console_scripts, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = ("mimir.yaml", "mimir_sim.yaml")
@@ -37,25 +37,13 @@ NODE_CONFIGS: dict[str, tuple[str, str]] = {
 }
 
 
-def _console_scripts() -> dict[str, str]:
-    tree = ast.parse((REPO / "setup.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "NODES" for t in node.targets
-        ):
-            value = ast.literal_eval(node.value)
-            assert isinstance(value, dict)
-            return value
-    raise AssertionError("setup.py defines no NODES table")
-
-
 #: Parameters every rclpy node declares itself; a deployment file may set them.
 BUILT_IN = {"use_sim_time"}
 
 
 def _fields(name: str) -> dict[str, Any]:
     script, cls = NODE_CONFIGS[name]
-    module = _console_scripts()[script].split(":", 1)[0]
+    module = console_scripts()[script].split(":", 1)[0]
     config_type = getattr(importlib.import_module(module), cls)
     hints = typing.get_type_hints(config_type)
     return {f.name: hints[f.name] for f in dataclasses.fields(config_type) if f.init}
@@ -164,10 +152,5 @@ def test_a_node_under_a_namespace_reads_the_deployment_file(spin_node: Any, tmp_
         assert values["map_frame"].string_value == "map"
         assert values["use_sim_time"].bool_value is False
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5.0)
+        stop_process(proc)
         log.close()

@@ -49,21 +49,16 @@ def test_declares_with_descriptors_and_overrides(ros_context: Context) -> None:
         node.destroy_node()
 
 
-def test_invalid_value_is_a_config_error(ros_context: Context) -> None:
-    node = rclpy.create_node("params_bad", context=ros_context,
-                             parameter_overrides=[Parameter("rate_hz", value=-1.0)])
+@pytest.mark.parametrize(("node_name", "name", "value"), [
+    ("params_bad", "rate_hz", -1.0),  # refused by the dataclass
+    ("params_type", "max_masks", "many"),  # the wrong parameter type
+])
+def test_bad_value_or_type_is_a_config_error(ros_context: Context, node_name: str, name: str,
+                                             value: object) -> None:
+    node = rclpy.create_node(node_name, context=ros_context,
+                             parameter_overrides=[Parameter(name, value=value)])
     try:
-        with pytest.raises(ConfigError, match="rate_hz"):
-            declare_config(node, _Config)
-    finally:
-        node.destroy_node()
-
-
-def test_wrong_parameter_type_is_a_config_error(ros_context: Context) -> None:
-    node = rclpy.create_node("params_type", context=ros_context,
-                             parameter_overrides=[Parameter("max_masks", value="many")])
-    try:
-        with pytest.raises(ConfigError, match="max_masks"):
+        with pytest.raises(ConfigError, match=name):
             declare_config(node, _Config)
     finally:
         node.destroy_node()

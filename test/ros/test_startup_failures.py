@@ -57,23 +57,31 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def _refused(argv: list[str]) -> str:
+    """Run ``argv``; it must exit with 1 within EXIT_WITHIN_S saying one line, returned."""
+    proc, elapsed = _run(argv)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert elapsed < EXIT_WITHIN_S
+    return _one_line(proc)
+
+
 def _node(script: str, memory_dir: Path) -> list[str]:
     return [_script(script), "--ros-args", "-p", f"memory_dir:={memory_dir}"]
 
 
 def _wait_until_started(proc: subprocess.Popen[bytes], log: Path, lock: Path,
                         timeout: float = 60.0) -> None:
-    """Wait until ``proc`` holds the writer lock.
+    """Wait until ``proc`` holds the writer lock and has opened its store.
 
-    The holder writes its pid into the lock file; its first INFO line also comes only after
-    the store is open.
+    The holder writes its pid into the lock file as soon as it takes the lock, before it
+    creates the schema; its first INFO line comes only after the store is open, so both are
+    waited for (a test that edits the schema next must not find it half made).
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"the first node exited with {proc.returncode}"
-        if lock.is_file() and lock.read_text().strip() == str(proc.pid):
-            return
-        if "[INFO]" in log.read_text(errors="replace"):
+        locked = lock.is_file() and lock.read_text().strip() == str(proc.pid)
+        if locked and "[INFO]" in log.read_text(errors="replace"):
             return
         time.sleep(0.2)
     raise AssertionError(f"the first node did not take {lock} within {timeout} s")
@@ -118,11 +126,7 @@ def test_second_scene_graph_node_on_a_held_folder(
     db = memory / "world.db"
     first = _start_holder(holder, "scene_graph_node", memory, memory / "world.db.lock")
 
-    proc, elapsed = _run(_node("scene_graph_node", memory))
-
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert elapsed < EXIT_WITHIN_S
-    line = _one_line(proc)
+    line = _refused(_node("scene_graph_node", memory))
     assert str(db) in line
     assert f"pid {first.pid}" in line
     assert "memory_dir" in line  # says what to do
@@ -139,11 +143,7 @@ def test_world_db_of_a_newer_schema_version(
         conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     conn.close()
 
-    proc, elapsed = _run(_node("scene_graph_node", memory))
-
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert elapsed < EXIT_WITHIN_S
-    line = _one_line(proc)
+    line = _refused(_node("scene_graph_node", memory))
     assert str(db) in line
     assert "schema version 7" in line
     assert "upgrade mimir" in line
@@ -153,11 +153,7 @@ def test_memory_dir_that_cannot_be_created(tmp_path: Path) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
 
-    proc, elapsed = _run(_node("scene_graph_node", blocker / "memory"))
-
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert elapsed < EXIT_WITHIN_S
-    line = _one_line(proc)
+    line = _refused(_node("scene_graph_node", blocker / "memory"))
     assert line.startswith("scene_graph: ")
     assert str(blocker) in line
 
@@ -179,11 +175,7 @@ def test_second_keyframe_node_on_a_held_store(
     db = memory / "keyframes" / "keyframes.db"
     first = _start_holder(holder, "keyframe_node", memory, db.with_name("keyframes.db.lock"))
 
-    proc, elapsed = _run(_node("keyframe_node", memory))
-
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert elapsed < EXIT_WITHIN_S
-    line = _one_line(proc)
+    line = _refused(_node("keyframe_node", memory))
     assert str(db) in line
     assert f"pid {first.pid}" in line
 

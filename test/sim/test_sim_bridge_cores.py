@@ -59,10 +59,11 @@ class _FakeSim:
         self.shut_down = True
 
 
-def _thread(sim: _FakeSim, **kwargs: Any) -> SimThread:
+def _thread(sim: _FakeSim, real_time_factor: float = 0.0, **kwargs: Any) -> SimThread:
+    """A sim thread stepping 0.05 s (free-running unless ``real_time_factor`` > 0)."""
     args: dict[str, Any] = {"setup": lambda: None, "on_failure": lambda _err: True}
     args.update(kwargs)
-    return SimThread(sim, 0.05, 0.0, **args)  # type: ignore[arg-type]
+    return SimThread(sim, 0.05, real_time_factor, **args)  # type: ignore[arg-type]
 
 
 def test_sim_thread_steps_when_idle_and_runs_jobs_in_its_own_thread() -> None:
@@ -122,24 +123,12 @@ def test_sim_thread_reports_a_failed_loop_and_stops() -> None:
 
 
 def test_pace_holds_simulation_time_to_the_real_time_factor() -> None:
-    thread = SimThread(
-        _FakeSim(),  # type: ignore[arg-type]
-        0.05,
-        2.0,
-        setup=lambda: None,
-        on_failure=lambda _err: True,
-    )
+    thread = _thread(_FakeSim(), 2.0)
     start = time.monotonic()
     thread.pace(0.0)  # anchors
     thread.pace(0.2)  # 0.2 s of sim time at factor 2 is 0.1 s of wall time
     assert time.monotonic() - start >= 0.09
-    free = SimThread(
-        _FakeSim(),  # type: ignore[arg-type]
-        0.05,
-        0.0,
-        setup=lambda: None,
-        on_failure=lambda _err: True,
-    )
+    free = _thread(_FakeSim(), 0.0)
     start = time.monotonic()
     free.pace(0.0)
     free.pace(100.0)

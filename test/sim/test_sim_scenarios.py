@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -58,15 +60,27 @@ def _no_initial_penetration(scene: KitchenScene) -> list[tuple[str | None, str |
 
 
 @pytest.fixture(scope="module")
+def sim_of(tidybot_dir: Path) -> Iterator[Callable[[Scenario, int], KitchenSim]]:
+    """``sim_of(scenario, seed)``: a simulator of the scenario, shut down after the module."""
+    built: list[KitchenSim] = []
+
+    def build(scenario: Scenario, seed: int) -> KitchenSim:
+        built.append(KitchenSim(build_scene(scenario, tidybot_dir), SimConfig(seed=seed)))
+        return built[-1]
+
+    yield build
+    for sim in built:
+        sim.shutdown()
+
+
+@pytest.fixture(scope="module")
 def clutter() -> Scenario:
     return load_scenario("clutter_aware_pick")
 
 
 @pytest.fixture(scope="module")
-def clutter_sim(clutter, tidybot_dir):  # type: ignore[no-untyped-def]
-    s = KitchenSim(build_scene(clutter, tidybot_dir), SimConfig(seed=4))
-    yield s
-    s.shutdown()
+def clutter_sim(clutter: Scenario, sim_of: Callable[[Scenario, int], KitchenSim]) -> KitchenSim:
+    return sim_of(clutter, 4)
 
 
 def test_clutter_scenario_content(clutter: Scenario) -> None:
@@ -152,10 +166,8 @@ def horizon() -> Scenario:
 
 
 @pytest.fixture(scope="module")
-def horizon_sim(horizon, tidybot_dir):  # type: ignore[no-untyped-def]
-    s = KitchenSim(build_scene(horizon, tidybot_dir), SimConfig(seed=5))
-    yield s
-    s.shutdown()
+def horizon_sim(horizon: Scenario, sim_of: Callable[[Scenario, int], KitchenSim]) -> KitchenSim:
+    return sim_of(horizon, 5)
 
 
 def test_long_horizon_counts(horizon: Scenario) -> None:
