@@ -30,12 +30,13 @@ from mimir_memory.task import Effect, EffectKind, Feedback, TaskMemory
 from mimir_memory.world import WorldMemory
 from mimir_perception.camera import Intrinsics
 from mimir_planner.config import load_planner_config
-from mimir_planner.planner import ExecutionOutcome, Observation, PlannerSession
+from mimir_planner.planner import PlannerSession
 from mimir_planner.policies import VlmPlanner
 from mimir_planner.primitives import ExecutableStep
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
 from mimir_planner.retrieval import KeyframeRetriever, RetrievalQuery
+from mimir_planner.runs import ExecutionOutcome, Observation
 
 LABELS = [f"item{i}" for i in range(150)] + ["ketchup", "banana", "mug", "cabinet interior"]
 TRIGGERS = [t.value for t in Trigger]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_memory.task import Effect, EffectKind, Feedback
 from mimir_planner.config import PlannerConfig
-from mimir_planner.planner import ExecutionOutcome, Observation
 from mimir_planner.primitives import ExecutableStep
+from mimir_planner.runs import ExecutionOutcome, Observation
 
 Opens = Callable[[SceneNode], bool]
 """Whether a scene node is a fixture that opens (so that an object placed on it goes inside)."""

@@ -17,10 +17,11 @@ from mimir_memory.keyframes import KeyframeStore
 from mimir_memory.task import Effect, EffectKind, Feedback, TaskMemory
 from mimir_memory.world import WorldMemory
 from mimir_planner.config import PlannerConfig, load_planner_config
-from mimir_planner.planner import ExecutionOutcome, PlannerSession
+from mimir_planner.planner import PlannerSession
 from mimir_planner.primitives import ExecutableStep
 from mimir_planner.reasoning.errors import BackendUnavailableError
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
+from mimir_planner.runs import ExecutionOutcome
 
 
 @dataclass

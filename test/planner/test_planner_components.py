@@ -23,10 +23,10 @@ from mimir_planner.config import GateConfig, PlannerConfig, load_planner_config
 from mimir_planner.errors import ActionRefusedError, GateError, OverlayError, PlannerConfigError
 from mimir_planner.gate import GateState, OperatorGate
 from mimir_planner.overlay import draw_set_of_marks
-from mimir_planner.planner import Observation
 from mimir_planner.policies import VlmPlanner
 from mimir_planner.primitives import EmbodimentAdapter, PlanStep, PrimitiveRegistry, RobotContext
 from mimir_planner.reasoning.prompts import PromptLibrary
+from mimir_planner.runs import Observation
 
 
 @pytest.fixture

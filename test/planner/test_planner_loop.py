@@ -18,9 +18,9 @@ from mimir_memory.task import Effect, EffectKind, Feedback, GoalStatus
 from mimir_planner.config import GateConfig, load_planner_config
 from mimir_planner.errors import InstructionError
 from mimir_planner.gate import OperatorGate
-from mimir_planner.planner import ExecutionOutcome
 from mimir_planner.policies import VlmPlanner
 from mimir_planner.reasoning.prompts import PromptLibrary
+from mimir_planner.runs import ExecutionOutcome
 
 
 def _arrive(session, place: str, stamp: float) -> None:

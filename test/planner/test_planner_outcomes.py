@@ -20,8 +20,8 @@ from mimir_planner.outcomes import (
     step_effects,
     step_outcome,
 )
-from mimir_planner.planner import Observation
 from mimir_planner.primitives import ExecutableStep
+from mimir_planner.runs import Observation
 
 PRIMITIVES = ("move_to", "open", "close", "pick", "place", "inspect")
 

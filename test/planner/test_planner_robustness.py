@@ -27,11 +27,11 @@ from mimir_planner.config import PlannerConfig, load_planner_config
 from mimir_planner.errors import PlannerConfigError
 from mimir_planner.grounding import Exploration, GroundedGoal, Grounder
 from mimir_planner.instructions import GoalKind, GoalSpec
-from mimir_planner.planner import ExecutionOutcome
 from mimir_planner.policies import VlmPlanner
 from mimir_planner.primitives import ExecutableStep, PrimitiveRegistry, RobotContext
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.recall import GoalRecall, RecallQuery, SynonymTable
+from mimir_planner.runs import ExecutionOutcome
 
 UNVERIFIED = ("OPENED; the analyzer found it failed: outcome not verified: contact seen but "
               "no measured motion yet")

@@ -24,7 +24,10 @@ from mimir_planner.gate import OperatorGate
 from mimir_planner.hosting import RecordingPolicy, TrackedGate, wait_for_first_nodes
 from mimir_planner.instructions import parse_instruction
 from mimir_planner.memory_query import MemoryQueryError, query_memory
-from mimir_planner.planner import (
+from mimir_planner.policies import VlmPlanner
+from mimir_planner.primitives import ExecutableStep
+from mimir_planner.reasoning.prompts import PromptLibrary
+from mimir_planner.runs import (
     ExecutionOutcome,
     ExecutorUnavailableError,
     Observation,
@@ -32,9 +35,6 @@ from mimir_planner.planner import (
     RunStop,
     StepRecord,
 )
-from mimir_planner.policies import VlmPlanner
-from mimir_planner.primitives import ExecutableStep
-from mimir_planner.reasoning.prompts import PromptLibrary
 
 Kit = tuple[WorldMemory, TaskMemory, Kitchen]
 

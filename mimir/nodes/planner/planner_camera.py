@@ -21,7 +21,7 @@ from mimir.ros.images import ImageConversionError, image_to_rgb
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import to_seconds
 from mimir.transforms import TransformError
-from mimir_planner.planner import Observation
+from mimir_planner.runs import Observation
 
 Warn = Callable[[str, str], None]
 """Reports a problem: (diagnostics counter key, log text)."""

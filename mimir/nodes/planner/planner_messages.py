@@ -24,9 +24,9 @@ from mimir_msgs.msg import GoalStatus as GoalStatusMsg
 from mimir_planner.answers import NamedEntity
 from mimir_planner.grounding import Exploration, GroundedGoal, GroundingResult
 from mimir_planner.plan_schema import PlanAnswer
-from mimir_planner.planner import InstructionReport, RunStop
 from mimir_planner.recall import Candidate
 from mimir_planner.retrieval import RetrievedFrame
+from mimir_planner.runs import InstructionReport, RunStop
 
 _POOL_SOURCES = {"node": "linked_node", "label": "label_match", "recent": "recent_interaction"}
 

@@ -91,7 +91,7 @@ from mimir_planner.memory_readers import (
     open_world_reader,
 )
 from mimir_planner.outcomes import fixture_opens
-from mimir_planner.planner import Observation, PlannerSession
+from mimir_planner.planner import PlannerSession
 from mimir_planner.policies import PlannerPolicy, VlmPlanner
 from mimir_planner.reasoning import load_reasoning_config, make_backend
 from mimir_planner.reasoning.errors import ReasoningError
@@ -99,6 +99,7 @@ from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import VlmBackend
 from mimir_planner.recall import PackagedMiniLM
 from mimir_planner.retrieval import KeyframeRetriever
+from mimir_planner.runs import Observation
 
 __all__ = ["PlannerNode", "PlannerNodeConfig", "PlannerNodeError", "main"]
 

@@ -51,8 +51,8 @@ from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
 from mimir_msgs.srv import AnalyzeInteraction
 from mimir_planner.outcomes import Opens, Verification, judge, step_outcome
-from mimir_planner.planner import ExecutionOutcome, ExecutorUnavailableError, Observation
 from mimir_planner.primitives import ExecutableStep
+from mimir_planner.runs import ExecutionOutcome, ExecutorUnavailableError, Observation
 
 LOG = logging.getLogger(__name__)
 

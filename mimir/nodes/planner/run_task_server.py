@@ -34,7 +34,8 @@ from mimir_msgs.msg import Candidate as CandidateMsg
 from mimir_msgs.msg import PlanStep, RetrievedKeyframe
 from mimir_planner.hosting import RecordingPolicy, TrackedGate, wait_for_first_nodes
 from mimir_planner.memory_readers import MemoryUnavailableError
-from mimir_planner.planner import Executor, Observation, PlannerSession, RunHooks, StepRecord
+from mimir_planner.planner import PlannerSession
+from mimir_planner.runs import Executor, Observation, RunHooks, StepRecord
 
 
 @dataclass(frozen=True)
