@@ -218,34 +218,25 @@ def bench_rebuild(events_total: int, folder: Path) -> None:
         if written % 3:
             c = world.state.nodes[node_id].centroid
             p = np.asarray(c) + rng.normal(0, 0.01, 3)
-            chunk.append(
-                MemoryEvent(
-                    kind=EventKind.OBSERVATION_FUSED,
-                    stamp=stamp,
-                    source=Source.PERCEPTION,
-                    payload={
-                        "node_id": node_id,
-                        "centroid": p.tolist(),
-                        "bbox_min": (p - 0.05).tolist(),
-                        "bbox_max": (p + 0.05).tolist(),
-                    },
-                )
-            )
+            kind, source = EventKind.OBSERVATION_FUSED, Source.PERCEPTION
+            payload: dict[str, object] = {
+                "centroid": p.tolist(),
+                "bbox_min": (p - 0.05).tolist(),
+                "bbox_max": (p + 0.05).tolist(),
+            }
         else:
-            chunk.append(
-                MemoryEvent(
-                    kind=EventKind.PROPERTY_SET,
-                    stamp=stamp,
-                    source=Source.INTERACTION,
-                    payload={
-                        "node_id": node_id,
-                        "name": "pickable",
-                        "value": bool(written % 2),
-                        "confidence": 0.8,
-                        "reasoning": "lifted during a pick",
-                    },
-                )
+            kind, source = EventKind.PROPERTY_SET, Source.INTERACTION
+            payload = {
+                "name": "pickable",
+                "value": bool(written % 2),
+                "confidence": 0.8,
+                "reasoning": "lifted during a pick",
+            }
+        chunk.append(
+            MemoryEvent(
+                kind=kind, stamp=stamp, source=source, payload={"node_id": node_id, **payload}
             )
+        )
         written += 1
         if len(chunk) >= 5000:
             world.append(chunk)

@@ -34,6 +34,17 @@ def _speed(sim: KitchenSim, seconds: float) -> float:
     return seconds / (time.perf_counter() - t0)
 
 
+def _speed_with(
+    sim: KitchenSim, seconds: float, listener: Callable[[float], None], rate: float
+) -> float:
+    """:func:`_speed` with ``listener`` called at ``rate`` (Hz of simulated time)."""
+    handle = sim.add_step_listener(listener, 1.0 / rate)
+    try:
+        return _speed(sim, seconds)
+    finally:
+        sim.remove_step_listener(handle)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scenario", default="locked_unlocked")
@@ -73,9 +84,7 @@ def main() -> None:
         sim.state()
         reads[0] += 1
 
-    handle = sim.add_step_listener(read_state, 1.0 / args.state_rate)
-    speed = _speed(sim, args.seconds)
-    sim.remove_step_listener(handle)
+    speed = _speed_with(sim, args.seconds, read_state, args.state_rate)
     print(
         f"physics + state listener at {args.state_rate:g} Hz ({reads[0]} calls): "
         f"{speed:.1f} sim s per wall s"
@@ -89,9 +98,7 @@ def main() -> None:
             frames[0] += 1
 
     sim.render("pole", args.width, args.height)  # create the GL context outside the timing
-    handle = sim.add_step_listener(render_all, 1.0 / args.rate)
-    speed = _speed(sim, args.seconds)
-    sim.remove_step_listener(handle)
+    speed = _speed_with(sim, args.seconds, render_all, args.rate)
     print(
         f"physics + {len(CAMERAS)} cameras {args.width}x{args.height} (colour, depth, "
         f"segmentation) at {args.rate:g} Hz ({frames[0]} frames): {speed:.2f} sim s per wall s"

@@ -12,38 +12,16 @@ import math
 
 import numpy as np
 
-from mimir_sim.controllers import RobotControl
 from mimir_sim.errors import PrimitiveError
-from mimir_sim.fixtures import ArticulatedFixtures
 from mimir_sim.geometry import FloatArray, rot_z, wrap
-from mimir_sim.grasping import GraspAssist
-from mimir_sim.physics import PhysicsWorld
-from mimir_sim.recording import PrimitiveRecord, Recorder
-from mimir_sim.robot import GRIP_DEPTH, RobotBody
+from mimir_sim.recording import PrimitiveRecord
+from mimir_sim.robot import GRIP_DEPTH
 from mimir_sim.scene_layout import DOOR_T, FixtureLayout, start_pose_for
+from mimir_sim.skills import RobotSkills
 
 
-class DoorSkills:
+class DoorSkills(RobotSkills):
     """The ``open`` and ``close`` primitives and the hand's retreat from a fixture."""
-
-    def __init__(
-        self,
-        *,
-        world: PhysicsWorld,
-        body: RobotBody,
-        control: RobotControl,
-        grasp: GraspAssist,
-        fixtures: ArticulatedFixtures,
-        recorder: Recorder,
-        rng: np.random.Generator,
-    ) -> None:
-        self.world = world
-        self.body = body
-        self.control = control
-        self.grasp = grasp
-        self.fixtures = fixtures
-        self.recorder = recorder
-        self._rng = rng
 
     def _grasp_handle(
         self, fx: FixtureLayout, record: PrimitiveRecord
@@ -292,19 +270,15 @@ class DoorSkills:
         resisted = abs(after - before) < 0.02 and max(peak_force, peak_pull) > 1.0
         if opening:
             record.success = fixtures.is_open(fixture_id)
-            if record.success:
-                record.outcome = "opened"
-            elif resisted:
-                record.outcome = "pulled with contact but the fixture did not move"
-            else:
-                record.outcome = "fixture did not open far enough"
+            done, moved, short = "opened", "pulled", "fixture did not open far enough"
         else:
             thr = cfg.close_threshold_drawer if fx.is_drawer else cfg.close_threshold_door
             record.success = after <= thr
-            if record.success:
-                record.outcome = "closed"
-            elif resisted:
-                record.outcome = "pushed with contact but the fixture did not move"
-            else:
-                record.outcome = "fixture still open"
+            done, moved, short = "closed", "pushed", "fixture still open"
+        if record.success:
+            record.outcome = done
+        elif resisted:
+            record.outcome = f"{moved} with contact but the fixture did not move"
+        else:
+            record.outcome = short
         return self.recorder.end(record)

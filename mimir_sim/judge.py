@@ -9,7 +9,7 @@ one frame's ground-truth segmentation, and objects at or above a pixel threshold
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,6 +113,11 @@ def _records(sim: KitchenSim, index: int | None) -> list[PrimitiveRecord]:
     return [r for r in sim.log if index is None or r.instruction == index]
 
 
+def _open_tried(records: Iterable[PrimitiveRecord], fixture: str | None) -> bool:
+    """Whether any of ``records`` is an ``open`` of ``fixture``."""
+    return any(r.name == "open" and r.target == fixture for r in records)
+
+
 def inspected_open(sim: KitchenSim, object_id: str, index: int | None = None) -> bool:
     """An inspect of the object's fixture happened while that fixture was open."""
     home = sim.scene.objects[object_id].fixture
@@ -171,18 +176,18 @@ def check_criterion(
             how.append(f"in view with {pixels} px")
         return ok, f"{criterion.object} discovered: {ok}" + (f" ({', '.join(how)})" if how else "")
     if ctype == "open_attempted":
-        tried = any(
-            r.name == "open" and r.target == criterion.fixture for r in _records(sim, index)
-        )
+        tried = _open_tried(_records(sim, index), criterion.fixture)
         return tried, f"open attempted on {criterion.fixture}: {tried}"
     if ctype == "reopen_attempted":
         # an open tried in this instruction on a fixture already tried in an earlier one
-        here = any(r.name == "open" and r.target == criterion.fixture for r in _records(sim, index))
-        before = any(
-            r.name == "open"
-            and r.target == criterion.fixture
-            and (index is None or (r.instruction is not None and r.instruction < index))
-            for r in sim.log
+        here = _open_tried(_records(sim, index), criterion.fixture)
+        before = _open_tried(
+            (
+                r
+                for r in sim.log
+                if index is None or (r.instruction is not None and r.instruction < index)
+            ),
+            criterion.fixture,
         )
         hit = here and before
         return hit, f"open of {criterion.fixture} tried again after an earlier instruction: {hit}"

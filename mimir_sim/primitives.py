@@ -13,18 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mimir_sim.controllers import RobotControl
 from mimir_sim.doors import DoorSkills
 from mimir_sim.errors import PrimitiveError, UnknownEntityError, UnreachablePoseError
-from mimir_sim.fixtures import ArticulatedFixtures
 from mimir_sim.geometry import FloatArray, grip_rotation, wrap
-from mimir_sim.grasping import GraspAssist
-from mimir_sim.physics import PhysicsWorld
-from mimir_sim.recording import PrimitiveRecord, Recorder
+from mimir_sim.recording import PrimitiveRecord
 from mimir_sim.rendering import Cameras
-from mimir_sim.robot import RobotBody
 from mimir_sim.scenario import CategorySpec
 from mimir_sim.scene_layout import start_pose_for
+from mimir_sim.skills import RobotParts, RobotSkills
 from mimir_sim.truth import SceneTruth
 
 
@@ -46,33 +42,21 @@ def half_height(cat: CategorySpec) -> float:
     return cat.size[-1] if cat.shape in ("box", "ellipsoid") else cat.size[1]
 
 
-class Primitives:
+class Primitives(RobotSkills):
     """move_to, inspect, pick and place on one simulated robot."""
 
     def __init__(
         self,
+        parts: RobotParts,
         *,
-        world: PhysicsWorld,
-        body: RobotBody,
-        control: RobotControl,
-        grasp: GraspAssist,
-        fixtures: ArticulatedFixtures,
         truth: SceneTruth,
         doors: DoorSkills,
-        recorder: Recorder,
         cameras: Cameras,
-        rng: np.random.Generator,
     ) -> None:
-        self.world = world
-        self.body = body
-        self.control = control
-        self.grasp = grasp
-        self.fixtures = fixtures
+        super().__init__(parts)
         self.truth = truth
         self.doors = doors
-        self.recorder = recorder
         self.cameras = cameras
-        self._rng = rng
 
     def move_to(self, target: str | Sequence[float]) -> MoveResult:
         """Drive the base to a fixture's approach pose or to an explicit (x, y, yaw) pose.

@@ -50,10 +50,15 @@ def _carcass(
     w.box(w.world, f"{fid}/back", (x1 - t, cy, cz), (t, hy, hz), color)
 
 
-def _handle_geoms(
-    out: list[str], hid: str, bar_pos: tuple[float, float, float], vertical: bool
-) -> None:
-    """A bar handle on two standoffs; ``bar_pos`` is the bar centre, the door face is at +x."""
+def _moving_part_color(color: tuple[float, float, float]) -> tuple[float, float, float]:
+    """A door's or drawer's colour: its carcass colour a shade darker."""
+    r, g, b = (min(1.0, c * 0.92) for c in color)
+    return (r, g, b)
+
+
+def _handle(out: list[str], hid: str, bar_pos: tuple[float, float, float], vertical: bool) -> None:
+    """A bar handle on two standoffs with its grip site; ``bar_pos`` is the bar centre, the door
+    face is at +x."""
     bx, by, bz = bar_pos
     out.append(
         f'<geom name="{hid}/bar" type="cylinder" fromto="'
@@ -76,6 +81,9 @@ def _handle_geoms(
             f'<geom name="{hid}/standoff{k}" type="box" pos="{floats(spos)}" '
             f'size="{floats((HANDLE_STANDOFF / 2, 0.006, 0.006))}" rgba="0.55 0.55 0.58 1"/>'
         )
+    out.append(
+        f'<site name="{hid}" pos="{floats(bar_pos)}" size="0.01" rgba="1 0 0 0.3" group="4"/>'
+    )
 
 
 def build_fixture(
@@ -148,7 +156,7 @@ def build_fixture(
     handle_y = free_y + (0.055 if left else -0.055)
     bar_x = hinge_x - HANDLE_STANDOFF
     rng = UNLOCKED_RANGE["door"] if not fixture.locked else LOCKED_PLAY
-    door_color = tuple(min(1.0, c * 0.92) for c in fixture.color)
+    door_color = _moving_part_color(fixture.color)
     w.world.append(f'<body name="{door_id}" pos="{floats((hinge_x, hinge_y, 0.0))}">')
     w.world.append(
         f'<joint name="{fid}_hinge" type="hinge" axis="0 0 {-1 if left else 1}" '
@@ -159,14 +167,10 @@ def build_fixture(
         f"{door_id}/panel",
         (DOOR_T / 2, (y1 + y0) / 2 - hinge_y, door_cz),
         (DOOR_T / 2, fixture.width / 2 - 0.003, door_h),
-        (door_color[0], door_color[1], door_color[2]),
+        door_color,
         extra=' mass="1.5"',
     )
-    _handle_geoms(w.world, handle_id, (bar_x - hinge_x, handle_y - hinge_y, handle_z), True)
-    w.world.append(
-        f'<site name="{handle_id}" pos="{floats((bar_x - hinge_x, handle_y - hinge_y, handle_z))}" '
-        'size="0.01" rgba="1 0 0 0.3" group="4"/>'
-    )
+    _handle(w.world, handle_id, (bar_x - hinge_x, handle_y - hinge_y, handle_z), True)
     w.world.append("</body>")
     return FixtureLayout(
         id=fid,
@@ -215,8 +219,7 @@ def _build_drawer(
     inner_w = fixture.width / 2 - PANEL - 0.006
     box_d = (x1 - x0 - PANEL - 0.02) / 2
     wall = 0.006
-    col = tuple(min(1.0, c * 0.92) for c in fixture.color)
-    color = (col[0], col[1], col[2])
+    color = _moving_part_color(fixture.color)
     rng = UNLOCKED_RANGE["drawer"] if not fixture.locked else LOCKED_PLAY
     dh = (dz1 - dz0) / 2
     w.world.append(f'<body name="{drawer_id}" pos="{floats((x0, fixture.y, dz0))}">')
@@ -237,10 +240,7 @@ def _build_drawer(
     w.box(w.world, f"{drawer_id}/left", (box_d, inner_w - wall, dh), (box_d, wall, dh), color)
     w.box(w.world, f"{drawer_id}/right", (box_d, -inner_w + wall, dh), (box_d, wall, dh), color)
     bar = (-DOOR_T - HANDLE_STANDOFF, 0.0, dh)
-    _handle_geoms(w.world, handle_id, bar, False)
-    w.world.append(
-        f'<site name="{handle_id}" pos="{floats(bar)}" size="0.01" rgba="1 0 0 0.3" group="4"/>'
-    )
+    _handle(w.world, handle_id, bar, False)
     w.world.append("</body>")
     return FixtureLayout(
         id=fid,

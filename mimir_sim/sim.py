@@ -40,6 +40,7 @@ from mimir_sim.robot import HOME_ARM, FingerContact, RobotBody, RobotState
 from mimir_sim.scenario import Scenario
 from mimir_sim.scene import build_scene
 from mimir_sim.scene_layout import KitchenScene, start_pose_for
+from mimir_sim.skills import RobotParts
 from mimir_sim.truth import EntityState, SceneTruth
 
 
@@ -70,7 +71,7 @@ class KitchenSim:
             self.state,
             lambda: {fid: self.fixtures.opening(fid) for fid in self.fixtures.max_opening},
         )
-        self.doors = DoorSkills(
+        parts = RobotParts(
             world=self.world,
             body=self.body,
             control=self.control,
@@ -79,17 +80,9 @@ class KitchenSim:
             recorder=self.recorder,
             rng=rng,
         )
+        self.doors = DoorSkills(parts)
         self.primitives = Primitives(
-            world=self.world,
-            body=self.body,
-            control=self.control,
-            grasp=self.grasp,
-            fixtures=self.fixtures,
-            truth=self.truth,
-            doors=self.doors,
-            recorder=self.recorder,
-            cameras=self.cameras,
-            rng=rng,
+            parts, truth=self.truth, doors=self.doors, cameras=self.cameras
         )
         self.reset()
 
