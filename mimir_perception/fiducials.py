@@ -33,8 +33,8 @@ from typing import Any
 import cv2
 import numpy as np
 import numpy.typing as npt
-import yaml
 
+from mimir import settings
 from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
 from mimir_perception.camera import (
     FloatArray,
@@ -139,14 +139,7 @@ def parse_fiducial_map(data: Any, source: str = "<data>") -> FiducialMap:
 def load_fiducial_map(path: str | Path) -> FiducialMap:
     """Load a fiducial map YAML file (format in the module docstring)."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as err:
-        raise FiducialMapError(f"cannot read fiducial map {file}: {err}") from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise FiducialMapError(f"{file}: invalid YAML: {err}") from err
+    data = settings.read_mapping(file, "fiducial map", FiducialMapError)
     return parse_fiducial_map(data, str(file))
 
 

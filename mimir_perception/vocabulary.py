@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from mimir import settings
 from mimir_perception.errors import VocabularyError
 
 EntryKind = Literal["fixture", "object"]
@@ -224,14 +223,7 @@ def load_vocabulary(path: str | Path) -> Vocabulary:
         VocabularyError: The file is missing, unreadable, not YAML or malformed.
     """
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as err:
-        raise VocabularyError(f"cannot read vocabulary file {file}: {err}") from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise VocabularyError(f"{file}: invalid YAML: {err}") from err
+    data = settings.read_mapping(file, "vocabulary file", VocabularyError)
     return parse_vocabulary(data, str(file))
 
 

@@ -141,6 +141,17 @@ _AVOID = re.compile(
 )
 _YES_NO = re.compile(rf"^(?:is|are|was|were)\s+{_NOUN}\s+(locked|open|opened|closed|empty|full)$")
 
+_QUESTION_FORMS: tuple[tuple[str, re.Pattern[str], int | None, int | None, int | None], ...] = (
+    # question kind, pattern, and its groups of the object, the source and the asked-about
+    # state (None: the form has none); tried in order, after ``where``.
+    ("which_state", _WHICH_STATE, 1, None, 2),
+    ("how_many", _HOW_MANY, 1, 2, None),
+    ("what", _WHAT_IN, None, 1, None),
+    ("what_with", _WHAT_WITH, 1, None, None),
+    ("which", _WHICH, 2, 1, None),
+    ("yes_no", _YES_NO, 1, None, 2),
+)
+
 
 def _clean(text: str) -> str:
     out = text.strip().lower()
@@ -215,30 +226,13 @@ def _question(text: str) -> GoalSpec | None:
         obj, source, near = rel
         return GoalSpec(GoalKind.QUESTION, obj, source=source, near=near, question_kind="where",
                         text=text)
-    match = _WHICH_STATE.match(text)
-    if match:
-        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), target=match.group(2),
-                        question_kind="which_state", text=text)
-    match = _HOW_MANY.match(text)
-    if match:
-        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), source=noun(match.group(2)),
-                        question_kind="how_many", text=text)
-    match = _WHAT_IN.match(text)
-    if match:
-        return GoalSpec(GoalKind.QUESTION, None, source=noun(match.group(1)),
-                        question_kind="what", text=text)
-    match = _WHAT_WITH.match(text)
-    if match:
-        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), question_kind="what_with",
-                        text=text)
-    match = _WHICH.match(text)
-    if match:
-        return GoalSpec(GoalKind.QUESTION, noun(match.group(2)), source=noun(match.group(1)),
-                        question_kind="which", text=text)
-    match = _YES_NO.match(text)
-    if match:
-        return GoalSpec(GoalKind.QUESTION, noun(match.group(1)), target=match.group(2),
-                        question_kind="yes_no", text=text)
+    for kind, pattern, obj_at, source_at, state_at in _QUESTION_FORMS:
+        match = pattern.match(text)
+        if match:
+            return GoalSpec(GoalKind.QUESTION, noun(match.group(obj_at)) if obj_at else None,
+                            source=noun(match.group(source_at)) if source_at else None,
+                            target=match.group(state_at) if state_at else None,
+                            question_kind=kind, text=text)
     return None
 
 

@@ -23,7 +23,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -177,6 +177,28 @@ def _json(text: object) -> dict[str, object]:
         raise PlanAnswerError(str(err)) from err
 
 
+def _frame_items(
+    text: object, key: str, max_k: int, fields: Sequence[str]
+) -> Iterator[tuple[str, dict[str, object]]]:
+    """The items of the answer's one list ``key`` (at most ``max_k`` frames), with their paths.
+
+    Each item must be an object with exactly ``fields``; items are checked as they are taken.
+    """
+    obj = _json(text)
+    _fields(obj, "$", (key,))
+    items = obj[key]
+    if not isinstance(items, list):
+        raise PlanAnswerError("expected a list", f"$.{key}")
+    if len(items) > max_k:
+        raise PlanAnswerError(f"more than {max_k} frames {key}", f"$.{key}")
+    for i, item in enumerate(items):
+        path = f"$.{key}[{i}]"
+        if not isinstance(item, dict):
+            raise PlanAnswerError("expected an object", path)
+        _fields(item, path, fields)
+        yield path, item
+
+
 def parse_shortlist_answer(
     text: object, pool: Sequence[PoolEntry], max_k: int
 ) -> tuple[Choice, ...]:
@@ -188,20 +210,9 @@ def parse_shortlist_answer(
     Raises:
         PlanAnswerError: Malformed answer, unknown index, mismatched id, duplicates, too many.
     """
-    obj = _json(text)
-    _fields(obj, "$", ("chosen",))
-    chosen = obj["chosen"]
-    if not isinstance(chosen, list):
-        raise PlanAnswerError("expected a list", "$.chosen")
-    if len(chosen) > max_k:
-        raise PlanAnswerError(f"more than {max_k} frames chosen", "$.chosen")
     out: list[Choice] = []
     seen: set[int] = set()
-    for i, item in enumerate(chosen):
-        path = f"$.chosen[{i}]"
-        if not isinstance(item, dict):
-            raise PlanAnswerError("expected an object", path)
-        _fields(item, path, ("idx", "frame_id", "reason"))
+    for path, item in _frame_items(text, "chosen", max_k, ("idx", "frame_id", "reason")):
         idx = _index(item["idx"], f"{path}.idx", len(pool))
         fid = item["frame_id"]
         if not isinstance(fid, str) or len(fid) < 6 or not pool[idx - 1].frame_id.startswith(fid):
@@ -221,20 +232,9 @@ def parse_selection_answer(
     Raises:
         PlanAnswerError: Malformed answer, index outside the shortlist, duplicates, too many.
     """
-    obj = _json(text)
-    _fields(obj, "$", ("selected",))
-    selected = obj["selected"]
-    if not isinstance(selected, list):
-        raise PlanAnswerError("expected a list", "$.selected")
-    if len(selected) > max_k:
-        raise PlanAnswerError(f"more than {max_k} frames selected", "$.selected")
     allowed = {c.idx for c in shortlist}
     out: list[Choice] = []
-    for i, item in enumerate(selected):
-        path = f"$.selected[{i}]"
-        if not isinstance(item, dict):
-            raise PlanAnswerError("expected an object", path)
-        _fields(item, path, ("idx", "reason"))
+    for path, item in _frame_items(text, "selected", max_k, ("idx", "reason")):
         idx = item["idx"]
         if isinstance(idx, bool) or not isinstance(idx, int) or idx not in allowed:
             raise PlanAnswerError("index is not in the shortlist", f"{path}.idx")
@@ -414,6 +414,14 @@ class VlmRetrievalReasoner:
 
 
 # ---------------------------------------------------------------------- label index
+def _grouped(rows: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """``(frame_id, value)`` rows as each frame's values, in row order."""
+    out: dict[str, list[str]] = {}
+    for fid, value in rows:
+        out.setdefault(fid, []).append(value)
+    return out
+
+
 @dataclass
 class _LabelIndex:
     """Token -> frame ids over labels, tags and captions, followed by rowid."""
@@ -545,18 +553,14 @@ class KeyframeRetriever:
             return {}
         db = self._db()
         marks = ",".join("?" * len(frame_ids))
-        nodes: dict[str, list[str]] = {}
-        for fid, nid in db.execute(
+        nodes = _grouped(db.execute(
             f"SELECT frame_id, node_id FROM keyframe_nodes WHERE frame_id IN ({marks})"
             " ORDER BY rowid", frame_ids
-        ).fetchall():
-            nodes.setdefault(fid, []).append(nid)
-        labels: dict[str, list[str]] = {}
-        for fid, label in db.execute(
+        ))
+        labels = _grouped(db.execute(
             f"SELECT frame_id, label FROM keyframe_labels WHERE frame_id IN ({marks})"
             " ORDER BY frame_id, position", frame_ids
-        ).fetchall():
-            labels.setdefault(fid, []).append(label)
+        ))
         relevant = set(query.node_ids)
         out: dict[str, PoolEntry] = {}
         for fid, stamp, trigger, camera, action, tags, caption in db.execute(

@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 
@@ -68,6 +69,8 @@ from mimir_planner.reasoning.world_view import NodeView, WorldView, is_opened, n
 
 LOG = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class KeyframeRequest:
@@ -110,6 +113,16 @@ class PreparedInteraction:
     window: ActionWindow
 
 
+class _FromHarness(Generic[_T]):
+    """A read-only attribute of :class:`AnalysisResult` that its harness result answers."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, result: AnalysisResult, owner: type | None = None) -> _T:
+        return cast(_T, getattr(result.harness, self._name))
+
+
 @dataclass(frozen=True)
 class AnalysisResult:
     """Outcome of analysing one interaction."""
@@ -123,29 +136,12 @@ class AnalysisResult:
     keyframes: tuple[KeyframeRequest, ...]
     answer_attempts: int
 
-    @property
-    def property_updates(self) -> tuple[PropertyUpdate, ...]:
-        return self.harness.property_updates
-
-    @property
-    def contents_updates(self) -> tuple[ContentsUpdate, ...]:
-        return self.harness.contents_updates
-
-    @property
-    def outcome_updates(self) -> tuple[OutcomeUpdate, ...]:
-        return self.harness.outcome_updates
-
-    @property
-    def verdicts(self) -> tuple[Verdict, ...]:
-        return self.harness.verdicts
-
-    @property
-    def deferred(self) -> tuple[Verdict, ...]:
-        return self.harness.deferred
-
-    @property
-    def rejected(self) -> tuple[Verdict, ...]:
-        return self.harness.rejected
+    property_updates = _FromHarness[tuple[PropertyUpdate, ...]]()
+    contents_updates = _FromHarness[tuple[ContentsUpdate, ...]]()
+    outcome_updates = _FromHarness[tuple[OutcomeUpdate, ...]]()
+    verdicts = _FromHarness[tuple[Verdict, ...]]()
+    deferred = _FromHarness[tuple[Verdict, ...]]()
+    rejected = _FromHarness[tuple[Verdict, ...]]()
 
 
 def claims_from_answer(

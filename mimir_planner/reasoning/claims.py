@@ -214,6 +214,21 @@ class PropertyUpdate:
     evidence_refs: tuple[str, ...]
     source: str = "interaction"
 
+    @classmethod
+    def admitted(cls, claim: PropertyClaim, verdict: Verdict) -> PropertyUpdate:
+        """The write of an admitted (or corrected) claim; model claims write as ``interaction``."""
+        return cls(
+            object_id=claim.object_id,
+            property=claim.name,
+            value=claim.new_value,
+            confidence=claim.confidence,
+            reasoning=claim.reasoning,
+            is_opened=claim.is_opened,
+            verdict=verdict,
+            evidence_refs=verdict.evidence_refs,
+            source="interaction" if claim.source == "model" else claim.source,
+        )
+
 
 @dataclass(frozen=True)
 class ContentItem:
@@ -248,3 +263,16 @@ class OutcomeUpdate:
     category: str
     verdict: Verdict
     evidence_refs: tuple[str, ...]
+
+    @classmethod
+    def admitted(cls, claim: OutcomeClaim, verdict: Verdict) -> OutcomeUpdate:
+        """The record of an admitted (or corrected) outcome claim."""
+        return cls(
+            target_id=claim.target_id,
+            primitive=claim.primitive,
+            success=claim.success,
+            failure_reason=claim.failure_reason,
+            category=claim.category,
+            verdict=verdict,
+            evidence_refs=verdict.evidence_refs,
+        )

@@ -40,12 +40,8 @@ class VlmConfig:
             raise ReasoningConfigError(f"vlm.backend must be one of {BACKEND_KINDS}")
         if self.image_format not in ("png", "jpeg"):
             raise ReasoningConfigError("vlm.image_format must be 'png' or 'jpeg'")
-        _positive("vlm.timeout_s", self.timeout_s)
-        _positive("vlm.max_tokens", self.max_tokens)
-        _positive("vlm.max_attempts", self.max_attempts)
-        _non_negative("vlm.backoff_initial_s", self.backoff_initial_s)
-        _non_negative("vlm.backoff_max_s", self.backoff_max_s)
-        _non_negative("vlm.temperature", self.temperature)
+        _check(self, "vlm", positive=("timeout_s", "max_tokens", "max_attempts"),
+               non_negative=("backoff_initial_s", "backoff_max_s", "temperature"))
         if not 1 <= self.jpeg_quality <= 100:
             raise ReasoningConfigError("vlm.jpeg_quality must lie in [1, 100]")
 
@@ -70,14 +66,11 @@ class AnalyzerConfig:
     nearby_fixture_radius_m: float = 2.0
 
     def __post_init__(self) -> None:
-        _positive("analyzer.answer_attempts", self.answer_attempts)
-        _positive("analyzer.full_image_max_side", self.full_image_max_side)
-        _positive("analyzer.collage_columns", self.collage_columns)
-        _positive("analyzer.collage_tile_width", self.collage_tile_width)
-        _non_negative("analyzer.collage_label_width", self.collage_label_width)
-        _non_negative("analyzer.collage_header_height", self.collage_header_height)
-        _non_negative("analyzer.window_margin_s", self.window_margin_s)
-        _non_negative("analyzer.nearby_fixture_radius_m", self.nearby_fixture_radius_m)
+        _check(self, "analyzer",
+               positive=("answer_attempts", "full_image_max_side", "collage_columns",
+                         "collage_tile_width"),
+               non_negative=("collage_label_width", "collage_header_height", "window_margin_s",
+                             "nearby_fixture_radius_m"))
 
 
 @dataclass(frozen=True)
@@ -129,14 +122,10 @@ class PerceptConfig:
     box_margin_m: float = 0.03
 
     def __post_init__(self) -> None:
-        _positive("percepts.min_contact_samples", self.min_contact_samples)
-        _positive("percepts.open_displacement_m", self.open_displacement_m)
-        _positive("percepts.open_displacement_rad", self.open_displacement_rad)
-        _positive("percepts.depth_pixel_change_m", self.depth_pixel_change_m)
-        _positive("percepts.depth_min_valid_pixels", self.depth_min_valid_pixels)
-        _non_negative("percepts.box_margin_m", self.box_margin_m)
-        _non_negative("percepts.min_grip_effort_n", self.min_grip_effort_n)
-        _non_negative("percepts.min_object_width_m", self.min_object_width_m)
+        _check(self, "percepts",
+               positive=("min_contact_samples", "open_displacement_m", "open_displacement_rad",
+                         "depth_pixel_change_m", "depth_min_valid_pixels"),
+               non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m"))
         if not 0.0 < self.depth_change_quantile <= 1.0:
             raise ReasoningConfigError("percepts.depth_change_quantile must lie in (0, 1]")
 
@@ -153,8 +142,7 @@ class VerifierConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ReasoningConfigError("verifier.min_confidence must lie in [0, 1]")
-        _non_negative("verifier.rebind_radius_m", self.rebind_radius_m)
-        _positive("verifier.max_rechecks", self.max_rechecks)
+        _check(self, "verifier", positive=("max_rechecks",), non_negative=("rebind_radius_m",))
 
 
 @dataclass(frozen=True)
@@ -175,12 +163,13 @@ class ReasoningConfig:
         return path if path.is_absolute() else self.base_dir / path
 
 
-def _positive(name: str, value: float) -> None:
-    settings.positive(name, value, ReasoningConfigError)
-
-
-def _non_negative(name: str, value: float) -> None:
-    settings.non_negative(name, value, ReasoningConfigError)
+def _check(obj: object, section: str, positive: tuple[str, ...] = (),
+           non_negative: tuple[str, ...] = ()) -> None:
+    """Range checks of a section's fields: ``positive`` ones > 0, ``non_negative`` ones >= 0."""
+    for name in positive:
+        settings.positive(f"{section}.{name}", getattr(obj, name), ReasoningConfigError)
+    for name in non_negative:
+        settings.non_negative(f"{section}.{name}", getattr(obj, name), ReasoningConfigError)
 
 
 _T = TypeVar("_T")

@@ -49,7 +49,7 @@ from mimir_planner.reasoning.percepts import (
     moved,
     names_match,
 )
-from mimir_planner.reasoning.world_view import WorldView
+from mimir_planner.reasoning.world_view import Box3D, WorldView
 
 LOG = logging.getLogger(__name__)
 
@@ -493,7 +493,9 @@ class Harness:
             refs,
         )
 
-    def _fixture_problem(self, fixture_id: str, ev: Evidence) -> _Check | None:
+    def _observed_volume(self, fixture_id: str, ev: Evidence) -> Box3D | _Check:
+        """The fixture's 3D box when its interior was observed open, else the check that stops
+        a claim about its contents."""
         node = self._world.node(fixture_id)
         if node is None:
             return _Check(Decision.REJECT, f"unknown fixture '{fixture_id}'")
@@ -503,16 +505,12 @@ class Harness:
             return _Check(Decision.REJECT, f"'{fixture_id}' has no 3D volume to check against")
         if fixture_id not in ev.observed_interiors:
             return _Check(Decision.DEFER, f"the interior of '{fixture_id}' was not observed open")
-        return None
+        return node.bbox
 
     def _verify_content(self, claim: ContentClaim, ev: Evidence) -> _Check:
-        problem = self._fixture_problem(claim.fixture_id, ev)
-        if problem is not None:
-            return problem
-        node = self._world.node(claim.fixture_id)
-        box = node.bbox if node is not None else None
-        if box is None:
-            return _Check(Decision.REJECT, "fixture volume vanished")
+        box = self._observed_volume(claim.fixture_id, ev)
+        if isinstance(box, _Check):
+            return box
         inside = detections_inside(ev.detections, box, self._percepts)
         hits = [d for d in inside if names_match(claim.name, d.label, self._vocab.synonyms)]
         if not hits:
@@ -528,13 +526,9 @@ class Harness:
         )
 
     def _verify_empty(self, claim: EmptyClaim, ev: Evidence) -> _Check:
-        problem = self._fixture_problem(claim.fixture_id, ev)
-        if problem is not None:
-            return problem
-        node = self._world.node(claim.fixture_id)
-        box = node.bbox if node is not None else None
-        if box is None:
-            return _Check(Decision.REJECT, "fixture volume vanished")
+        box = self._observed_volume(claim.fixture_id, ev)
+        if isinstance(box, _Check):
+            return box
         inside = contents_inside(ev.detections, box, self._percepts, self._vocab)
         if inside:
             labels = sorted({d.label for d in inside})
@@ -624,31 +618,9 @@ class Harness:
                 )
                 contents.setdefault(fixture, []).append((verdict, ctx))
             elif isinstance(effective, PropertyClaim):
-                props.append(
-                    PropertyUpdate(
-                        object_id=effective.object_id,
-                        property=effective.name,
-                        value=effective.new_value,
-                        confidence=effective.confidence,
-                        reasoning=effective.reasoning,
-                        is_opened=effective.is_opened,
-                        verdict=verdict,
-                        evidence_refs=verdict.evidence_refs,
-                        source="interaction" if effective.source == "model" else effective.source,
-                    )
-                )
+                props.append(PropertyUpdate.admitted(effective, verdict))
             elif isinstance(effective, OutcomeClaim):
-                outcomes.append(
-                    OutcomeUpdate(
-                        target_id=effective.target_id,
-                        primitive=effective.primitive,
-                        success=effective.success,
-                        failure_reason=effective.failure_reason,
-                        category=effective.category,
-                        verdict=verdict,
-                        evidence_refs=verdict.evidence_refs,
-                    )
-                )
+                outcomes.append(OutcomeUpdate.admitted(effective, verdict))
         updates = [u for f, group in contents.items() if (u := _contents_update(f, group))]
         return HarnessResult(
             verdicts=tuple(v for v, _ in judged),
