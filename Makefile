@@ -18,6 +18,7 @@ demo: setup
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/mypy
+	.venv/bin/lint-imports
 
 bench: setup
 	bash scripts/bench.sh
@@ -30,4 +31,4 @@ check-launch: setup
 	bash scripts/check_launch.sh $(LAUNCH_SOURCES)
 
 clean:
-	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache
