@@ -39,8 +39,8 @@ setup(
     version="0.1.0",
     packages=find_packages(
         include=["mimir", "mimir.*", "mimir_memory", "mimir_memory.*", "mimir_perception",
-                 "mimir_perception.*", "mimir_planner", "mimir_planner.*", "mimir_sim",
-                 "mimir_sim.*"]
+                 "mimir_perception.*", "mimir_planner", "mimir_planner.*", "mimir_robot",
+                 "mimir_robot.*", "mimir_sim", "mimir_sim.*"]
     ),
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),

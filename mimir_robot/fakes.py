@@ -1,0 +1,240 @@
+"""Kinematic stand-ins for the TidyBot++ base and arm controllers, and servers that host them.
+
+:class:`FakeBase` and :class:`FakeArm` answer the same methods with the same dictionary keys as
+the controllers of the real servers. Their motion is first order: each quantity closes the gap to
+its target at ``rate`` per second (``1 - exp(-rate * dt)`` of the gap every ``dt``), advanced on
+every call from the monotonic clock, so no thread runs in the server. Like the real controllers
+they must be reset before they take targets; a base reset zeroes odometry, an arm reset opens the
+gripper and puts the arm at :data:`RETRACT_POS` / :data:`RETRACT_QUAT`.
+
+Every controller built and every ``close()`` in a server process is counted (class-level
+counters), and calls can be made to hang, both through the ``FakeControl`` typeid that
+:func:`start_fake_server` registers beside the controller: tests use them to check that reconnects
+create no extra controller and that a server that never answers is bounded by the client's
+deadline.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mimir_robot import contract as c
+from mimir_robot.rpc import start_controller_server
+
+# End-effector pose after an arm reset (m, arm base frame; quaternion x, y, z, w): tucked in front
+# of the arm base, tool pointing down, roughly where the Gen3 "retract" pose puts the tool.
+RETRACT_POS = np.array([0.13, 0.0, 0.21])
+RETRACT_QUAT = np.array([0.7071068, 0.7071068, 0.0, 0.0])
+
+
+class _Faults:
+    """Server-process-wide switches and counters shared by every fake controller."""
+
+    lock = threading.Lock()
+    created: ClassVar[dict[str, int]] = {c.BASE_TYPEID: 0, c.ARM_TYPEID: 0}
+    closed: ClassVar[dict[str, int]] = {c.BASE_TYPEID: 0, c.ARM_TYPEID: 0}
+    hang = threading.Event()  # set: every controller call blocks until cleared
+
+    @classmethod
+    def count(cls, typeid: str, table: dict[str, int] | None = None) -> None:
+        with cls.lock:
+            table = cls.created if table is None else table
+            table[typeid] = table.get(typeid, 0) + 1
+
+    @classmethod
+    def maybe_hang(cls) -> None:
+        while cls.hang.is_set():
+            time.sleep(0.01)
+
+
+class FakeControl:
+    """Test hooks of a fake server (typeid ``FakeControl``)."""
+
+    def counts(self) -> dict[str, int]:
+        """How many controllers of each typeid this server process has built."""
+        with _Faults.lock:
+            return dict(_Faults.created)
+
+    def closes(self) -> dict[str, int]:
+        """How many ``close()`` calls the controllers of each typeid have received."""
+        with _Faults.lock:
+            return dict(_Faults.closed)
+
+    def set_hang(self, hang: bool) -> None:
+        """Make every controller call block (True) until released (False)."""
+        if hang:
+            _Faults.hang.set()
+        else:
+            _Faults.hang.clear()
+
+
+def _gain(rate: float, dt: float) -> float:
+    return 1.0 - math.exp(-rate * max(dt, 0.0))
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+
+
+class FakeBase:
+    """Base controller: tracks ``base_pose`` targets; reports odometry zeroed at reset."""
+
+    def __init__(self, max_vel: tuple[float, float, float] = (0.5, 0.5, 1.57),
+                 max_accel: tuple[float, float, float] = (0.25, 0.25, 0.79),
+                 rate: float = 4.0) -> None:
+        _Faults.count(c.BASE_TYPEID)
+        self.max_vel = np.asarray(max_vel, dtype=np.float64)
+        self.max_accel = max_accel  # accepted for signature compatibility; first order ignores it
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._pose: np.ndarray | None = None  # None until the first reset
+        self._target: np.ndarray | None = None
+        self._running = False
+        self._t = time.monotonic()
+
+    def _advance(self) -> None:
+        now = time.monotonic()
+        dt, self._t = now - self._t, now
+        if self._pose is None or self._target is None or not self._running:
+            return
+        err = self._target - self._pose
+        err[2] = _wrap(float(err[2]))
+        step = err * _gain(self.rate, dt)
+        step = np.clip(step, -self.max_vel * dt, self.max_vel * dt)
+        self._pose = self._pose + step
+
+    def reset(self) -> None:
+        _Faults.maybe_hang()
+        with self._lock:
+            self._pose = np.zeros(3)
+            self._target = None
+            self._running = True
+            self._t = time.monotonic()
+
+    def execute_action(self, action: dict[str, Any]) -> None:
+        _Faults.maybe_hang()
+        with self._lock:
+            if self._pose is None or not self._running:
+                raise RuntimeError("base control is not running: call reset() first")
+            self._advance()
+            self._target = np.asarray(action[c.KEY_BASE_POSE], dtype=np.float64).reshape(3).copy()
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        _Faults.maybe_hang()
+        with self._lock:
+            if self._pose is None:
+                raise RuntimeError("base control was never started: call reset() first")
+            self._advance()
+            return {c.KEY_BASE_POSE: self._pose.copy()}
+
+    def close(self) -> None:
+        _Faults.count(c.BASE_TYPEID, _Faults.closed)
+        with self._lock:
+            self._advance()
+            self._running = False
+
+
+def _nlerp(q: np.ndarray, target: np.ndarray, t: float) -> np.ndarray:
+    if float(np.dot(q, target)) < 0.0:
+        target = -target
+    out = q + (target - q) * t
+    return np.asarray(out / np.linalg.norm(out))
+
+
+class FakeArm:
+    """Arm controller: tracks end-effector and gripper targets; reports pose and gripper only."""
+
+    def __init__(self, rate: float = 6.0, gripper_rate: float = 8.0) -> None:
+        _Faults.count(c.ARM_TYPEID)
+        self.rate = rate
+        self.gripper_rate = gripper_rate
+        self._lock = threading.Lock()
+        self._pos = RETRACT_POS.copy()
+        self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
+        self._grip = 0.0
+        self._target: tuple[np.ndarray, np.ndarray, float] | None = None
+        self._running = False
+        self._t = time.monotonic()
+
+    def _advance(self) -> None:
+        now = time.monotonic()
+        dt, self._t = now - self._t, now
+        if self._target is None or not self._running:
+            return
+        pos, quat, grip = self._target
+        k = _gain(self.rate, dt)
+        self._pos = self._pos + (pos - self._pos) * k
+        self._quat = _nlerp(self._quat, quat, k)
+        self._grip += (grip - self._grip) * _gain(self.gripper_rate, dt)
+
+    def reset(self) -> None:
+        _Faults.maybe_hang()
+        with self._lock:
+            self._grip = c.GRIPPER_OPEN
+            self._pos = RETRACT_POS.copy()
+            self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
+            self._target = None
+            self._running = True
+            self._t = time.monotonic()
+
+    def execute_action(self, action: dict[str, Any]) -> None:
+        _Faults.maybe_hang()
+        with self._lock:
+            if not self._running:
+                raise RuntimeError("arm control is not running: call reset() first")
+            self._advance()
+            quat = np.asarray(action[c.KEY_ARM_QUAT], dtype=np.float64).reshape(4)
+            self._target = (
+                np.asarray(action[c.KEY_ARM_POS], dtype=np.float64).reshape(3).copy(),
+                quat / np.linalg.norm(quat),
+                float(np.asarray(action[c.KEY_GRIPPER_POS]).item()),
+            )
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        _Faults.maybe_hang()
+        with self._lock:
+            self._advance()
+            quat = self._quat.copy()
+            if quat[3] < 0.0:
+                quat = -quat
+            return {
+                c.KEY_ARM_POS: self._pos.copy(),
+                c.KEY_ARM_QUAT: quat,
+                c.KEY_GRIPPER_POS: np.array([self._grip]),
+            }
+
+    def close(self) -> None:
+        _Faults.count(c.ARM_TYPEID, _Faults.closed)
+        with self._lock:
+            self._advance()
+            self._running = False
+
+
+def start_fake_server(
+    typeid: str,
+    authkey: bytes,
+    *,
+    port: int = 0,
+    context: str = "spawn",
+    **controller_kwargs: Any,
+) -> tuple[tuple[str, int], Callable[..., None]]:
+    """Serve :class:`FakeBase` (typeid ``Base``) or :class:`FakeArm` (``Arm``) on localhost.
+
+    ``FakeControl`` is served beside it. ``controller_kwargs`` (e.g. ``rate``) become defaults of
+    every controller the server builds. Returns ``(address, stop)`` as
+    :func:`mimir_robot.rpc.start_controller_server` does.
+    """
+    classes: dict[str, type] = {c.BASE_TYPEID: FakeBase, c.ARM_TYPEID: FakeArm}
+    if typeid not in classes:
+        raise ValueError(f"unknown typeid {typeid!r}; expected one of {sorted(classes)}")
+    factory: Callable[..., Any] = (functools.partial(classes[typeid], **controller_kwargs)
+                                   if controller_kwargs else classes[typeid])
+    return start_controller_server({typeid: factory, "FakeControl": FakeControl}, authkey,
+                                   port=port, context=context)
