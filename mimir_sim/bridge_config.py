@@ -17,8 +17,8 @@ from mimir.settings import param
 from mimir_perception.errors import VocabularyError
 from mimir_perception.vocabulary import Vocabulary, load_named_vocabulary, load_vocabulary
 from mimir_sim.config import SimConfig, default_sim_config_path, load_sim_config
+from mimir_sim.entity_labels import LabelMap
 from mimir_sim.errors import ModelDirError, ScenarioError, SceneBuildError, SimConfigError
-from mimir_sim.labels import LabelMap
 from mimir_sim.rendering import CAMERAS
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim

@@ -12,7 +12,7 @@ needs a held object) and base-pose reachability. :meth:`SimEmbodiment.run` then 
 controller and turns the simulator's outcome into a short code (``OPENED``, ``NO_MOTION``,
 ``MISSED_GRASP``, ...).
 
-Label matching is in :mod:`mimir_sim.labels`; what the robot reports (joint states, base and
+Label matching is in :mod:`mimir_sim.entity_labels`; what the robot reports (joint states, base and
 camera poses) in :mod:`mimir_sim.robot_signals`; ground-truth segmentation in
 :mod:`mimir_sim.truth_segmentation`.
 
@@ -30,13 +30,13 @@ import numpy as np
 import numpy.typing as npt
 
 from mimir.labels import label_text
+from mimir_sim.entity_labels import LabelMap, labels_compatible
 from mimir_sim.errors import (
     PrimitiveError,
     SimError,
     UnknownEntityError,
     UnreachablePoseError,
 )
-from mimir_sim.labels import LabelMap, labels_compatible
 from mimir_sim.recording import PrimitiveRecord
 from mimir_sim.scene_layout import start_pose_for
 from mimir_sim.sim import KitchenSim

@@ -8,7 +8,7 @@ The simulator is composed of parts that each hold one responsibility:
 * :mod:`mimir_sim.grasping` -- closing on things and the grasp-assist constraints;
 * :mod:`mimir_sim.fixtures` and :mod:`mimir_sim.doors` -- door and drawer joints, and the open
   and close primitives;
-* :mod:`mimir_sim.primitives` -- move_to, inspect, pick and place;
+* :mod:`mimir_sim.sim_primitives` -- move_to, inspect, pick and place;
 * :mod:`mimir_sim.rendering` -- the cameras;
 * :mod:`mimir_sim.recording` -- the execution log;
 * :mod:`mimir_sim.truth` -- ground-truth entity queries for judging.
@@ -33,13 +33,13 @@ from mimir_sim.fixtures import ArticulatedFixtures
 from mimir_sim.geometry import FloatArray
 from mimir_sim.grasping import GraspAssist
 from mimir_sim.physics import PhysicsWorld
-from mimir_sim.primitives import MoveResult, Primitives
 from mimir_sim.recording import PrimitiveRecord, Recorder
 from mimir_sim.rendering import Cameras, Frame, SceneRenderer
 from mimir_sim.robot import HOME_ARM, FingerContact, RobotBody, RobotState
 from mimir_sim.scenario import Scenario
 from mimir_sim.scene import build_scene
 from mimir_sim.scene_layout import KitchenScene, start_pose_for
+from mimir_sim.sim_primitives import MoveResult, Primitives
 from mimir_sim.skills import RobotParts
 from mimir_sim.truth import EntityState, SceneTruth
 

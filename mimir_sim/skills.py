@@ -1,5 +1,5 @@
 """The robot parts that the skill sets (:class:`~mimir_sim.doors.DoorSkills`,
-:class:`~mimir_sim.primitives.Primitives`) act through, built once by the facade."""
+:class:`~mimir_sim.sim_primitives.Primitives`) act through, built once by the facade."""
 
 from __future__ import annotations
 

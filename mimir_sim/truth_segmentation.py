@@ -15,7 +15,7 @@ from mimir_perception.segmentation import (
     SegmenterConfig,
     SimGroundTruthBackend,
 )
-from mimir_sim.labels import LabelMap
+from mimir_sim.entity_labels import LabelMap
 from mimir_sim.rendering import Frame
 from mimir_sim.scene_layout import Entity
 

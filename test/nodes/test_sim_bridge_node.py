@@ -45,8 +45,8 @@ from mimir_sim.embodiment import (
     build_request,
     outcome_code,
 )
-from mimir_sim.instructions import BeginResult, JudgeResult
-from mimir_sim.labels import LabelMap, labels_compatible
+from mimir_sim.entity_labels import LabelMap, labels_compatible
+from mimir_sim.instruction_desk import BeginResult, JudgeResult
 from mimir_sim.scenario import default_scenarios_dir
 from mimir_sim.scene import Entity
 from mimir_sim.truth_segmentation import segmentation_tables

@@ -22,8 +22,9 @@ from mimir_sim.bridge_config import (
     resolve_vocabulary,
 )
 from mimir_sim.embodiment import PrimitiveRequest, SimEmbodiment, TargetSpec
+from mimir_sim.entity_labels import LabelMap
 from mimir_sim.execution import FEEDBACK_PERIOD, ExecutionDesk, describe_run
-from mimir_sim.instructions import (
+from mimir_sim.instruction_desk import (
     MISMATCH,
     NONE,
     UNKNOWN_INSTRUCTION,
@@ -31,7 +32,6 @@ from mimir_sim.instructions import (
     JudgeResult,
     NamedEntity,
 )
-from mimir_sim.labels import LabelMap
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim
 from mimir_sim.sim_thread import SimThread, SimThreadStoppedError

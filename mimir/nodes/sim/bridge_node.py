@@ -4,8 +4,9 @@ The node owns one :class:`~mimir_sim.sim.KitchenSim`, driven by a
 :class:`~mimir_sim.sim_thread.SimThread` (idle stepping paced to ``real_time_factor``; actions and
 service requests run there as jobs). Publishing happens in the simulator's step listeners, so it
 goes on while a primitive's controller steps the physics. The logic lives in ``mimir_sim``
-(:mod:`~mimir_sim.execution`, :mod:`~mimir_sim.instructions`, :mod:`~mimir_sim.truth_segmentation`);
-this node converts (:mod:`mimir.nodes.sim.messages`), publishes and wires.
+(:mod:`~mimir_sim.execution`, :mod:`~mimir_sim.instruction_desk`,
+:mod:`~mimir_sim.truth_segmentation`); this node converts (:mod:`mimir.nodes.sim.messages`),
+publishes and wires.
 
 Published (stamped with simulation time):
 
@@ -26,7 +27,7 @@ Served: action ``execute_primitive`` (through :class:`~mimir_sim.embodiment.SimE
 feedback phase ``resolve``, then ``drive``/``grasp``/``pull``/``arm`` read from the robot's
 state, then ``done``; only goals still waiting can be canceled), services
 ``sim/begin_instruction`` and ``sim/judge_instruction`` (judged from simulator state, the
-execution log and the objects seen in rendered frames; see :mod:`mimir_sim.instructions`).
+execution log and the objects seen in rendered frames; see :mod:`mimir_sim.instruction_desk`).
 
 Localisation is ground truth: the MuJoCo world frame is ``map`` and ``odom`` coincides with it.
 The node itself runs on wall time; it is the source of ``/clock`` for the other nodes.
@@ -74,7 +75,7 @@ from mimir_sim.bridge_config import (
 from mimir_sim.embodiment import EmbodimentError, PrimitiveRequest, SimEmbodiment
 from mimir_sim.errors import RenderError
 from mimir_sim.execution import ActivePrimitive, ExecutionDesk, describe_run
-from mimir_sim.instructions import NONE, UNKNOWN_INSTRUCTION, BeginResult, InstructionDesk
+from mimir_sim.instruction_desk import NONE, UNKNOWN_INSTRUCTION, BeginResult, InstructionDesk
 from mimir_sim.rendering import Frame
 from mimir_sim.robot_signals import JointStateReader, base_pose_matrix, camera_in_base
 from mimir_sim.sim_thread import SimThread, SimThreadStoppedError

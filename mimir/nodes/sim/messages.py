@@ -2,7 +2,7 @@
 
 * ``ExecutePrimitive`` goal -> :class:`mimir_sim.embodiment.PrimitiveRequest`; a primitive's
   outcome -> ``ExecutePrimitive.Result`` and ``InteractionEvent``.
-* ``JudgeInstruction`` answer entities -> :class:`mimir_sim.instructions.NamedEntity`; the
+* ``JudgeInstruction`` answer entities -> :class:`mimir_sim.instruction_desk.NamedEntity`; the
   instruction desk's results -> ``BeginInstruction`` and ``JudgeInstruction`` responses.
 * The base and camera poses -> ``/tf`` transforms.
 * Robot and fixture joint states -> ``sensor_msgs/JointState``; a rendered
@@ -37,7 +37,7 @@ from mimir_sim.embodiment import (
     build_request,
     yaw_from_quaternion,
 )
-from mimir_sim.instructions import NONE, BeginResult, JudgeResult, NamedEntity
+from mimir_sim.instruction_desk import NONE, BeginResult, JudgeResult, NamedEntity
 from mimir_sim.rendering import Frame
 
 RESULT_CODES = (
