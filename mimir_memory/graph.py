@@ -509,12 +509,10 @@ class SceneGraphState:
 
 
     def _check_geometry(self, data: Mapping[str, Any]) -> None:
-        finite_point(data.get("centroid"), "centroid")
-        lo = finite_point(data.get("bbox_min"), "bbox_min")
-        hi = finite_point(data.get("bbox_max"), "bbox_max")
-        if any(a > b for a, b in zip(lo, hi, strict=True)):
-            raise InvalidValueError(f"bbox_min {lo} exceeds bbox_max {hi}")
-        self.bounds.box(data.get("centroid"), lo, hi, "observation")
+        # finite, inside the workspace, box ordered and holding its centroid (BoundsError,
+        # which check() reports as InvalidValueError)
+        self.bounds.box(data.get("centroid"), data.get("bbox_min"), data.get("bbox_max"),
+                        "observation")
 
     # --------------------------------------------------------------- projection
     def apply_stored(self, event: MemoryEvent) -> bool:

@@ -203,7 +203,6 @@ class WorldMemory(Store):
                 raise InvalidValueError(
                     f"observation {index} is a {type(obs).__name__}, not an ObjectObservation"
                 )
-            self.check_observation(obs)
         pairs: list[tuple[int, float, int, str]] = []
         assoc = self.config.association
         factor = assoc.hypothesis_factor
@@ -289,8 +288,11 @@ class WorldMemory(Store):
         source: Source = Source.PERCEPTION,
         keyframe_ids: Sequence[str] = (),
         now: float | None = None,
+        refused: list[tuple[ObjectObservation, str]] | None = None,
     ) -> list[MemoryEvent]:
-        """Associate and store a batch of observations (one transaction).
+        """Check, associate and store a batch of observations (one transaction).
+
+        Each observation is checked against the bounds once, here.
 
         Args:
             observations: The batch.
@@ -298,18 +300,34 @@ class WorldMemory(Store):
             keyframe_ids: Keyframes showing the batch.
             now: The receiving clock (s): stamps too far ahead of it are refused (None: the
                 stamps are not compared with a clock).
+            refused: When given, an observation that breaks a bound is left out and appended
+                here with the reason, and the rest is stored; when None, it refuses the batch.
 
         Returns:
-            One ``node_created`` or ``observation_fused`` event per observation.
+            One ``node_created`` or ``observation_fused`` event per stored observation.
 
         Raises:
-            InvalidValueError: An observation breaks a bound (nothing is written).
+            InvalidValueError: An observation breaks a bound and ``refused`` is None (nothing
+                is written).
         """
         if isinstance(observations, ObjectObservation):
             observations = [observations]
+        kept: list[ObjectObservation] = []
         for obs in observations:
-            if isinstance(obs, ObjectObservation):
+            if not isinstance(obs, ObjectObservation):
+                kept.append(obs)  # associate names the wrong type
+                continue
+            try:
                 self.check_observation(obs, now)
+            except InvalidValueError as err:
+                if refused is None:
+                    raise
+                refused.append((obs, str(err)))
+                continue
+            kept.append(obs)
+        if not kept:
+            return []
+        observations = kept
         associations = self.associate(observations)
         events: list[MemoryEvent] = []
         for assoc in associations:

@@ -332,3 +332,15 @@ def test_one_label_form_for_keys_and_text() -> None:
         assert label_key(raw) == "coffee_mug"
         assert label_text(raw) == "coffee mug"
     assert label_key("") == "" and label_words(" _- ") == ()
+
+
+def test_ingest_can_leave_out_what_breaks_a_bound(world: WorldMemory) -> None:
+    refused: list[tuple[ObjectObservation, str]] = []
+    events = world.ingest([obs("bowl", [1e155, 0.0, 0.0]), obs("cup", [2.0, 0.0, 0.8]),
+                           obs("bowl", [1.0, 0.0, 0.8], stamp=2.0**31 - 1)],
+                          now=100.0, refused=refused)
+    assert [e.payload["node_id"] for e in events] == ["cup_1"]
+    assert [o.label for o, _ in refused] == ["bowl", "bowl"]
+    assert "workspace" in refused[0][1] and "ahead of the receiving clock" in refused[1][1]
+    assert world.ingest([obs("bowl", [1e155, 0.0, 0.0])], refused=refused) == []
+    assert set(world.state.nodes) == {"cup_1"}

@@ -210,8 +210,7 @@ class SceneGraphNode(Node):
             # each observation stands or falls alone: a bad one costs only itself
             try:
                 obs = observation_from_msg(item, msg)
-                self.world.check_observation(obs, now)
-            except (InvalidObservationError, MemoryStoreError) as err:
+            except InvalidObservationError as err:
                 self._drop("invalid", str(err))
                 continue
             if obs.frame_id != self.config.map_frame:
@@ -220,12 +219,18 @@ class SceneGraphNode(Node):
             observations.append(obs)
         if not observations:
             return
+        refused: list[tuple[CoreObservation, str]] = []
         try:
-            events = self.world.ingest(observations, source=Source.PERCEPTION, now=now)
+            events = self.world.ingest(observations, source=Source.PERCEPTION, now=now,
+                                       refused=refused)
         except MemoryStoreError as err:
             self.counters.add("storage_errors")
             self._drop(failure_class(err).lower(), f"could not store them: {err}",
-                       len(observations))
+                       len(observations) - len(refused))
+            events = []
+        for _, reason in refused:
+            self._drop("invalid", reason)
+        if not events:
             return
         self.counters.add("observations_stored", len(events))
         self._emit(events)

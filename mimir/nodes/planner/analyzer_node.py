@@ -228,7 +228,7 @@ class AnalyzerNode(Node):
 
     def _report(self) -> None:
         self.counters.set("pending_claims", len(self.analyzer.harness.pending))
-        self._diag_pub.publish(self.counters.report("analyzer", self.get_name()))
+        self.counters.publish(self, self._diag_pub, "analyzer")
 
     def refresh_world(self) -> bool:
         """Reads the whole graph through ``get_scene_graph``; False when that failed."""

@@ -246,7 +246,7 @@ class PlannerNode(Node):
 
     def _report(self) -> None:
         self.counters.set("gate_pending", len(self.gate.pending()))
-        self._diag_pub.publish(self.counters.report("planner", self.get_name()))
+        self.counters.publish(self, self._diag_pub, "planner")
 
     # ------------------------------------------------------------------ memory, session
     def _open_readers(self) -> MemoryReaders:
