@@ -3,9 +3,16 @@
 :class:`FakeBase` and :class:`FakeArm` answer the same methods with the same dictionary keys as
 the controllers of the real servers. Their motion is first order: each quantity closes the gap to
 its target at ``rate`` per second (``1 - exp(-rate * dt)`` of the gap every ``dt``), advanced on
-every call from the monotonic clock, so no thread runs in the server. Like the real controllers
+every call from the monotonic clock (or an injected one, for tests that run on simulated time),
+so no thread runs in the server. Like the real controllers
 they must be reset before they take targets; a base reset zeroes odometry, an arm reset opens the
 gripper and puts the arm at :data:`RETRACT_POS` / :data:`RETRACT_QUAT`.
+
+:class:`FakeArm` may be given a small world: one ``thing`` in reach (a handle or an object, a point
+in the arm base frame). Fingers closing with their pads within :data:`THING_GRASP_RADIUS` of it
+stop at ``thing_width`` instead of closing fully, and a ``thing_locked`` thing (a locked door) keeps
+the gripping pads within :data:`THING_LOCK_SLACK` of it, so pulling on it stalls. The pads lie
+``pad_offset`` ahead of the reported tool point along the tool's z axis (the approach).
 
 Every controller built and every ``close()`` in a server process is counted (class-level
 counters), and calls can be made to hang, both through the ``FakeControl`` typeid that
@@ -32,6 +39,11 @@ from mimir_robot.rpc import start_controller_server
 # of the arm base, tool pointing down, roughly where the Gen3 "retract" pose puts the tool.
 RETRACT_POS = np.array([0.13, 0.0, 0.21])
 RETRACT_QUAT = np.array([0.7071068, 0.7071068, 0.0, 0.0])
+
+#: The fingers close on the thing when the hand is within this of it (m).
+THING_GRASP_RADIUS = 0.02
+#: How far a locked thing lets the gripping hand move away from it (m).
+THING_LOCK_SLACK = 0.005
 
 
 class _Faults:
@@ -88,8 +100,9 @@ class FakeBase:
 
     def __init__(self, max_vel: tuple[float, float, float] = (0.5, 0.5, 1.57),
                  max_accel: tuple[float, float, float] = (0.25, 0.25, 0.79),
-                 rate: float = 4.0) -> None:
+                 rate: float = 4.0, clock: Callable[[], float] = time.monotonic) -> None:
         _Faults.count(c.BASE_TYPEID)
+        self._clock = clock
         self.max_vel = np.asarray(max_vel, dtype=np.float64)
         self.max_accel = max_accel  # accepted for signature compatibility; first order ignores it
         self.rate = rate
@@ -97,10 +110,10 @@ class FakeBase:
         self._pose: np.ndarray | None = None  # None until the first reset
         self._target: np.ndarray | None = None
         self._running = False
-        self._t = time.monotonic()
+        self._t = self._clock()
 
     def _advance(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         dt, self._t = now - self._t, now
         if self._pose is None or self._target is None or not self._running:
             return
@@ -116,7 +129,7 @@ class FakeBase:
             self._pose = np.zeros(3)
             self._target = None
             self._running = True
-            self._t = time.monotonic()
+            self._t = self._clock()
 
     def execute_action(self, action: dict[str, Any]) -> None:
         _Faults.maybe_hang()
@@ -148,23 +161,51 @@ def _nlerp(q: np.ndarray, target: np.ndarray, t: float) -> np.ndarray:
     return np.asarray(out / np.linalg.norm(out))
 
 
-class FakeArm:
-    """Arm controller: tracks end-effector and gripper targets; reports pose and gripper only."""
+def _tool_z(q: np.ndarray) -> np.ndarray:
+    """The z axis of the rotation of unit quaternion ``q`` (x, y, z, w)."""
+    x, y, z, w = (float(v) for v in q)
+    return np.array([2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)])
 
-    def __init__(self, rate: float = 6.0, gripper_rate: float = 8.0) -> None:
+
+class FakeArm:
+    """Arm controller: tracks end-effector and gripper targets; reports pose and gripper only.
+
+    Args:
+        rate, gripper_rate: first-order rates of the hand and the gripper (1/s).
+        clock: time source (monotonic wall time by default).
+        thing: position (m, arm base frame) of one thing in reach, or None for an empty world.
+        thing_width: gripper reading at which the fingers stop on the thing (0 open .. 1 closed).
+        thing_locked: the thing does not move: pads gripping it stay within
+            :data:`THING_LOCK_SLACK` of it.
+        pad_offset: how far the finger pads' centre lies ahead of the tool point, along the
+            tool's z axis (m); the pads, not the tool point, must reach the thing.
+    """
+
+    def __init__(self, rate: float = 6.0, gripper_rate: float = 8.0,
+                 clock: Callable[[], float] = time.monotonic, *,
+                 thing: tuple[float, float, float] | np.ndarray | None = None,
+                 thing_width: float = 0.45, thing_locked: bool = False,
+                 pad_offset: float = 0.0) -> None:
         _Faults.count(c.ARM_TYPEID)
+        self._clock = clock
         self.rate = rate
         self.gripper_rate = gripper_rate
+        self.thing = (None if thing is None
+                      else np.asarray(thing, dtype=np.float64).reshape(3).copy())
+        self.thing_width = float(thing_width)
+        self.thing_locked = bool(thing_locked)
+        self.pad_offset = float(pad_offset)
+        self.gripped = False  # the fingers are closed on the thing
         self._lock = threading.Lock()
         self._pos = RETRACT_POS.copy()
         self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
         self._grip = 0.0
         self._target: tuple[np.ndarray, np.ndarray, float] | None = None
         self._running = False
-        self._t = time.monotonic()
+        self._t = self._clock()
 
     def _advance(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         dt, self._t = now - self._t, now
         if self._target is None or not self._running:
             return
@@ -173,16 +214,35 @@ class FakeArm:
         self._pos = self._pos + (pos - self._pos) * k
         self._quat = _nlerp(self._quat, quat, k)
         self._grip += (grip - self._grip) * _gain(self.gripper_rate, dt)
+        self._touch(closing=grip > 0.5)
+
+    def _touch(self, closing: bool) -> None:
+        """The thing's effect on the fingers and, when locked, on the gripping hand."""
+        if self.thing is None:
+            return
+        ahead = _tool_z(self._quat) * self.pad_offset
+        pads = self._pos + ahead
+        near = float(np.linalg.norm(pads - self.thing)) < THING_GRASP_RADIUS
+        self.gripped = closing and (near or self.gripped)
+        if not self.gripped:
+            return
+        self._grip = min(self._grip, self.thing_width)
+        if self.thing_locked:
+            d = pads - self.thing
+            n = float(np.linalg.norm(d))
+            if n > THING_LOCK_SLACK:
+                self._pos = self.thing + d / n * THING_LOCK_SLACK - ahead
 
     def reset(self) -> None:
         _Faults.maybe_hang()
         with self._lock:
             self._grip = c.GRIPPER_OPEN
+            self.gripped = False
             self._pos = RETRACT_POS.copy()
             self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
             self._target = None
             self._running = True
-            self._t = time.monotonic()
+            self._t = self._clock()
 
     def execute_action(self, action: dict[str, Any]) -> None:
         _Faults.maybe_hang()
@@ -227,8 +287,9 @@ def start_fake_server(
 ) -> tuple[tuple[str, int], Callable[..., None]]:
     """Serve :class:`FakeBase` (typeid ``Base``) or :class:`FakeArm` (``Arm``) on localhost.
 
-    ``FakeControl`` is served beside it. ``controller_kwargs`` (e.g. ``rate``) become defaults of
-    every controller the server builds. Returns ``(address, stop)`` as
+    ``FakeControl`` is served beside it. ``controller_kwargs`` (e.g. ``rate``, or the arm's
+    ``thing``, ``thing_width`` and ``thing_locked``) become defaults of every controller the server
+    builds; they must pickle (the server runs in a spawned process). Returns ``(address, stop)`` as
     :func:`mimir_robot.rpc.start_controller_server` does.
     """
     classes: dict[str, type] = {c.BASE_TYPEID: FakeBase, c.ARM_TYPEID: FakeArm}

@@ -1,0 +1,394 @@
+"""Streamed motions of the base, the hand and the gripper, with limits, stall checks and cancel.
+
+The TidyBot++ servers take one target per call and track it themselves; a smooth, bounded motion
+is the client's job. :class:`Motion` turns a goal into a target per control period, each at most
+``max_*_speed * period`` beyond the last, sends it, reads the reported state back, and compares
+the two:
+
+* the hand is *stalled* when the achieved position trails the commanded one by more than
+  ``stall_lag`` for ``stall_periods`` periods in a row (a locked door, an object in the way);
+  the motion then holds where the hand is and reports how much of the path it got through;
+* a goal is *reached* when the achieved state lies within tolerance of it before
+  ``settle_timeout_s`` has passed after the last target.
+
+Every end-effector target is checked against the profile's workspace box before it is sent; a
+point outside it raises :class:`TargetOutsideWorkspaceError` and nothing moves. Cancel (a
+``threading.Event``) is checked every period: the motion holds the current pose (base where it
+is, hand where it is, gripper as commanded: never a reset, never an opened hand) and raises
+:class:`MotionCanceledError`.
+
+The robot is anything with the methods of :class:`RobotIO`: the RPC link to the real or simulated
+servers, or :class:`mimir_robot.direct.DirectRobot` over in-process controllers. Clock and sleep
+are injectable so the same code runs paced by wall time or by a lockstep simulation.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from scipy.spatial.transform import Rotation, Slerp
+
+from mimir_robot.profile import FloatArray, RobotProfile
+from mimir_robot.rpc import ArmState, BaseState
+
+
+class RobotIO(Protocol):
+    """What the executor needs of a robot: the RobotLink surface."""
+
+    def reset_base(self) -> None: ...
+    def reset_arm(self) -> None: ...
+    def send_base_pose(self, x: float, y: float, theta: float) -> None: ...
+    def send_arm(self, pos: Sequence[float] | FloatArray, quat: Sequence[float] | FloatArray,
+                 gripper: float) -> None: ...
+    def base_state(self) -> BaseState: ...
+    def arm_state(self) -> ArmState: ...
+
+
+class MotionError(Exception):
+    """Base class of motion failures; ``code`` is the executor's outcome code."""
+
+    code = "EXECUTION_FAILED"
+
+
+class TargetOutsideWorkspaceError(MotionError):
+    """An end-effector target outside the profile's workspace box; nothing was sent."""
+
+    code = "OUTSIDE_WORKSPACE"
+
+
+class MotionCanceledError(MotionError):
+    """The motion was canceled; the robot holds its pose."""
+
+    code = "CANCELED"
+
+
+@dataclass(frozen=True)
+class MotionResult:
+    """How a streamed motion ended.
+
+    Attributes:
+        reached: the achieved state came within tolerance of the goal.
+        stalled: the hand stopped following the commanded path (it then holds).
+        fraction: share of the path's targets sent before the motion ended (1.0 when all were).
+        error: final distance (m) between the achieved position and the goal.
+    """
+
+    reached: bool
+    stalled: bool
+    fraction: float
+    error: float
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One streamed period: what was commanded and what the robot reported (base_link / odom)."""
+
+    stamp: float
+    part: str                            # "base", "arm" or "gripper"
+    commanded: tuple[float, ...]          # base x, y, theta | hand x, y, z, qx, qy, qz, qw, grip
+    achieved: tuple[float, ...]           # same layout as ``commanded``
+
+
+def _progress(targets: Sequence[tuple[FloatArray, FloatArray]], achieved: FloatArray) -> float:
+    """Share of a path the hand really got through: the waypoint nearest the achieved position,
+    counted from the start (the commanded targets ran ahead of it)."""
+    if not targets:
+        return 0.0
+    dists = [float(np.linalg.norm(achieved - pos)) for pos, _ in targets]
+    start = float(np.linalg.norm(achieved - targets[0][0]))
+    nearest = int(np.argmin(dists))
+    return 0.0 if start <= dists[nearest] else nearest / len(targets)
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+
+
+class Motion:
+    """Streams bounded targets to one robot and watches it follow them.
+
+    Args:
+        robot: the robot (RobotLink or an in-process equivalent).
+        profile: limits and tolerances.
+        cancel: set to stop the running motion (it holds and raises).
+        clock, sleep: time source and wait (defaults: monotonic wall time).
+        on_sample: called with every streamed period (the node logs and publishes them).
+    """
+
+    def __init__(
+        self,
+        robot: RobotIO,
+        profile: RobotProfile,
+        *,
+        cancel: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        on_sample: Callable[[Sample], None] | None = None,
+    ) -> None:
+        self.robot = robot
+        self.profile = profile
+        self.cancel = cancel or threading.Event()
+        self._clock = clock
+        self._sleep = sleep
+        self._on_sample = on_sample
+        self.gripper_command = 0.0
+        self._last_hand: tuple[FloatArray, FloatArray] | None = None  # last commanded, base_link
+        self._tick = clock()
+
+    # -- reading -------------------------------------------------------------------------------
+    def hand(self) -> tuple[FloatArray, FloatArray, float]:
+        """Achieved hand position and rotation in base_link, and the gripper reading (0..1)."""
+        s = self.robot.arm_state()
+        pos = self.profile.from_arm(np.asarray(s.pos))
+        return pos, Rotation.from_quat(s.quat).as_matrix(), s.gripper
+
+    def base(self) -> tuple[float, float, float]:
+        """Achieved base odometry (x, y, theta)."""
+        s = self.robot.base_state()
+        return s.x, s.y, s.theta
+
+    # -- pacing and cancel -----------------------------------------------------------------------
+    def _wait_period(self) -> None:
+        self._tick += self.profile.control_period_s
+        now = self._clock()
+        if self._tick < now - self.profile.control_period_s:
+            self._tick = now  # fell behind (slow calls): do not burst to catch up
+        self._sleep(max(0.0, self._tick - now))
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            self.hold()
+            raise MotionCanceledError("canceled: holding the current pose")
+
+    def _restart_clock(self) -> None:
+        self._tick = self._clock()
+
+    def hold(self) -> None:
+        """Command the pose the robot reports now (base and hand), gripper as last commanded."""
+        x, y, th = self.base()
+        self.robot.send_base_pose(x, y, th)
+        s = self.robot.arm_state()
+        self.robot.send_arm(s.pos, s.quat, self.gripper_command)
+        self._last_hand = (self.profile.from_arm(np.asarray(s.pos)),
+                           Rotation.from_quat(s.quat).as_matrix())
+
+    # -- base ----------------------------------------------------------------------------------
+    def drive_base(self, goal: tuple[float, float, float]) -> MotionResult:
+        """Drive the base to ``goal`` (odom x, y, theta) in a straight line, turning on the way."""
+        p = self.profile
+        gx, gy, gth = (float(v) for v in goal)
+        if not all(math.isfinite(v) for v in (gx, gy, gth)):
+            raise MotionError(f"base goal {goal} is not finite")
+        x0, y0, th0 = self.base()
+        dist = math.hypot(gx - x0, gy - y0)
+        turn = _wrap(gth - th0)
+        n = max(1, math.ceil(max(dist / (p.max_base_speed * p.control_period_s),
+                                 abs(turn) / (p.max_base_turn * p.control_period_s))))
+        self._restart_clock()
+        for i in range(1, n + 1):
+            self._check_cancel()
+            s = i / n
+            cmd = (x0 + (gx - x0) * s, y0 + (gy - y0) * s, _wrap(th0 + turn * s))
+            self.robot.send_base_pose(*cmd)
+            self._wait_period()
+            self._sample("base", cmd, self.base())
+        deadline = self._clock() + p.settle_timeout_s
+        last = self.base()
+        while True:
+            self._check_cancel()
+            self.robot.send_base_pose(gx, gy, gth)
+            self._wait_period()
+            x, y, th = self.base()
+            err = math.hypot(gx - x, gy - y)
+            # reached, and at rest: what the cameras see next must hold while the arm works
+            still = math.hypot(x - last[0], y - last[1]) < 0.002 and abs(th - last[2]) < 0.004
+            last = (x, y, th)
+            if err <= p.base_pos_tol and abs(_wrap(gth - th)) <= p.base_yaw_tol and still:
+                return MotionResult(True, False, 1.0, err)
+            if self._clock() >= deadline:
+                return MotionResult(False, False, 1.0, err)
+
+    # -- hand ----------------------------------------------------------------------------------
+    def move_hand(self, pos: FloatArray, rot: FloatArray | None = None,
+                  speed: float | None = None) -> MotionResult:
+        """Move the hand along a straight line to ``pos`` (base_link), turning to ``rot``."""
+        return self.follow([(np.asarray(pos, dtype=np.float64), rot)], speed)
+
+    def reach(self, pos: FloatArray, rot: FloatArray) -> MotionResult:
+        """Bring the hand to ``pos``/``rot`` through free space, where the route may not matter.
+
+        The targets are streamed within the speed limits like every other motion, but a hand
+        that trails them is not a stall (a large change of orientation can leave the arm behind
+        its targets, and a target its IK cannot reach is skipped by the arm server); use this
+        for retracting and going to a pre-grasp, never near contact.
+
+        Raises:
+            TargetOutsideWorkspaceError: the target lies outside the workspace box.
+        """
+        p = self.profile
+        goal = np.asarray(pos, dtype=np.float64)
+        if not p.in_workspace(goal):
+            raise TargetOutsideWorkspaceError(
+                f"hand target {np.round(goal, 3).tolist()} (base_link) lies outside the "
+                "workspace box")
+        rot = np.asarray(rot, dtype=np.float64)
+        start, start_rot = self._start_pose()
+        targets = self._segment(start, start_rot, goal, rot, p.max_ee_speed)
+        self._restart_clock()
+        for target, trot in targets:
+            self._check_cancel()
+            self._send_hand(target, trot)
+            self._wait_period()
+            achieved, arot, grip = self.hand()
+            self._sample_hand(target, trot, achieved, arot, grip)
+        deadline = self._clock() + 2.0 * p.settle_timeout_s
+        near = 0
+        while True:
+            achieved, arot, _ = self.hand()
+            err = float(np.linalg.norm(achieved - goal))
+            turn = float((Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot))
+                         .magnitude())
+            near = near + 1 if err <= p.ee_pos_tol and turn <= 0.1 else 0
+            if near >= 2:
+                return MotionResult(True, False, 1.0, err)
+            if self._clock() >= deadline:
+                return MotionResult(False, False, 1.0, err)
+            self._check_cancel()
+            self._send_hand(goal, rot)
+            self._wait_period()
+
+    def _start_pose(self) -> tuple[FloatArray, FloatArray]:
+        """Where a new path starts: the last commanded pose while the hand is near it (so the
+        commanded path has no jump), else where the hand is."""
+        pos, rot, _ = self.hand()
+        if self._last_hand is not None and (
+                float(np.linalg.norm(self._last_hand[0] - pos)) <= self.profile.stall_lag):
+            return self._last_hand
+        return pos, rot
+
+    def follow(self, waypoints: Sequence[tuple[FloatArray, FloatArray | None]],
+               speed: float | None = None) -> MotionResult:
+        """Follow waypoints (base_link position, rotation or None to keep it) as one path.
+
+        The whole path is checked against the workspace before anything moves. Stops on a stall.
+
+        Raises:
+            TargetOutsideWorkspaceError: a waypoint outside the workspace box.
+            MotionCanceledError: canceled (the robot holds).
+        """
+        p = self.profile
+        v = min(speed or p.max_ee_speed, p.max_ee_speed)
+        for wp, _ in waypoints:
+            if not p.in_workspace(wp):
+                raise TargetOutsideWorkspaceError(
+                    f"hand target {np.round(wp, 3).tolist()} (base_link) lies outside the "
+                    "workspace box")
+        pos, rot = self._start_pose()
+        targets: list[tuple[FloatArray, FloatArray]] = []
+        for wp, wrot in waypoints:
+            goal_rot = rot if wrot is None else np.asarray(wrot, dtype=np.float64)
+            targets += self._segment(pos, rot, np.asarray(wp, dtype=np.float64), goal_rot, v)
+            pos, rot = np.asarray(wp, dtype=np.float64), goal_rot
+        return self._stream(targets, pos)
+
+    def _segment(self, p0: FloatArray, r0: FloatArray, p1: FloatArray, r1: FloatArray,
+                 speed: float) -> list[tuple[FloatArray, FloatArray]]:
+        prof = self.profile
+        rots = Rotation.from_matrix(np.stack([r0, r1]))
+        angle = float((rots[0].inv() * rots[1]).magnitude())
+        dist = float(np.linalg.norm(p1 - p0))
+        n = max(1, math.ceil(max(dist / (speed * prof.control_period_s),
+                                 angle / (prof.max_ee_turn * prof.control_period_s))))
+        slerp = Slerp([0.0, 1.0], rots)
+        out = []
+        for i in range(1, n + 1):
+            s = i / n
+            out.append((p0 + (p1 - p0) * s, slerp([s]).as_matrix()[0]))
+        return out
+
+    def _send_hand(self, pos: FloatArray, rot: FloatArray) -> None:
+        quat = Rotation.from_matrix(rot).as_quat()
+        self.robot.send_arm(self.profile.to_arm(pos), quat, self.gripper_command)
+        self._last_hand = (np.asarray(pos, dtype=np.float64), np.asarray(rot, dtype=np.float64))
+
+    def _stream(self, targets: list[tuple[FloatArray, FloatArray]],
+                goal: FloatArray) -> MotionResult:
+        p = self.profile
+        over = 0
+        self._restart_clock()
+        for i, (pos, rot) in enumerate(targets, start=1):
+            self._check_cancel()
+            self._send_hand(pos, rot)
+            self._wait_period()
+            achieved, arot, grip = self.hand()
+            self._sample_hand(pos, rot, achieved, arot, grip)
+            over = over + 1 if float(np.linalg.norm(achieved - pos)) > p.stall_lag else 0
+            if over >= p.stall_periods:
+                self.hold()
+                err = float(np.linalg.norm(achieved - goal))
+                done = _progress(targets[:i], achieved) * i / len(targets)
+                return MotionResult(False, True, done, err)
+        last_pos, last_rot = targets[-1] if targets else (goal, self.hand()[1])
+        deadline = self._clock() + p.settle_timeout_s
+        near = 0
+        while True:
+            achieved, _, _ = self.hand()
+            err = float(np.linalg.norm(achieved - goal))
+            near = near + 1 if err <= p.ee_pos_tol else 0
+            if near >= 2:  # within tolerance on two readings in a row: settled, not passing by
+                return MotionResult(True, False, 1.0, err)
+            if self._clock() >= deadline:
+                return MotionResult(False, err > p.stall_lag, 1.0, err)
+            self._check_cancel()
+            self._send_hand(last_pos, last_rot)
+            self._wait_period()
+
+    # -- gripper ---------------------------------------------------------------------------------
+    def grip(self, target: float) -> float:
+        """Drive the gripper to ``target`` (0 open .. 1 closed), holding the hand; the reading.
+
+        Waits until the reading stops changing (the fingers met something or their stop) or
+        ``gripper_settle_s`` passes.
+        """
+        if not 0.0 <= target <= 1.0:
+            raise MotionError(f"gripper target {target} outside 0..1")
+        self.gripper_command = float(target)
+        s = self.robot.arm_state()
+        pos, quat = s.pos, s.quat
+        if self._last_hand is not None:
+            pos = tuple(self.profile.to_arm(self._last_hand[0]))
+            quat = tuple(Rotation.from_matrix(self._last_hand[1]).as_quat())
+        deadline = self._clock() + self.profile.gripper_settle_s
+        last = s.gripper
+        still = 0
+        self._restart_clock()
+        while True:
+            self._check_cancel()
+            self.robot.send_arm(pos, quat, self.gripper_command)
+            self._wait_period()
+            reading = self.robot.arm_state().gripper
+            self._sample("gripper", (self.gripper_command,), (reading,))
+            still = still + 1 if abs(reading - last) < 0.004 else 0
+            last = reading
+            if still >= 2 or self._clock() >= deadline:
+                return reading
+
+    # -- samples ---------------------------------------------------------------------------------
+    def _sample(self, part: str, commanded: Sequence[float], achieved: Sequence[float]) -> None:
+        if self._on_sample is not None:
+            self._on_sample(Sample(self._clock(), part, tuple(float(v) for v in commanded),
+                                   tuple(float(v) for v in achieved)))
+
+    def _sample_hand(self, pos: FloatArray, rot: FloatArray, achieved: FloatArray,
+                     arot: FloatArray, grip: float) -> None:
+        if self._on_sample is None:
+            return
+        cq = Rotation.from_matrix(rot).as_quat()
+        aq = Rotation.from_matrix(arot).as_quat()
+        self._sample("arm", (*pos, *cq, self.gripper_command), (*achieved, *aq, grip))

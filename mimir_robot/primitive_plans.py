@@ -1,0 +1,195 @@
+"""One primitive request, from the remembered target to the executor's motions.
+
+:func:`plan_and_run` finds the request's target again in the current camera views (trying the
+pointing cameras in order), derives the geometry the primitive needs
+(:mod:`mimir_robot.targeting`) and runs it on the :class:`~mimir_robot.executor.Executor`.
+``move_to`` first drives to a stance computed from memory alone, then, when the target is in view,
+squares up in front of its front face. What the robot holds between ``pick`` and ``place`` (how
+far the object hangs below the hand) stays on the executor.
+
+Failures to find or locate the target raise :class:`~mimir_robot.requests.RequestError` or
+:class:`~mimir_robot.pointing.PointingError` before anything moves; the caller reports them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from mimir_perception.camera import transform_points
+from mimir_robot import pointing as pt
+from mimir_robot import targeting as tg
+from mimir_robot.executor import Executor, Outcome
+from mimir_robot.profile import FloatArray, RobotProfile
+from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
+
+#: Squaring up moves the base only when the refined stance differs by more than this (m, rad).
+SQUARE_UP_MIN_SHIFT = (0.04, 0.05)
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a primitive needs besides its request.
+
+    Attributes:
+        executor: runs the motions (and remembers what the hand holds).
+        profile: the robot profile.
+        cameras: pointing cameras, tried in order.
+        view: ``view(camera, after)`` -> the newest view stamped at or after ``after``, or None.
+        odom_from_map: the current map -> odom transform (4x4; localisation).
+        now: the clock the views are stamped with (s).
+        tolerance: largest distance between a seen instance and the remembered position (m).
+    """
+
+    executor: Executor
+    profile: RobotProfile
+    cameras: tuple[str, ...]
+    view: Callable[[str, float], tg.CameraView | None]
+    odom_from_map: Callable[[], FloatArray]
+    now: Callable[[], float]
+    tolerance: float = 0.6
+
+
+def locate(ctx: PlanContext, spec: TargetSpec, after: float) -> tuple[tg.CameraView, tg.Found]:
+    """The first pointing camera whose view (stamped at or after ``after``) shows the target.
+
+    Raises:
+        UnknownTargetError: no camera shows it (the reasons of every camera in the message).
+    """
+    reasons = []
+    for camera in ctx.cameras:
+        view = ctx.view(camera, after)
+        if view is None:
+            reasons.append(f"{camera}: no fresh frame")
+            continue
+        try:
+            return view, tg.find_target(view, spec, ctx.tolerance)
+        except UnknownTargetError as err:
+            reasons.append(str(err))
+    raise UnknownTargetError(f"{spec.describe()} not found: " + "; ".join(reasons))
+
+
+def _pose_goal(spec: TargetSpec, odom_from_map: FloatArray) -> tuple[float, float, float]:
+    assert spec.position is not None
+    p = transform_points(odom_from_map, np.asarray([spec.position]))[0]
+    turn = float(Rotation.from_matrix(odom_from_map[:3, :3]).as_euler("xyz")[2])
+    return float(p[0]), float(p[1]), (spec.yaw or 0.0) + turn
+
+
+def _front_of(faces: Iterable[pt.FrontFace], point: FloatArray) -> FloatArray | None:
+    """The level outward normal (odom) of a remembered front face the point lies behind.
+
+    The point must lie within the face's width and height and no more than 0.6 m behind it.
+    """
+    for face in faces:
+        centre = np.asarray(face.center, dtype=np.float64)
+        normal = np.asarray(face.normal, dtype=np.float64)
+        rel = np.asarray(point, dtype=np.float64) - centre
+        inside = (abs(float(rel @ np.asarray(face.right))) <= face.width_m / 2.0
+                  and abs(float(rel @ np.asarray(face.up))) <= face.height_m / 2.0 + 0.05)
+        depth = -float(rel @ normal)
+        level = np.array([normal[0], normal[1], 0.0])
+        if inside and 0.0 <= depth <= 0.6 and np.linalg.norm(level) > 0.5:
+            return level / np.linalg.norm(level)
+    return None
+
+
+def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
+    ex, prof = ctx.executor, ctx.profile
+    odom_from_map = ctx.odom_from_map()
+    if req.target.is_pose_only:
+        return ex.move_to(_pose_goal(req.target, odom_from_map))
+    if req.target.position is None:
+        raise UnknownTargetError(f"move_to {req.target.describe()} needs a remembered position")
+    target = transform_points(odom_from_map, np.asarray([req.target.position]))[0]
+    front = _front_of(ex.faces.values(), target)
+    if front is not None:
+        # inside a fixture the robot has measured: stand in front of it, not on the way from
+        # wherever the robot is (a neighbour's open door may hide the target from the side)
+        coarse = tg.stance(target, (*(target[:2] + front[:2]), 0.0), prof.stance_distance)
+    else:
+        coarse = tg.stance(target, ex.motion.base(), prof.stance_distance)
+    out = ex.move_to(coarse)
+    if not out.success:
+        return out
+    try:
+        view, found = locate(ctx, req.target, ctx.now())
+    except UnknownTargetError as err:
+        out.measurements["squared_up"] = 0.0
+        out.message += f"; not squared up: {err}"
+        return out
+    odom_from_base = ctx.odom_from_map() @ view.map_from_base
+    refined = tg.square_up(view, found, prof, odom_from_base)
+    if refined is None:
+        out.measurements["squared_up"] = 0.0
+        return out
+    shift = math.hypot(refined[0] - coarse[0], refined[1] - coarse[1])
+    turn = abs(math.remainder(refined[2] - coarse[2], 2.0 * math.pi))
+    if shift < SQUARE_UP_MIN_SHIFT[0] and turn < SQUARE_UP_MIN_SHIFT[1]:
+        out.measurements["squared_up"] = 1.0
+        return out
+    second = ex.move_to(refined)
+    second.measurements["squared_up"] = 1.0 if second.success else 0.0
+    second.measurements["square_up_shift"] = shift
+    return second
+
+
+def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
+    """Open or close: find the handle in a view stamped at or after ``after`` and pull/push."""
+    ex = ctx.executor
+    view, found = locate(ctx, req.target, after)
+    grasp, art, front = tg.handle_target(view, found, ctx.profile, ctx.now(), req.pixel)
+    if req.primitive == "open" and req.target.target_id:
+        # remember the front as it stood closed (odom): an open door hides it later
+        odom_from_base = ctx.odom_from_map() @ view.map_from_base
+        ex.faces[req.target.target_id] = tg.move_face(front, odom_from_base)
+    return ex.open(grasp, art) if req.primitive == "open" else ex.close(grasp, art)
+
+
+def plan_and_run(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
+    """Find the target, derive the geometry and run the primitive.
+
+    Raises:
+        RequestError: the target cannot be found, or a precondition fails before moving.
+        PointingError: the target part cannot be located in 3D.
+    """
+    ex, prof = ctx.executor, ctx.profile
+    name = req.primitive
+    if name == "move_to":
+        return _move_to(req, ctx)
+    start = ctx.now()
+    if name in ("open", "close"):
+        out = _actuate(req, ctx, start)
+        if out.code == "MISSED_GRASP":
+            # one more try from a fresh look: the hand is back out of the way by now
+            out = _actuate(req, ctx, ctx.now())
+            out.measurements["retried"] = 1.0
+        return out
+    if name == "inspect":
+        view, found = locate(ctx, req.target, start)
+        known = ex.faces.get(req.target.target_id) if req.target.target_id else None
+        face: pt.FrontFace | None = None
+        if known is not None:
+            base_from_odom = np.asarray(np.linalg.inv(ctx.odom_from_map() @ view.map_from_base),
+                                        dtype=np.float64)
+            face = tg.move_face(known, base_from_odom)
+        views = tg.inspect_views(view, found, prof, face=face)
+        return ex.inspect(views, on_view=lambda _i: None)
+    if name == "pick":
+        for attempt in range(2):  # a missed grasp is tried once more from a fresh look
+            view, found = locate(ctx, req.target, start if attempt == 0 else ctx.now())
+            grasp, hang = tg.object_target(view, found, prof, ctx.now(), req.pixel)
+            out = ex.pick(grasp)
+            if out.code != "MISSED_GRASP":
+                break
+        if out.success:
+            ex.held_hang = hang
+        return out
+    spec = req.destination or req.target
+    view, found = locate(ctx, spec, start)
+    point = tg.place_target(view, found, ex.held_hang, prof, req.slot)
+    return ex.place(point)

@@ -1,0 +1,155 @@
+"""The robot profile: the numbers the executor checks every target against.
+
+One frozen dataclass per robot (the real TidyBot++ and its simulation share the defaults). It
+says where the arm sits on the base, which end-effector positions the executor may command (a box
+in the arm base frame), how fast the base and the hand may be driven, when a motion counts as
+reached or stalled, how to read the gripper, and the distances the primitives keep. Every field
+has a unit; :meth:`RobotProfile.__post_init__` refuses values that make no sense, so a bad
+profile fails at start-up instead of on the first primitive.
+
+Frames: ``base_link`` is the robot base (x forward, z up); the arm base frame is ``base_link``
+shifted by :attr:`RobotProfile.arm_mount` (no rotation, as on the TidyBot++, where the Gen3 sits
+upright on the base's centre line). End-effector targets go to the arm server in the arm base
+frame; the executor plans in ``base_link`` and converts with :meth:`RobotProfile.to_arm`.
+
+Tool frame: z is the approach direction (out of the palm, between the fingers) and the axis named
+by :attr:`RobotProfile.finger_axis` is the one the fingers close along.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mimir.settings import param
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _fixed(default: Any, description: str) -> Any:
+    """A profile field: a read-only parameter of the executor node."""
+    return param(default, description, read_only=True)
+
+
+class ProfileError(ValueError):
+    """A robot profile value out of its range."""
+
+
+@dataclass(frozen=True)
+class RobotProfile:
+    """Limits, tolerances and distances of one robot (SI units)."""
+
+    control_period_s: float = _fixed(0.1, "s between streamed targets (TidyBot++: 10 Hz)")
+    arm_mount: tuple[float, ...] = _fixed((0.0, 0.0, 0.335), "arm base origin in base_link (m)")
+    workspace_min: tuple[float, ...] = _fixed((-0.15, -0.75, -0.45), "EE box, arm frame (m)")
+    workspace_max: tuple[float, ...] = _fixed((1.05, 0.75, 1.1), "EE box, arm frame (m)")
+    max_base_speed: float = _fixed(0.4, "m/s of the streamed base targets")
+    max_base_turn: float = _fixed(1.0, "rad/s of the streamed base targets")
+    max_ee_speed: float = _fixed(0.15, "m/s of the streamed end-effector targets")
+    max_ee_turn: float = _fixed(0.8, "rad/s of the streamed end-effector targets")
+    base_pos_tol: float = _fixed(0.04, "m: base reached")
+    base_yaw_tol: float = _fixed(0.06, "rad: base reached")
+    ee_pos_tol: float = _fixed(0.015, "m: end effector reached")
+    settle_timeout_s: float = _fixed(4.0, "s allowed after the last target to reach it")
+    stall_lag: float = _fixed(0.06, "m between commanded and achieved hand: stalled")
+    stall_periods: int = _fixed(3, "consecutive periods over stall_lag to call a stall")
+    gripper_closed_empty: float = _fixed(0.93, "reading at or above: the fingers closed on nothing")
+    gripper_settle_s: float = _fixed(1.5, "s allowed for the gripper to stop moving")
+    stance_distance: float = _fixed(0.8, "m from the base centre to a target's centre")
+    face_standoff: float = _fixed(0.66, "m from the base centre to a fixture's front face")
+    pick_distance: float = _fixed(0.68, "m from the base centre to an object to be picked")
+    easy_reach: float = _fixed(0.92, "m from the arm base within which the arm works well")
+    min_face_width: float = _fixed(0.25, "m: a target's front at least this wide is a fixture")
+    pregrasp_distance: float = _fixed(0.2, "m backed off along the approach before a grasp")
+    grasp_depth: float = _fixed(0.01, "m from a part's visible surface to the point gripped")
+    pad_offset: float = _fixed(0.022, "m the finger pads' centre lies ahead of the tool point")
+    retreat_distance: float = _fixed(0.12, "m backed off after letting go")
+    lift_height: float = _fixed(0.04, "m lifted after a pick")
+    door_open_angle: float = _fixed(1.2, "rad a door is swung open")
+    drawer_open_distance: float = _fixed(0.25, "m a drawer is pulled out")
+    path_step: float = _fixed(0.02, "m between waypoints of a pull or push path")
+    moved_fraction: float = _fixed(0.15, "of the path done before a stall: the part moved")
+    opened_fraction: float = _fixed(0.8, "of the path done: opened (or closed)")
+    finger_axis: str = _fixed("x", "tool axis the fingers close along: x or y")
+    retract_pos: tuple[float, ...] = _fixed((0.13, 0.0, 0.21), "carry pose, arm frame (m)")
+    carry_pos: tuple[float, ...] = _fixed((0.35, 0.0, 0.3), "held-object pose, arm frame (m)")
+    retract_quat: tuple[float, ...] = _fixed(
+        (0.7071068, 0.7071068, 0.0, 0.0), "carry orientation, arm frame (x, y, z, w)")
+
+    def __post_init__(self) -> None:
+        positive = ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
+                    "max_ee_turn", "base_pos_tol", "base_yaw_tol", "ee_pos_tol",
+                    "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
+                    "face_standoff", "pick_distance", "easy_reach", "min_face_width",
+                    "pregrasp_distance",
+                    "retreat_distance", "door_open_angle",
+                    "drawer_open_distance", "path_step")
+        for name in positive:
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ProfileError(f"{name} must be a positive finite number, got {value!r}")
+        if self.stall_periods < 1:
+            raise ProfileError("stall_periods must be at least 1")
+        if len(self.retract_quat) != 4 or not (
+                0.9 < math.sqrt(sum(q * q for q in self.retract_quat)) < 1.1):
+            raise ProfileError(f"retract_quat must be a unit quaternion, got {self.retract_quat}")
+        for name in ("arm_mount", "workspace_min", "workspace_max", "retract_pos", "carry_pos"):
+            vec = getattr(self, name)
+            if len(vec) != 3 or not all(math.isfinite(v) for v in vec):
+                raise ProfileError(f"{name} must be three finite numbers, got {vec!r}")
+        if not all(lo < hi for lo, hi in zip(self.workspace_min, self.workspace_max, strict=True)):
+            raise ProfileError("workspace_min must lie below workspace_max on every axis")
+        for name in ("retract_pos", "carry_pos"):
+            if not self.in_workspace(self.from_arm(np.asarray(getattr(self, name)))):
+                raise ProfileError(f"{name} lies outside the workspace")
+        if not 0.0 < self.gripper_closed_empty <= 1.0:
+            raise ProfileError("gripper_closed_empty must lie in (0, 1]")
+        if not 0.0 < self.moved_fraction < self.opened_fraction <= 1.0:
+            raise ProfileError("need 0 < moved_fraction < opened_fraction <= 1")
+        if self.finger_axis not in ("x", "y"):
+            raise ProfileError(f"finger_axis must be 'x' or 'y', got {self.finger_axis!r}")
+        if self.lift_height < 0.0:
+            raise ProfileError("lift_height must not be negative")
+
+    # -- frames --------------------------------------------------------------------------------
+    def to_arm(self, point_base: FloatArray) -> FloatArray:
+        """A base_link point in the arm base frame."""
+        return np.asarray(point_base, dtype=np.float64) - np.asarray(self.arm_mount)
+
+    def from_arm(self, point_arm: FloatArray) -> FloatArray:
+        """An arm-base-frame point in base_link."""
+        return np.asarray(point_arm, dtype=np.float64) + np.asarray(self.arm_mount)
+
+    def in_workspace(self, point_base: FloatArray) -> bool:
+        """Whether a base_link point lies in the end-effector workspace box."""
+        p = self.to_arm(point_base)
+        lo, hi = np.asarray(self.workspace_min), np.asarray(self.workspace_max)
+        return bool(np.all(np.isfinite(p)) and np.all(p >= lo) and np.all(p <= hi))
+
+    def tool_rotation(self, approach: FloatArray, finger: FloatArray) -> FloatArray:
+        """Tool rotation (3x3, base_link) with z along ``approach``, fingers along ``finger``.
+
+        ``finger`` is made orthogonal to the approach first.
+
+        Raises:
+            ProfileError: the two directions are (nearly) parallel or not finite.
+        """
+        z = np.asarray(approach, dtype=np.float64)
+        f = np.asarray(finger, dtype=np.float64)
+        if not (np.all(np.isfinite(z)) and np.all(np.isfinite(f))) or np.linalg.norm(z) < 1e-9:
+            raise ProfileError("approach and finger directions must be finite and non-zero")
+        z = z / np.linalg.norm(z)
+        f = f - z * float(f @ z)
+        if np.linalg.norm(f) < 1e-6:
+            raise ProfileError("the finger axis is parallel to the approach")
+        f = f / np.linalg.norm(f)
+        if self.finger_axis == "x":
+            x, y = f, np.cross(z, f)
+        else:
+            y = f
+            x = np.cross(y, z)
+        return np.column_stack([x, y, z])

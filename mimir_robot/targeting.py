@@ -1,0 +1,362 @@
+"""From a remembered target and the current camera view to the executor's geometry.
+
+The planner names a target by memory id with its remembered label and map position. The
+executor must find it again in what the robot sees now: a :class:`CameraView` bundles one camera's
+registered depth, intrinsics and segmentation (objects and fixtures in ``objects``, parts such as
+handles in ``parts``) with the camera and base poses at the frame's stamp. This module picks the
+instance the request means (label compatible with the remembered one, nearest the remembered
+position, within ``max_distance``), then derives what each primitive needs:
+
+* :func:`stance` / :func:`square_up`: where the base should stand, first from memory alone, then
+  refined from the target's front face when it is in view;
+* :func:`handle_target`: a grasp on the fixture's handle (3D pointing) and a guess of how the
+  door or drawer moves (its front face and where the handle sits on it);
+* :func:`object_target`: a grasp on an object, approached level from the robot;
+* :func:`place_target`: a spot on the destination's top surface;
+* :func:`inspect_views`: wrist camera poses looking into a fixture.
+
+Nothing here knows a simulator: instances come from segmentation, positions from depth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from mimir.labels import label_key
+from mimir_perception.camera import Intrinsics, transform_points
+from mimir_perception.segmentation import SegmentationResult
+from mimir_robot import pointing as pt
+from mimir_robot.executor import Articulation, GraspTarget
+from mimir_robot.profile import FloatArray, RobotProfile
+from mimir_robot.requests import TargetSpec, UnknownTargetError
+
+HANDLE_LABEL = "handle"
+
+#: Front faces for articulation guesses keep their full extent: the hinge lies on the far edge,
+#: so trimming the edges moves the guessed hinge towards the handle (1 px of erosion still drops
+#: depth that bleeds across the border).
+FACE_CONFIG = pt.PointingConfig(face_erode_px=1, extent_trim_pct=0.0)
+UP = np.array([0.0, 0.0, 1.0])
+
+
+@dataclass(frozen=True)
+class CameraView:
+    """One camera frame with everything needed to find things in it (base_link / map)."""
+
+    camera: str
+    stamp: float
+    depth: npt.NDArray[np.floating]
+    intrinsics: Intrinsics
+    base_from_camera: FloatArray
+    map_from_base: FloatArray
+    objects: SegmentationResult
+    parts: SegmentationResult | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """The instance a target was matched to: its mask and its centre (base_link and map)."""
+
+    instance_id: int
+    mask: npt.NDArray[np.bool_]
+    centre_base: FloatArray
+    centre_map: FloatArray
+    distance: float  # m between the centre and the remembered position
+
+
+def _points_base(view: CameraView, mask: npt.NDArray[np.bool_], limit: int = 4000) -> FloatArray:
+    """Base-frame points of the valid depth pixels under ``mask`` (subsampled to ``limit``)."""
+    depth = np.asarray(view.depth, dtype=np.float64)
+    v, u = np.nonzero(mask & np.isfinite(depth) & (depth > 0.05))
+    if v.size > limit:
+        keep = np.linspace(0, v.size - 1, limit).astype(np.intp)
+        v, u = v[keep], u[keep]
+    z = depth[v, u]
+    k = view.intrinsics
+    cam = np.stack(((u - k.cx) / k.fx * z, (v - k.cy) / k.fy * z, z), axis=1)
+    return transform_points(view.base_from_camera, cam)
+
+
+#: Matching slack (m) around an instance's own size: an instance matches a remembered position
+#: within this plus half its extent (a cabinet's remembered centre moves when its door opens; a
+#: bottle's does not, and the bottle beside it must not pass for it).
+MATCH_SLACK = 0.12
+
+
+def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6) -> Found:
+    """The instance of ``view.objects`` that ``spec`` names.
+
+    An instance of the remembered label matches when its centre lies within ``MATCH_SLACK`` plus
+    half its own extent of the remembered position, and never further than ``max_distance``;
+    the nearest match wins.
+
+    Raises:
+        UnknownTargetError: no instance with a compatible label and usable depth lies close
+            enough to the remembered position (or, without a position, there is not exactly one).
+    """
+    key = label_key(spec.label)
+    found: list[Found] = []
+    misses: list[float] = []
+    for info in view.objects.instances:
+        if key and label_key(info.label) != key:
+            continue
+        mask = view.objects.mask(info.instance_id)
+        pts = _points_base(view, mask)
+        if len(pts) < 10:
+            continue
+        centre = np.median(pts, axis=0)
+        centre_map = transform_points(view.map_from_base, centre[None, :])[0]
+        dist = (float(np.linalg.norm(centre_map - np.asarray(spec.position)))
+                if spec.position is not None else 0.0)
+        extent = float(np.max(np.percentile(pts, 95, axis=0) - np.percentile(pts, 5, axis=0)))
+        if dist <= min(max_distance, MATCH_SLACK + extent / 2.0):
+            found.append(Found(info.instance_id, mask, centre, centre_map, dist))
+        else:
+            misses.append(dist)
+    if spec.position is None:
+        if len(found) == 1:
+            return found[0]
+        raise UnknownTargetError(
+            f"{spec.describe()}: {len(found)} candidates in the {view.camera} camera and no "
+            "position to choose by")
+    if not found:
+        seen = f"; nearest candidate {min(misses):.2f} m away" if misses else ""
+        raise UnknownTargetError(
+            f"{spec.describe()} is not in view of the {view.camera} camera near where memory "
+            f"has it{seen}")
+    return min(found, key=lambda f: f.distance)
+
+
+# -- base ----------------------------------------------------------------------------------------
+def stance(target_odom: FloatArray, robot_odom: tuple[float, float, float],
+           distance: float) -> tuple[float, float, float]:
+    """Stand ``distance`` from the target on the robot's side of it, facing it (odom x, y, yaw)."""
+    tx, ty = float(target_odom[0]), float(target_odom[1])
+    dx, dy = robot_odom[0] - tx, robot_odom[1] - ty
+    norm = math.hypot(dx, dy)
+    if norm < 1e-6:
+        dx, dy, norm = -math.cos(robot_odom[2]), -math.sin(robot_odom[2]), 1.0
+    x, y = tx + dx / norm * distance, ty + dy / norm * distance
+    return x, y, math.atan2(ty - y, tx - x)
+
+
+def square_up(view: CameraView, found: Found, profile: RobotProfile,
+              odom_from_base: FloatArray) -> tuple[float, float, float] | None:
+    """A refined stance (odom) from what the camera sees of the target, or None.
+
+    A target whose front is a wide upright plane (a fixture) gets a stance straight in front of
+    that face at ``face_standoff``; anything smaller (an object) one at ``pick_distance`` from
+    its seen centre, on the robot's side. None when the target shows no usable geometry.
+    """
+    try:
+        face = pt.fit_front_face(found.mask, view.depth, view.intrinsics, view.base_from_camera)
+    except pt.PointingError:
+        face = None
+    if face is not None and face.width_m >= profile.min_face_width:
+        n = np.asarray(face.normal, dtype=np.float64)
+        level = np.array([n[0], n[1], 0.0])
+        if np.linalg.norm(level) < math.cos(math.radians(30.0)):
+            return None
+        level /= np.linalg.norm(level)
+        centre = np.asarray(face.center, dtype=np.float64)
+        spot = centre + level * profile.face_standoff
+    else:
+        centre = np.asarray(found.centre_base, dtype=np.float64)
+        toward = np.array([-centre[0], -centre[1], 0.0])  # from the object to the base centre
+        if np.linalg.norm(toward) < 1e-6:
+            return None
+        spot = centre + toward / np.linalg.norm(toward) * profile.pick_distance
+        spot[2] = centre[2]
+    odom = transform_points(odom_from_base, np.stack([centre, spot]))
+    yaw = math.atan2(odom[0, 1] - odom[1, 1], odom[0, 0] - odom[1, 0])
+    return float(odom[1, 0]), float(odom[1, 1]), yaw
+
+
+# -- grasps --------------------------------------------------------------------------------------
+def _workspace(profile: RobotProfile) -> pt.WorkspaceBox:
+    lo = profile.from_arm(np.asarray(profile.workspace_min))
+    hi = profile.from_arm(np.asarray(profile.workspace_max))
+    return pt.WorkspaceBox(tuple(lo), tuple(hi))
+
+
+def _grasp_from(result: pt.PointingResult, profile: RobotProfile, depth: float) -> GraspTarget:
+    rot = result.grasp.rotation()
+    approach = rot[:, 2]
+    finger = rot[:, 0] if profile.finger_axis == "x" else rot[:, 1]
+    point = np.asarray(result.point_base, dtype=np.float64) + approach * depth
+    return GraspTarget(point, approach, finger)
+
+
+def move_face(face: pt.FrontFace, transform: FloatArray) -> pt.FrontFace:
+    """A front face expressed in another frame (``transform`` maps its frame into the new one)."""
+    rot = np.asarray(transform)[:3, :3]
+    centre = transform_points(transform, np.asarray([face.center]))[0]
+
+    def turn(v: pt.Vector3) -> pt.Vector3:
+        x, y, z = (float(c) for c in rot @ np.asarray(v))
+        return x, y, z
+
+    return pt.FrontFace(center=(float(centre[0]), float(centre[1]), float(centre[2])),
+        normal=turn(face.normal), up=turn(face.up), right=turn(face.right),
+        width_m=face.width_m, height_m=face.height_m, n_points=face.n_points)
+
+
+def handle_target(view: CameraView, found: Found, profile: RobotProfile, now: float,
+                  pixel: tuple[float, float] | None = None
+                  ) -> tuple[GraspTarget, Articulation, pt.FrontFace]:
+    """Grasp on the target fixture's handle, a guess of its motion, and its front face.
+
+    The handle is the ``handle`` part that touches the fixture's mask most. The approach is
+    against the fixture's front face; the hinge (a door) or slide (a drawer) is guessed from
+    where the handle sits on that face.
+
+    Raises:
+        UnknownTargetError: no handle on the fixture in view.
+        PointingError: the handle cannot be located in 3D (no depth, stale, out of reach).
+    """
+    if view.parts is None:
+        raise UnknownTargetError(f"the {view.camera} camera has no part segmentation")
+    grown = _dilate(found.mask, 7)
+    best, best_overlap = None, 0
+    for info in view.parts.instances:
+        if label_key(info.label) != HANDLE_LABEL:
+            continue
+        mask = view.parts.mask(info.instance_id)
+        overlap = int(np.count_nonzero(mask & grown))
+        if overlap > best_overlap:
+            best, best_overlap = mask, overlap
+    if best is None:
+        raise UnknownTargetError(f"no handle seen on the target in the {view.camera} camera")
+    config = pt.PointingConfig(closing_axis=profile.finger_axis,  # type: ignore[arg-type]
+                               max_age_s=2.0)
+    result = pt.point_at(best, view.depth, view.intrinsics, view.base_from_camera,
+                         stamp=view.stamp, now=now, workspace=_workspace(profile), pixel=pixel,
+                         finger_axis_hint=(0.0, 1.0, 0.0), config=config)
+    face = pt.fit_front_face(found.mask | best, view.depth, view.intrinsics,
+                             view.base_from_camera, config=FACE_CONFIG)
+    guess = pt.articulation_guess(face, np.asarray(result.point_base))
+    grasp = _grasp_from(result, profile, profile.grasp_depth)
+    if guess.kind == "revolute":
+        bottom = float(np.asarray(face.center)[2] - face.height_m / 2.0)
+        art = Articulation("revolute", np.asarray(guess.axis), np.asarray(guess.origin), bottom)
+    else:  # a drawer, or a face the guess cannot place: pull straight out along the normal
+        art = Articulation("prismatic", np.asarray(face.normal))
+    return grasp, art, face
+
+
+def object_target(view: CameraView, found: Found, profile: RobotProfile, now: float,
+                  pixel: tuple[float, float] | None = None) -> tuple[GraspTarget, float]:
+    """A level grasp on an object from the robot's side, and how far its bottom lies below it.
+
+    Raises:
+        PointingError: no depth on the object, stale frame, out of reach.
+    """
+    config = pt.PointingConfig(closing_axis=profile.finger_axis,  # type: ignore[arg-type]
+                               max_age_s=2.0)
+    result = pt.point_at(found.mask, view.depth, view.intrinsics, view.base_from_camera,
+                         stamp=view.stamp, now=now, workspace=_workspace(profile), pixel=pixel,
+                         config=config)
+    point = np.asarray(result.point_base, dtype=np.float64)
+    pts = _points_base(view, found.mask)
+    mount = np.asarray(profile.arm_mount)
+    level = np.array([point[0] - mount[0], point[1] - mount[1], 0.0])
+    level /= max(float(np.linalg.norm(level)), 1e-9)
+    finger = np.cross(UP, level)
+    # grip the object round its middle: centre height, a little behind the visible surface
+    centre_z = float(np.median(pts[:, 2])) if len(pts) else float(point[2])
+    grip = np.array([point[0], point[1], centre_z]) + level * profile.grasp_depth
+    bottom = float(np.percentile(pts[:, 2], 2)) if len(pts) else centre_z
+    return GraspTarget(grip, level, finger), max(0.0, centre_z - bottom)
+
+
+def place_target(view: CameraView, found: Found, hang: float, profile: RobotProfile,
+                 slot: tuple[float, float] = (0.5, 0.4), *, headroom: float = 0.35,
+                 radius: float = 0.08) -> FloatArray:
+    """Hand position (base_link) that sets the held object on the destination's top surface.
+
+    The top surface is the highest layer of the destination's points. Candidate spots on it must
+    lie within easy reach of the arm (with the object above them) and have free space above them:
+    no depth point of the whole view within ``radius`` of the spot between the surface and
+    ``headroom`` above it (an open door, a shelf above the counter). Of the free spots, the one
+    nearest the ``slot`` (u across from the robot's left, v from the front, over the reachable
+    part of the surface) is taken. ``hang`` is how far the object's bottom lies below the hand.
+
+    Raises:
+        UnknownTargetError: no surface in view, or no free spot within reach.
+    """
+    pts = _points_base(view, found.mask)
+    if len(pts) < 30:
+        raise UnknownTargetError("the destination shows no surface with depth")
+    top = float(np.percentile(pts[:, 2], 95))
+    layer = pts[np.abs(pts[:, 2] - top) < 0.02]
+    lift = np.array([0.0, 0.0, hang + 0.1])
+    mount = np.asarray(profile.arm_mount)
+    layer = layer[[profile.in_workspace(p + lift)
+                   and float(np.linalg.norm(p + lift - mount)) <= profile.easy_reach
+                   for p in layer]]
+    if len(layer) < 10:
+        raise UnknownTargetError("the destination's top surface is out of reach")
+    x_lo, x_hi = np.percentile(layer[:, 0], [10, 60])
+    y_lo, y_hi = np.percentile(layer[:, 1], [10, 90])
+    u, v = slot
+    wanted = np.array([x_lo + (x_hi - x_lo) * v, y_hi - (y_hi - y_lo) * u])
+    scene = _points_base(view, np.isfinite(np.asarray(view.depth)), limit=20000)
+    above = scene[(scene[:, 2] > top + 0.02) & (scene[:, 2] < top + headroom)]
+    step = max(len(layer) // 400, 1)
+    candidates = layer[::step]
+    order = np.argsort(np.linalg.norm(candidates[:, :2] - wanted, axis=1))
+    for index in order:
+        spot = candidates[index]
+        if not len(above) or np.min(np.linalg.norm(above[:, :2] - spot[:2], axis=1)) > radius:
+            return np.array([spot[0], spot[1], top + hang + 0.015])
+    raise UnknownTargetError(
+        "no free spot on the destination's top surface: something hangs over every reachable "
+        "part of it")
+
+
+def inspect_views(view: CameraView, found: Found, profile: RobotProfile, count: int = 3,
+                  face: pt.FrontFace | None = None) -> list[tuple[FloatArray, FloatArray]]:
+    """Wrist poses in front of a fixture's opening, looking in, swept across its width.
+
+    ``face`` is the fixture's front as measured before it was opened (base_link); without it
+    the front is estimated from the current view, where an open door may stand in the way.
+    """
+    pitch = math.radians(15.0)
+    offsets = np.linspace(-0.12, 0.12, count) if count > 1 else np.zeros(1)
+    if face is not None:
+        inward = -np.asarray(face.normal, dtype=np.float64)
+        inward[2] = 0.0
+        inward /= max(float(np.linalg.norm(inward)), 1e-9)
+        side = np.cross(UP, inward)
+        rot = profile.tool_rotation(inward * math.cos(pitch) - UP * math.sin(pitch), side)
+        spot = np.asarray(face.center, dtype=np.float64) - inward * 0.15 - UP * 0.08
+        return [(spot + side * o, rot) for o in offsets]
+    centre = found.centre_base
+    mount = np.asarray(profile.arm_mount)
+    level = np.array([centre[0] - mount[0], centre[1] - mount[1], 0.0])
+    dist = float(np.linalg.norm(level))
+    if dist < 1e-6:
+        raise UnknownTargetError("the fixture's centre lies above the arm")
+    level /= dist
+    side = np.cross(UP, level)
+    pts = _points_base(view, found.mask)
+    # the front is where the carcass around the opening is nearest, in a band about the
+    # centre: an open door swings out to one side and must not count as the front
+    band = pts[np.abs((pts - centre) @ side) < 0.1] if len(pts) else pts
+    front = (float(np.percentile(band @ level, 5)) if len(band) >= 10
+             else float(centre @ level) - 0.2)
+    approach = level * math.cos(pitch) - UP * math.sin(pitch)
+    rot = profile.tool_rotation(approach, side)
+    stand = (front - 0.12) - float(centre @ level)
+    base_point = centre + level * stand - UP * 0.08
+    return [(base_point + side * o, rot) for o in offsets]
+
+
+def _dilate(mask: npt.NDArray[np.bool_], radius: int) -> npt.NDArray[np.bool_]:
+    kernel = np.ones((2 * radius + 1, 2 * radius + 1), np.uint8)
+    return np.asarray(cv2.dilate(mask.astype(np.uint8), kernel) > 0)

@@ -1,0 +1,219 @@
+"""The executor core against fake controllers in process, on a simulated clock.
+
+The fakes track targets at first order like a position-controlled robot; the fake arm's small
+world (:class:`mimir_robot.fakes.FakeArm` with a ``thing``) adds one thing in front of the hand (an
+object or a handle) on which the fingers stop short of closed, and which may be locked in place
+(the hand then cannot draw it away).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+
+from mimir_robot.direct import DirectRobot
+from mimir_robot.executor import Articulation, Executor, GraspTarget
+from mimir_robot.fakes import FakeArm, FakeBase
+from mimir_robot.motion import Motion, Sample
+from mimir_robot.profile import ProfileError, RobotProfile
+from mimir_robot.rpc import RobotLinkLostError, RobotNotResetError, RobotTargetRefusedError
+
+PROFILE = RobotProfile()
+MOUNT = np.asarray(PROFILE.arm_mount)
+
+
+class SimClock:
+    """Time that passes only when someone sleeps."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, dt: float) -> None:
+        self.t += max(dt, 1e-3)
+
+
+def toy_arm(clock: SimClock, thing_base: np.ndarray | None = None, width: float = 0.45,
+            locked: bool = False) -> FakeArm:
+    """A fake arm with one thing in reach (given in base_link): fingers stop on it at ``width``.
+
+    Its finger pads lie the profile's ``pad_offset`` ahead of the tool point, as the executor
+    assumes."""
+    thing = None if thing_base is None else tuple(np.asarray(thing_base) - MOUNT)
+    return FakeArm(rate=12.0, gripper_rate=12.0, clock=clock.now, thing=thing,
+                   thing_width=width, thing_locked=locked, pad_offset=PROFILE.pad_offset)
+
+
+def make(arm_kwargs: dict | None = None, **motion_kwargs: object):
+    clock = SimClock()
+    base, arm = FakeBase(rate=8.0, clock=clock.now), toy_arm(clock, **(arm_kwargs or {}))
+    robot = DirectRobot(base, arm)
+    robot.reset_base()
+    robot.reset_arm()
+    samples: list[Sample] = []
+    motion = Motion(robot, PROFILE, clock=clock.now, sleep=clock.sleep,
+                    on_sample=samples.append, **motion_kwargs)  # type: ignore[arg-type]
+    return Executor(motion), robot, arm, samples
+
+
+HANDLE = GraspTarget(np.array([0.62, 0.1, 0.75]), np.array([1.0, 0.0, 0.0]),
+                     np.array([0.0, 1.0, 0.0]))
+DOOR = Articulation("revolute", np.array([0.0, 0.0, 1.0]), np.array([0.64, 0.5, 0.75]))
+DRAWER = Articulation("prismatic", np.array([-1.0, 0.0, 0.0]))
+
+
+def test_move_to_reaches_the_stance_within_speed_limits() -> None:
+    ex, robot, _, samples = make()
+    out = ex.move_to((1.0, -0.5, 0.8))
+    assert out.success and out.code == "REACHED", out
+    s = robot.base_state()
+    assert abs(s.x - 1.0) < 0.05 and abs(s.y + 0.5) < 0.05 and abs(s.theta - 0.8) < 0.07
+    base = [np.asarray(x.commanded[:2]) for x in samples if x.part == "base"]
+    steps = [float(np.linalg.norm(b - a)) for a, b in itertools.pairwise(base)]
+    assert max(steps) <= PROFILE.max_base_speed * PROFILE.control_period_s + 1e-9
+
+
+def test_open_an_unlocked_door_follows_the_arc() -> None:
+    ex, _, arm, samples = make({"thing_base": HANDLE.point})
+    out = ex.open(HANDLE, DOOR)
+    assert out.success and out.code == "OPENED", out
+    assert out.measurements["gripper_closed"] < PROFILE.gripper_closed_empty
+    assert out.measurements["path_fraction"] == pytest.approx(1.0)
+    hand = [np.asarray(x.commanded[:3]) for x in samples if x.part == "arm"]
+    steps = [float(np.linalg.norm(b - a)) for a, b in itertools.pairwise(hand)]
+    assert max(steps) <= PROFILE.max_ee_speed * PROFILE.control_period_s + 1e-9
+    # the pull swung the handle towards the robot (smaller x) on the hinge circle to its end
+    lever = HANDLE.point - DOOR.point
+    c, s = np.cos(-PROFILE.door_open_angle), np.sin(-PROFILE.door_open_angle)
+    end = DOOR.point + np.array([c * lever[0] - s * lever[1], s * lever[0] + c * lever[1], 0.0])
+    assert end[0] < HANDLE.point[0] - 0.2
+    assert min(float(np.linalg.norm(h - end)) for h in hand) < 1e-6
+    assert not arm.gripped and not ex.holding
+
+
+def test_open_a_locked_door_is_no_motion() -> None:
+    ex, _, _, _ = make({"thing_base": HANDLE.point, "locked": True})
+    out = ex.open(HANDLE, DOOR)
+    assert not out.success and out.code == "NO_MOTION", out
+    assert out.measurements["stalled"] == 1.0
+    assert "did not move" in out.message
+
+
+def test_open_a_drawer_pulls_straight_back() -> None:
+    ex, _, _, _ = make({"thing_base": HANDLE.point})
+    out = ex.open(HANDLE, DRAWER)
+    assert out.code == "OPENED", out
+    pos, _, _ = ex.motion.hand()
+    assert pos[0] < HANDLE.point[0]  # retracted afterwards, behind the handle
+
+
+def test_grasp_on_nothing_is_a_missed_grasp() -> None:
+    ex, _, _, _ = make({"thing_base": np.array([0.5, -0.3, 0.7])})
+    out = ex.open(HANDLE, DOOR)
+    assert out.code == "MISSED_GRASP" and not out.success
+    assert out.measurements["gripper_closed"] >= PROFILE.gripper_closed_empty
+
+
+def test_pick_then_place_and_preconditions() -> None:
+    obj = np.array([0.55, 0.0, 0.72])
+    ex, _, _, _ = make({"thing_base": obj, "width": 0.6})
+    grasp = GraspTarget(obj, np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]))
+    assert ex.place(obj).code == "PRECONDITION_FAILED"
+    out = ex.pick(grasp)
+    assert out.code == "PICKED" and ex.holding, out
+    assert ex.pick(grasp).code == "PRECONDITION_FAILED"
+    assert ex.open(HANDLE, DOOR).code == "PRECONDITION_FAILED"
+    placed = ex.place(np.array([0.5, 0.2, 0.7]))
+    assert placed.code == "PLACED" and not ex.holding, placed
+
+
+def test_pick_of_nothing_misses() -> None:
+    ex, _, _, _ = make()
+    grasp = GraspTarget(np.array([0.55, 0.0, 0.72]), np.array([1.0, 0.0, 0.0]),
+                        np.array([0.0, 1.0, 0.0]))
+    out = ex.pick(grasp)
+    assert out.code == "MISSED_GRASP" and not ex.holding
+
+
+def test_target_outside_the_workspace_sends_nothing() -> None:
+    ex, _, arm, samples = make()
+    before = arm.get_state()
+    ex.holding = True
+    out = ex.place(np.array([3.0, 0.0, 0.7]))
+    assert out.code == "OUTSIDE_WORKSPACE" and not out.success
+    assert not [s for s in samples if s.part == "arm"]
+    after = arm.get_state()
+    assert np.allclose(before["arm_pos"], after["arm_pos"], atol=1e-3)
+
+
+def test_cancel_holds_the_pose_and_keeps_the_grip() -> None:
+    cancel = threading.Event()
+    obj = np.array([0.55, 0.0, 0.72])
+    ex, robot, _, samples = make({"thing_base": obj, "width": 0.6}, cancel=cancel)
+    grasp = GraspTarget(obj, np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]))
+    assert ex.pick(grasp).code == "PICKED"
+    count = len(samples)
+
+    def stop_soon(s: Sample) -> None:
+        samples.append(s)
+        if len(samples) > count + 5:
+            cancel.set()
+
+    ex.motion._on_sample = stop_soon
+    out = ex.move_to((2.0, 0.0, 0.0))
+    assert out.code == "CANCELED" and not out.success
+    assert ex.motion.gripper_command == 1.0  # never opened while holding
+    x = robot.base_state().x
+    assert 0.0 < x < 1.5  # stopped part way
+
+
+class LostArm(FakeArm):
+    def get_state(self):  # type: ignore[override]
+        raise RobotLinkLostError("arm: connection lost during get_state()")
+
+
+def test_lost_link_fails_the_primitive_with_a_typed_code() -> None:
+    clock = SimClock()
+    robot = DirectRobot(FakeBase(clock=clock.now), LostArm(clock=clock.now))
+    robot.reset_base()
+    robot.reset_arm()
+    ex = Executor(Motion(robot, PROFILE, clock=clock.now, sleep=clock.sleep))
+    out = ex.pick(HANDLE)
+    assert out.code == "LINK_LOST" and "lost" in out.message
+
+
+def test_direct_robot_checks_like_the_link() -> None:
+    clock = SimClock()
+    robot = DirectRobot(FakeBase(clock=clock.now), FakeArm(clock=clock.now))
+    with pytest.raises(RobotNotResetError):
+        robot.send_base_pose(0.0, 0.0, 0.0)
+    robot.reset_arm()
+    with pytest.raises(RobotTargetRefusedError):
+        robot.send_arm([0.1, 0.0, float("nan")], [0, 0, 0, 1], 0.0)
+    with pytest.raises(RobotTargetRefusedError):
+        robot.send_arm([0.1, 0.0, 0.2], [0, 0, 0, 1], 1.5)
+
+
+@pytest.mark.parametrize("bad", [
+    {"control_period_s": 0.0}, {"max_ee_speed": float("nan")}, {"workspace_min": (1, 1, 1)},
+    {"finger_axis": "z"}, {"moved_fraction": 0.9}, {"retract_pos": (5.0, 0.0, 0.0)},
+])
+def test_bad_profiles_are_refused(bad: dict) -> None:
+    with pytest.raises(ProfileError):
+        RobotProfile(**bad)
+
+
+def test_bad_geometry_is_refused() -> None:
+    with pytest.raises(ValueError):
+        GraspTarget(np.array([0.5, 0.0, np.inf]), np.ones(3), np.ones(3))
+    with pytest.raises(ValueError):
+        Articulation("screw", np.ones(3))
+    ex, _, _, _ = make({"thing_base": HANDLE.point})
+    hinge_on_handle = Articulation("revolute", np.array([0.0, 0.0, 1.0]), HANDLE.point)
+    out = ex.open(HANDLE, hinge_on_handle)
+    assert out.code == "EXECUTION_FAILED" and "hinge" in out.message
