@@ -19,6 +19,7 @@ NODES = {
     "localization_node": "mimir.nodes.perception.localization_node:main",
     "zed_node": "mimir.nodes.perception.zed_node:main",
     "sim_bridge_node": "mimir.nodes.sim.bridge_node:main",
+    "executor_node": "mimir.nodes.robot.executor_node:main",
     "analyzer_node": "mimir.nodes.planner.analyzer_node:main",
     "planner_node": "mimir.nodes.planner.planner_node:main",
 }

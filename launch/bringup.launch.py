@@ -1,4 +1,5 @@
-"""Bring up mimir on the robot: cameras, localization, perception, memory, reasoning, planning.
+"""Bring up mimir on the robot: cameras, localization, the executor, perception, memory, reasoning,
+planning.
 
     ros2 launch mimir bringup.launch.py
     ros2 launch mimir bringup.launch.py use_zed:=false vlm_backend:=openai operator_gate:=true
@@ -24,6 +25,7 @@ def generate_launch_description() -> LaunchDescription:
         argument("operator_gate", "true", "every primitive waits for operator approval"),
         node("zed_node", "zed", condition=IfCondition(config("use_zed"))),
         node("localization_node", "localization"),
+        node("executor_node", "executor"),
         node("segmentation_node", "segmentation"),
         node("deprojection_node", "deprojection"),
         node("scene_graph_node", "scene_graph", keeps_memory=True),

@@ -3,14 +3,15 @@
     ros2 launch mimir sim.launch.py scenario:=locked_unlocked vlm_backend:=offline
 
 The node graph is ``mimir.sim_graph.SIM_GRAPH``, the one ``mimir sim`` starts, with the same
-per-node choices (the bridge owns /clock and runs on wall time; the others follow /clock).
+per-node choices (the bridge owns /clock and runs on wall time; the others follow /clock; the
+executor drives the simulated robot through the RPC servers the bridge hosts).
 Parameters come from config/mimir_sim.yaml, keyed ``/**/<node>``; send instructions through the
 ``run_task`` action.
 """
 
 from launch import LaunchDescription
 from mimir.launch_nodes import argument, common_arguments, config, node
-from mimir.sim_graph import SIM_GRAPH, SIM_PARAMS_FILE, graph_parameters
+from mimir.sim_graph import DEFAULT_ROBOT_LINK, SIM_GRAPH, SIM_PARAMS_FILE, graph_parameters
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -18,7 +19,8 @@ def generate_launch_description() -> LaunchDescription:
     for entry in SIM_GRAPH:
         # use_sim_time and memory_dir are applied by node() from the launch arguments
         extra = graph_parameters(entry, memory_dir=None, scenario=config("scenario"),
-                                 vlm_backend=config("vlm_backend"))
+                                 vlm_backend=config("vlm_backend"),
+                                 **{k: config(k) for k in DEFAULT_ROBOT_LINK})
         extra.pop("use_sim_time")
         extra.pop("memory_dir", None)
         nodes.append(node(entry.executable, entry.name, extra, keeps_memory=entry.keeps_memory,
@@ -31,5 +33,11 @@ def generate_launch_description() -> LaunchDescription:
         argument("scenario", "locked_unlocked",
                  "scenario name (config/scenarios) or path to a file"),
         argument("vlm_backend", "offline", "reasoning backend: offline, openai or transformers"),
+        argument("base_port", str(DEFAULT_ROBOT_LINK["base_port"]),
+                 "TCP port of the simulated robot's base server"),
+        argument("arm_port", str(DEFAULT_ROBOT_LINK["arm_port"]),
+                 "TCP port of the simulated robot's arm server"),
+        argument("authkey", str(DEFAULT_ROBOT_LINK["authkey"]),
+                 "shared secret of the simulated robot's servers"),
         *nodes,
     ])

@@ -7,6 +7,9 @@ same per-node choices on top of ``config/mimir_sim.yaml``:
   (``use_sim_time`` false); every other node follows /clock;
 * the nodes that keep memory (world memory, keyframes, task memory) get the run's ``memory_dir``;
 * the bridge gets the scenario, the analyzer and the planner get the reasoning backend;
+* the bridge (which serves the simulated robot's RPC interface) and the executor (its client) get
+  the same robot link: ``base_port``, ``arm_port`` and ``authkey``;
+* the executor resets the simulated robot once connected (on the robot an operator does that);
 * the planner's operator gate is off, since no operator approves primitives in simulation.
 
 This module imports nothing from ``launch`` or ``rclpy`` so the job and the tests can read it
@@ -45,7 +48,10 @@ class GraphNode:
 
 #: The simulation graph, in start order.
 SIM_GRAPH: tuple[GraphNode, ...] = (
-    GraphNode("sim_bridge_node", "sim_bridge", follows_clock=False, inputs=("scenario",)),
+    GraphNode("sim_bridge_node", "sim_bridge", follows_clock=False,
+              inputs=("scenario", "base_port", "arm_port", "authkey")),
+    GraphNode("executor_node", "executor", inputs=("base_port", "arm_port", "authkey"),
+              fixed=MappingProxyType({"reset_on_start": True})),
     GraphNode("deprojection_node", "deprojection"),
     GraphNode("scene_graph_node", "scene_graph", keeps_memory=True),
     GraphNode("keyframe_node", "keyframes", keeps_memory=True),
@@ -53,6 +59,10 @@ SIM_GRAPH: tuple[GraphNode, ...] = (
     GraphNode("planner_node", "planner", keeps_memory=True, inputs=("vlm_backend",),
               fixed=MappingProxyType({"operator_gate": False})),
 )
+
+#: Robot link of the simulation when nothing else is chosen (the TidyBot++ ports; a local secret).
+DEFAULT_ROBOT_LINK: Mapping[str, Any] = MappingProxyType(
+    {"base_port": 50000, "arm_port": 50001, "authkey": "mimir-sim"})
 
 #: Parameter file of the simulation deployment, under the package's config folder.
 SIM_PARAMS_FILE = "mimir_sim.yaml"

@@ -10,6 +10,7 @@ the bridge to judge every instruction from simulator state; and it writes a run 
         params.yaml      parameters given to the nodes
         memory/          world.db, task.db, keyframes/ (the robot's memory after the run)
         logs/<node>.log  each node's output
+        robot_trace.jsonl every target the executor streamed and the state the robot reported
         trace.jsonl      everything printed, as JSON lines
         report.md        task progress, steps, memory figures
 
@@ -22,7 +23,9 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -120,6 +123,23 @@ def _yaml_problem(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
+def robot_link() -> dict[str, Any]:
+    """A robot link of this run's own: two free localhost ports and a fresh secret.
+
+    Runs side by side (tests, evaluation) must not reach each other's simulated robot.
+    """
+    ports = []
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+    finally:
+        for sock in sockets:
+            sock.close()
+    return {"base_port": ports[0], "arm_port": ports[1], "authkey": secrets.token_hex(16)}
+
+
 def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     """The run's node parameters: the installed (or given) sim parameters plus this run's choices.
 
@@ -163,11 +183,14 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
             raise SimJobError(f"the parameter file {source}: entry {key!r} is not of the form "
                               "{ros__parameters: {...}}", hint)
     memory_dir = str((run_dir / "memory").resolve())
+    link = robot_link()
     for node in SIM_GRAPH:
         section = data[section_key(node.name)]["ros__parameters"]
         section.update(graph_parameters(node, memory_dir=memory_dir, use_sim_time=True,
                                         scenario=options.scenario,
-                                        vlm_backend=options.vlm_backend))
+                                        vlm_backend=options.vlm_backend, **link))
+    data[section_key("executor")]["ros__parameters"]["trace_file"] = str(
+        (run_dir / "robot_trace.jsonl").resolve())
     data[section_key("sim_bridge")]["ros__parameters"]["seed"] = options.seed
     data[section_key("planner")]["ros__parameters"]["step_budget"] = options.step_budget
     for name, values in options.extra_params.items():

@@ -64,7 +64,8 @@ class SimBridgeConfig:
         read_only=True)
     target_tolerance: float = param(
         0.6,
-        "largest distance between a remembered target position and a simulated entity's box (m)",
+        "judging: largest distance between an answered entity's remembered position and a "
+        "simulated entity's box (m)",
         read_only=True)
     vocabulary: str = param(
         "kitchen",
@@ -80,6 +81,14 @@ class SimBridgeConfig:
         "segmentation during an instruction counts as discovered when judging it (px at "
         "image_width x image_height); 0 counts only inspections",
         read_only=True)
+    rpc_host: str = param(
+        "127.0.0.1", "address the simulated robot's base and arm RPC servers listen on",
+        read_only=True)
+    base_port: int = param(50000, "TCP port of the base server (0 picks a free one)",
+                           read_only=True)
+    arm_port: int = param(50001, "TCP port of the arm server (0 picks a free one)",
+                          read_only=True)
+    authkey: str = param("", "shared secret of the RPC servers (required)", read_only=True)
     map_frame: str = param("map", "map frame", read_only=True)
     odom_frame: str = param("odom", "odometry frame", read_only=True)
     base_frame: str = param("base_link", "robot base frame", read_only=True)
@@ -117,6 +126,11 @@ class SimBridgeConfig:
             raise ValueError(f"min_segment_pixels must be >= 1, got {self.min_segment_pixels}")
         if self.discover_min_pixels < 0:
             raise ValueError(f"discover_min_pixels must be >= 0, got {self.discover_min_pixels}")
+        if not self.authkey:
+            raise ValueError("authkey is empty: set the RPC servers' shared secret")
+        for name in ("base_port", "arm_port"):
+            if not 0 <= getattr(self, name) < 65536:
+                raise ValueError(f"{name} {getattr(self, name)} is not a TCP port")
         if not all((self.map_frame, self.odom_frame, self.base_frame, self.optical_frame_suffix)):
             raise ValueError("frame names must not be empty")
 

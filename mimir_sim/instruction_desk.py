@@ -2,25 +2,27 @@
 
 :class:`InstructionDesk` is what the bridge's ``sim/begin_instruction`` and
 ``sim/judge_instruction`` services call. Beginning an instruction checks its index and text,
-optionally drives the robot back to the instruction's start (a trip that belongs to no
-instruction), and tags later primitives with the index. Judging binds the entities the robot
-named to simulated entities exactly as primitive targets are bound (label and remembered
-position, never the planner's words as ids), records which objects were clearly visible in the
+optionally puts the robot back at the instruction's start (a move that belongs to no
+instruction), and tags what follows with the index. Judging binds the entities the robot named to
+simulated entities by label and remembered position (never the planner's words as ids; see
+:mod:`mimir_sim.answer_binding`), records which objects were clearly visible in the
 rendered frames, and evaluates every criterion with :mod:`mimir_sim.judge`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mimir.labels import label_text
-from mimir_sim.embodiment import SimEmbodiment, TargetSpec, UnknownTargetError
+from mimir_robot.requests import TargetSpec, UnknownTargetError
+from mimir_sim.answer_binding import EntityResolver
 from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction
 from mimir_sim.rendering import Frame
 from mimir_sim.scenario import InstructionSpec
+from mimir_sim.scene_layout import start_pose_for
 from mimir_sim.sim import KitchenSim
 
 # result codes; the ROS layer maps them onto the service responses' constants of the same name
@@ -65,16 +67,23 @@ class InstructionDesk:
 
     Args:
         sim: the simulator (called from the simulation thread only, except the visibility log).
-        embodiment: binds answer entities to simulated entities.
+        resolver: binds answer entities to simulated entities.
+        return_robot: puts the robot back at an instruction's start pose (x, y, yaw); whoever
+            drives the robot decides how (the bridge moves the simulated base there).
         discover_min_pixels: an object covering this many pixels of one rendered frame's
             segmentation during an instruction counts as discovered; 0 counts inspections only.
     """
 
     def __init__(
-        self, sim: KitchenSim, embodiment: SimEmbodiment, discover_min_pixels: int
+        self,
+        sim: KitchenSim,
+        resolver: EntityResolver,
+        discover_min_pixels: int,
+        return_robot: Callable[[tuple[float, float, float]], None],
     ) -> None:
         self.sim = sim
-        self.embodiment = embodiment
+        self.resolver = resolver
+        self.return_robot = return_robot
         self.discover_min_pixels = discover_min_pixels
         self.visibility = VisibilityLog()
         self._objects = frozenset(sim.scene.objects)
@@ -115,8 +124,7 @@ class InstructionDesk:
             if start is not None:
                 # the return trip belongs to no instruction, so judging never counts it
                 self.sim.instruction = None
-                reached = self.sim.move_to(start).reached
-                self.embodiment.last_moved_to = start if reached else None
+                self.return_robot(start_pose_for(self.sim.scene.fixtures[start]))
         self.sim.begin_instruction(index)
         return BeginResult()
 
@@ -127,7 +135,7 @@ class InstructionDesk:
         for entity in entities:
             name = entity.node_id or entity.label
             try:
-                sim_id = self.embodiment.resolve(
+                sim_id = self.resolver.resolve(
                     TargetSpec(entity.node_id, entity.label, entity.position)
                 )
             except UnknownTargetError as err:

@@ -1,7 +1,10 @@
-"""What the simulated robot reports: base and camera poses for TF, and its joint states.
+"""What the simulated robot reports besides its RPC servers: camera mounts, joint states, and the
+localisation stand-in.
 
-The MuJoCo world frame is the ``map`` frame (ground-truth localisation); camera poses use the
-REP-103 optical axes.
+The MuJoCo world frame is the ``map`` frame. Localisation is ground truth for now: ``map -> odom``
+is the base's true pose at its last odometry reset (:func:`map_from_odom`), so the chain
+``map -> odom -> base_link`` (the last link from the executor's odometry) gives the true pose.
+Camera poses use the REP-103 optical axes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,17 @@ def body_pose(sim: KitchenSim, body: str) -> FloatArray:
 def base_pose_matrix(sim: KitchenSim) -> FloatArray:
     """World-from-base_link 4x4 transform (the robot's ``base_link`` body)."""
     return body_pose(sim, "base_link")
+
+
+def map_from_odom(origin: tuple[float, float, float] | None) -> FloatArray:
+    """4x4 pose of the odometry frame in the map from its planar origin (identity for None)."""
+    pose = np.eye(4)
+    if origin is not None:
+        x, y, yaw = origin
+        c, s = np.cos(yaw), np.sin(yaw)
+        pose[:2, :2] = [[c, -s], [s, c]]
+        pose[:2, 3] = (x, y)
+    return pose
 
 
 def camera_in_base(sim: KitchenSim, camera: str) -> FloatArray:

@@ -14,7 +14,7 @@ The simulator is composed of parts that each hold one responsibility:
 * :mod:`mimir_sim.truth` -- ground-truth entity queries for judging.
 
 :class:`KitchenSim` builds them in the right order, resets them together and forwards the calls
-its users (bridge, embodiment, judge, tests, benchmarks) make; code that needs only one part may
+its users (bridge, robot servers, judge, tests, benchmarks) make; code that needs only one part may
 use the part directly (``sim.truth``, ``sim.body``, ``sim.cameras``...).
 """
 

@@ -5,7 +5,8 @@ reader, so everything that uses the simulator (stepping, rendering, primitives, 
 :class:`SimThread` under :attr:`SimThread.lock`. With no job queued the thread advances the
 physics in chunks of ``step_chunk`` s; a job (a primitive, a service request) runs between
 chunks while its caller waits. :meth:`SimThread.pace` keeps simulation time from running faster
-than ``real_time_factor`` times wall time; step listeners call it.
+than ``real_time_factor`` times wall time; step listeners call it, and the thread waits
+between chunks, outside the lock.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class SimThread:
         on_job_failed: Callable[[Exception], None] = lambda _err: None,
     ) -> None:
         self.sim = sim
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entrant: jobs may call helpers that lock too
         self._step_chunk = step_chunk
         self._rtf = real_time_factor
         self._setup = setup
@@ -67,6 +68,7 @@ class SimThread:
         self._jobs: queue.Queue[_Job] = queue.Queue()
         self._stop = threading.Event()
         self._pace_anchor: tuple[float, float] | None = None
+        self._owed = 0.0  # s to wait after the current chunk (pacing)
         self._thread = threading.Thread(target=self._loop, name="sim_bridge", daemon=True)
 
     @property
@@ -100,7 +102,9 @@ class SimThread:
         return job.result
 
     def pace(self, sim_time: float) -> None:
-        """Sleep so simulation time runs at most ``real_time_factor`` times wall time."""
+        """Note how long to wait so simulation time runs at most ``real_time_factor`` times wall
+        time; the thread waits after the current chunk, outside the lock, so the robot's RPC
+        servers and other users of the lock get their turn while it waits."""
         rtf = self._rtf
         if rtf <= 0.0 or self._stop.is_set():
             return
@@ -111,9 +115,14 @@ class SimThread:
             return
         due = anchor[0] + (sim_time - anchor[1]) / rtf
         if due > now:
-            time.sleep(min(due - now, 1.0))
+            self._owed = max(self._owed, min(due - now, 1.0))
         elif now - due > 1.0:
             self._pace_anchor = (now, sim_time)  # fell behind (rendering): do not race to catch up
+
+    def _wait_owed(self) -> None:
+        owed, self._owed = self._owed, 0.0
+        if owed > 0.0:
+            self._stop.wait(owed)
 
     def _loop(self) -> None:
         try:
@@ -125,6 +134,7 @@ class SimThread:
                 except queue.Empty:
                     with self.lock:
                         self.sim.step_seconds(self._step_chunk)
+                    self._wait_owed()
                     continue
                 self._run_job(job)
         except Exception as err:
@@ -147,4 +157,5 @@ class SimThread:
             job.error = err
         finally:
             self._pace_anchor = None  # a job's wall time must not be caught up afterwards
+            self._owed = 0.0
             job.done.set()

@@ -52,6 +52,7 @@ from mimir_planner.reasoning.percepts import (
     contact_summary,
     depth_change,
     failure_category,
+    hand_displacement,
     joint_displacements,
     moved,
     primitive_intent,
@@ -280,6 +281,14 @@ class InteractionAnalyzer:
                 if measure is not None and (best is None or measure.magnitude > best.magnitude):
                     displacements[node.node_id] = measure
         displacements.update(joint_displacements(window.fixture_states))
+        if intent in ("open", "close"):
+            # a held handle moves with the hand; a joint reading, where there is one, wins
+            held = hand_displacement(primitive.target_id, window.robot_states,
+                                     self._cfg.percepts)
+            known = displacements.get(primitive.target_id)
+            if held is not None and (known is None or (
+                    known.source == "depth" and held.magnitude > known.magnitude)):
+                displacements[primitive.target_id] = held
         margin = self._cfg.analyzer.window_margin_s
         seen = tuple(
             d

@@ -116,6 +116,7 @@ class PerceptConfig:
     min_pull_force_n: float = 10.0
     open_displacement_m: float = 0.03
     open_displacement_rad: float = 0.15
+    open_hand_travel_m: float = 0.12
     depth_pixel_change_m: float = 0.03
     depth_min_valid_pixels: int = 50
     depth_change_quantile: float = 0.75
@@ -124,6 +125,7 @@ class PerceptConfig:
     def __post_init__(self) -> None:
         _check(self, "percepts",
                positive=("min_contact_samples", "open_displacement_m", "open_displacement_rad",
+                         "open_hand_travel_m",
                          "depth_pixel_change_m", "depth_min_valid_pixels"),
                non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m"))
         if not 0.0 < self.depth_change_quantile <= 1.0:

@@ -84,6 +84,7 @@ class RobotStateSample:
         contact: the embodiment's own contact flag.
         base_pose: base pose in ``map`` as (x m, y m, yaw rad).
         pull_force_n: magnitude of the wrist force while pulling, N, when a sensor reports it.
+        hand_position: achieved end-effector position in ``map`` (m), when the arm reports it.
     """
 
     stamp: float
@@ -92,6 +93,7 @@ class RobotStateSample:
     contact: bool
     base_pose: tuple[float, float, float] = (0.0, 0.0, 0.0)
     pull_force_n: float | None = None
+    hand_position: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         _finite("robot state stamp", self.stamp)
@@ -104,6 +106,11 @@ class RobotStateSample:
             _finite("base pose", value)
         if self.pull_force_n is not None:
             _finite("pull force", self.pull_force_n)
+        if self.hand_position is not None:
+            if len(self.hand_position) != 3:
+                raise EvidenceError("hand position must be (x, y, z)")
+            for value in self.hand_position:
+                _finite("hand position", value)
 
 
 @dataclass(frozen=True)
@@ -213,14 +220,15 @@ class DisplacementMeasurement:
         fixture_id: the fixture measured.
         magnitude: size of the motion, in ``unit``.
         unit: ``m`` for slides and depth change, ``rad`` for hinges.
-        source: ``joint`` (embodiment report) or ``depth`` (depth change in the fixture region).
+        source: ``joint`` (embodiment report), ``depth`` (depth change in the fixture region) or
+            ``hand`` (how far the hand travelled while the jaws held the part).
         refs: evidence references (frames, state topics).
     """
 
     fixture_id: str
     magnitude: float
     unit: Literal["m", "rad"]
-    source: Literal["joint", "depth"]
+    source: Literal["joint", "depth", "hand"]
     refs: tuple[str, ...] = ()
 
 

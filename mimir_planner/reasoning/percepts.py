@@ -99,6 +99,30 @@ def joint_displacements(
     return result
 
 
+def hand_displacement(
+    fixture_id: str, samples: Sequence[RobotStateSample], cfg: PerceptConfig
+) -> DisplacementMeasurement | None:
+    """How far the hand travelled while the jaws held something (m), as the part's motion.
+
+    A handle held in the jaws moves with the hand: the largest distance of the reported hand
+    position from where it was at the first engaged sample. None without at least two engaged
+    samples that carry a hand position.
+    """
+    held = [s for s in sorted(samples, key=lambda s: s.stamp)
+            if s.hand_position is not None and _engaged(s, cfg)]
+    if len(held) < 2:
+        return None
+    start = np.asarray(held[0].hand_position, dtype=np.float64)
+    travel = max(float(np.linalg.norm(np.asarray(s.hand_position) - start)) for s in held)
+    return DisplacementMeasurement(
+        fixture_id=fixture_id,
+        magnitude=travel,
+        unit="m",
+        source="hand",
+        refs=(f"hand:{held[0].stamp:.3f}-{held[-1].stamp:.3f}",),
+    )
+
+
 def box_region(frame: CameraFrame, box: Box3D) -> tuple[int, int, int, int] | None:
     """Pixel rectangle (x0, y0, x1, y1) covering the box in a frame; None when not visible."""
     if frame.intrinsics is None or frame.camera_to_map is None:
@@ -155,6 +179,8 @@ def depth_change(
 
 def displacement_threshold(measure: DisplacementMeasurement, cfg: PerceptConfig) -> float:
     """Motion that counts as a real opening or closing, in the measurement's unit."""
+    if measure.source == "hand":
+        return cfg.open_hand_travel_m
     return cfg.open_displacement_rad if measure.unit == "rad" else cfg.open_displacement_m
 
 

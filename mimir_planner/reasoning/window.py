@@ -42,12 +42,14 @@ def robot_states(
     base_pose: Callable[[float], Pose2D | None],
     contact_effort_n: float,
     closed_opening_m: float,
+    hand_position: Callable[[float], tuple[float, float, float] | None] = lambda _t: None,
 ) -> tuple[list[RobotStateSample], int]:
     """Robot-state samples of a window from its gripper readings.
 
     The jaws touch something when the grip force reaches ``contact_effort_n`` while they are
     still at least ``closed_opening_m`` apart (closed further, they closed on nothing). A
-    reading whose base pose is unknown takes the previous one, else the origin.
+    reading whose base pose is unknown takes the previous one, else the origin. The hand
+    position (map) is attached where the arm reported one near the reading's stamp.
 
     Returns:
         (samples, how many readings had no base pose of their own or before them).
@@ -66,6 +68,7 @@ def robot_states(
             contact=(reading.effort_n >= contact_effort_n
                      and reading.opening_m >= closed_opening_m),
             base_pose=pose or (0.0, 0.0, 0.0),
+            hand_position=hand_position(stamp),
         ))
     return samples, missing
 

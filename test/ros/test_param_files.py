@@ -34,6 +34,7 @@ NODE_CONFIGS: dict[str, tuple[str, str]] = {
     "analyzer": ("analyzer_node", "AnalyzerNodeConfig"),
     "planner": ("planner_node", "PlannerNodeConfig"),
     "sim_bridge": ("sim_bridge_node", "SimBridgeConfig"),
+    "executor": ("executor_node", "ExecutorNodeConfig"),
 }
 
 
@@ -107,7 +108,7 @@ def test_every_started_node_has_a_section() -> None:
 
     sim = _sections(SIM_PARAMS_FILE)
     assert {section_key(n.name) for n in SIM_GRAPH} == set(sim)
-    robot_nodes = {"zed", "localization", "segmentation", "deprojection", "scene_graph",
+    robot_nodes = {"zed", "localization", "executor", "segmentation", "deprojection", "scene_graph",
                    "keyframes", "analyzer", "planner"}
     assert {section_key(n) for n in robot_nodes} == set(_sections("mimir.yaml"))
 

@@ -1,4 +1,4 @@
-"""The ROS-free parts of the simulation bridge: sim thread, execution and instruction desks,
+"""The ROS-free parts of the simulation bridge: sim thread, instruction desk, answer binding,
 ground-truth segmentation and the bridge's settings."""
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 
+from mimir_robot.requests import TargetSpec, UnknownTargetError
+from mimir_sim.answer_binding import EntityResolver
 from mimir_sim.bridge_config import (
     BridgeStartupError,
     SimBridgeConfig,
@@ -21,9 +24,7 @@ from mimir_sim.bridge_config import (
     label_map_for,
     resolve_vocabulary,
 )
-from mimir_sim.embodiment import PrimitiveRequest, SimEmbodiment, TargetSpec
 from mimir_sim.entity_labels import LabelMap
-from mimir_sim.execution import FEEDBACK_PERIOD, ExecutionDesk, describe_run
 from mimir_sim.instruction_desk import (
     MISMATCH,
     NONE,
@@ -33,9 +34,10 @@ from mimir_sim.instruction_desk import (
     NamedEntity,
 )
 from mimir_sim.scenario import load_scenario
+from mimir_sim.scene_layout import start_pose_for
 from mimir_sim.sim import KitchenSim
 from mimir_sim.sim_thread import SimThread, SimThreadStoppedError
-from mimir_sim.truth_segmentation import TruthSegmenter
+from mimir_sim.truth_segmentation import PART_LABEL, TruthSegmenter
 
 # ------------------------------------------------------------------------------- sim thread
 
@@ -122,17 +124,72 @@ def test_sim_thread_reports_a_failed_loop_and_stops() -> None:
     assert sim.shut_down
 
 
+def _paced(sim: _FakeSim, real_time_factor: float) -> SimThread:
+    """A sim thread whose simulator calls ``pace`` after each chunk, as the state listener does."""
+    thread = _thread(sim, real_time_factor)
+
+    def step_and_pace(seconds: float) -> None:
+        _FakeSim.step_seconds(sim, seconds)
+        thread.pace(sim.time)
+
+    sim.step_seconds = step_and_pace  # type: ignore[method-assign]
+    return thread
+
+
 def test_pace_holds_simulation_time_to_the_real_time_factor() -> None:
+    # pace itself never sleeps (its caller may hold the lock): the thread waits after the chunk
     thread = _thread(_FakeSim(), 2.0)
     start = time.monotonic()
     thread.pace(0.0)  # anchors
-    thread.pace(0.2)  # 0.2 s of sim time at factor 2 is 0.1 s of wall time
-    assert time.monotonic() - start >= 0.09
-    free = _thread(_FakeSim(), 0.0)
-    start = time.monotonic()
-    free.pace(0.0)
-    free.pace(100.0)
+    thread.pace(0.2)  # 0.2 s of sim time at factor 2 is owed as 0.1 s of wall time
     assert time.monotonic() - start < 0.05
+    sim = _FakeSim()
+    paced = _paced(sim, 2.0)
+    paced.start()
+    try:
+        time.sleep(0.2)
+        t0, s0 = time.monotonic(), sim.time
+        time.sleep(0.6)
+        ran, wall = sim.time - s0, time.monotonic() - t0
+    finally:
+        paced.stop()
+    assert 2.0 * wall - 0.3 <= ran <= 2.0 * wall + 0.15, (ran, wall)
+    free = _FakeSim()
+    unpaced = _paced(free, 0.0)
+    unpaced.start()
+    try:
+        time.sleep(0.3)
+    finally:
+        unpaced.stop()
+    assert free.time > 2.0  # ~1 ms per 0.05 s chunk: far faster than real time
+
+
+def test_pacing_waits_outside_the_lock() -> None:
+    """At real-time factor 1 the thread spends most of its time waiting, with the lock free."""
+    sim = _FakeSim()
+    thread = _paced(sim, 1.0)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5.0
+        while sim.steps < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sim.steps >= 3
+        # each 0.05 s chunk takes ~1 ms to step and ~49 ms of pacing: the lock is free then
+        waits = []
+        for _ in range(20):
+            start = time.monotonic()
+            assert thread.lock.acquire(timeout=1.0)
+            waits.append(time.monotonic() - start)
+            try:
+                held_at = sim.steps
+                time.sleep(0.01)
+                assert sim.steps == held_at  # nothing steps while another thread holds it
+            finally:
+                thread.lock.release()
+            time.sleep(0.005)
+        assert max(waits) < 0.03, waits
+    finally:
+        thread.stop()
 
 
 # ------------------------------------------------------------------- desks on a simulator
@@ -145,33 +202,34 @@ def sim(tidybot_dir):  # type: ignore[no-untyped-def]
     s.shutdown()
 
 
-def test_execution_desk_tracks_the_running_primitive(sim: KitchenSim) -> None:
-    embodiment = SimEmbodiment(sim)
-    desk = ExecutionDesk(sim, embodiment)
-    position = tuple(float(v) for v in sim.entity_position("cab_1"))
-    request = PrimitiveRequest("inspect", TargetSpec("cabinet_1", "cabinet", position))
-    prepared = embodiment.prepare(request)
-    token = object()
-    assert not desk.is_running(token)
-    assert desk.target_state(None) is None
-    active = desk.begin(token, request, prepared)
-    assert desk.is_running(token) and not desk.is_running(object())
-    assert active.interaction_id == f"sim_inspect_0001_{round(sim.time * 1000)}"
-    state = desk.target_state(active)
-    assert state is not None and state.target_id == "cabinet_1" and state.sim_fixture == "cab_1"
-    assert desk.feedback_due(sim.time) is active
-    assert desk.feedback_due(sim.time + FEEDBACK_PERIOD / 2) is None
-    assert desk.feedback_due(sim.time + FEEDBACK_PERIOD) is active
-    assert desk.phase("inspect") == "arm"  # standing still, touching nothing
-    desk.finish()
-    assert desk.active is None and desk.feedback_due(sim.time + 10.0) is None
-    again = desk.begin(token, request, prepared)
-    assert again.interaction_id.startswith("sim_inspect_0002_")
-    desk.finish()
+def _at(sim: KitchenSim, entity: str) -> tuple[float, float, float]:
+    x, y, z = (float(v) for v in sim.entity_position(entity))
+    return x, y, z
+
+
+class _Returns:
+    """Records where the desk asks the robot to return to."""
+
+    def __init__(self) -> None:
+        self.poses: list[tuple[float, float, float]] = []
+        self.instruction_then: list[int | None] = []
+        self.sim: KitchenSim | None = None
+
+    def __call__(self, pose: tuple[float, float, float]) -> None:
+        self.poses.append(pose)
+        if self.sim is not None:
+            self.instruction_then.append(self.sim.instruction)
+
+
+def _desk(sim: KitchenSim, discover_min_pixels: int = 150) -> tuple[InstructionDesk, _Returns]:
+    returns = _Returns()
+    returns.sim = sim
+    desk = InstructionDesk(sim, EntityResolver(sim), discover_min_pixels, returns)
+    return desk, returns
 
 
 def test_instruction_desk_checks_index_and_text(sim: KitchenSim) -> None:
-    desk = InstructionDesk(sim, SimEmbodiment(sim), discover_min_pixels=150)
+    desk, returns = _desk(sim)
     assert desk.begin(5, "", False).code == UNKNOWN_INSTRUCTION
     wrong = desk.begin(0, "Find the ketchup.", False)
     assert wrong.code == MISMATCH and "Find the ketchup." in wrong.message
@@ -179,32 +237,96 @@ def test_instruction_desk_checks_index_and_text(sim: KitchenSim) -> None:
     assert sim.instruction == 0
     missing = desk.judge(9, [])
     assert missing.code == UNKNOWN_INSTRUCTION and missing.details_json == ""
+    assert returns.poses == []  # neither a refusal nor a begin without reset moves the robot
+    assert desk.begin(5, "", True).code == UNKNOWN_INSTRUCTION
+    assert desk.begin(1, "Make tea.", True).code == MISMATCH
+    assert returns.poses == []
+
+
+def test_instruction_desk_returns_the_robot_to_the_start_on_reset(sim: KitchenSim) -> None:
+    desk, returns = _desk(sim)
+    sim.instruction = 0
+    assert desk.begin(1, "Find the ketchup.", True).code == NONE
+    start = sim.scene.scenario.instructions[1].start_at
+    assert start == "cab_1"
+    assert returns.poses == [start_pose_for(sim.scene.fixtures[start])]
+    assert returns.instruction_then == [None]  # the return trip belongs to no instruction
+    assert sim.instruction == 1
+    # instruction 0 names no start of its own: the scenario's start applies
+    assert sim.scene.scenario.instructions[0].start_at is None
+    scenario_start = sim.scene.scenario.start_at
+    assert scenario_start is not None
+    assert desk.begin(0, "", True).code == NONE
+    assert returns.poses[1] == start_pose_for(sim.scene.fixtures[scenario_start])
+    assert desk.begin(1, "", False).code == NONE
+    assert len(returns.poses) == 2 and sim.instruction == 1
 
 
 def test_instruction_desk_judges_and_binds_named_entities(sim: KitchenSim) -> None:
-    desk = InstructionDesk(sim, SimEmbodiment(sim), discover_min_pixels=150)
-    banana = tuple(float(v) for v in sim.entity_position("banana_1"))
+    desk, _ = _desk(sim)
+    banana = _at(sim, "banana_1")
     result = desk.judge(
         0,
         ["banana"],
-        [NamedEntity("obj_7", "banana", banana), NamedEntity("", "spaceship", (9.0, 9.0, 9.0))],
+        [NamedEntity("obj_7", "banana", banana), NamedEntity("", "spaceship", (9.0, 9.0, 9.0)),
+         NamedEntity("", "cabinet")],
     )
     assert isinstance(result, JudgeResult) and result.code == NONE
     details = json.loads(result.details_json)
     assert details["index"] == 0 and details["family"] == "finding"
     assert details["answer_bound"]["obj_7"] == "banana_1"
     assert details["answer_bound"]["spaceship"].startswith("unbound: ")
+    assert details["answer_bound"]["cabinet"].startswith("unbound: ")  # three cabinets
     assert [c["type"] for c in details["criteria"]] == ["object_discovered"]
     assert result.progress == (1.0 if result.success else 0.0)
 
 
+def test_entity_resolver_binds_by_label_and_position(sim: KitchenSim) -> None:
+    resolver = EntityResolver(sim, tolerance=0.3)
+    # each cabinet by its remembered position; the memory id is never taken as a simulator id
+    for cab in ("cab_1", "cab_2", "cab_3"):
+        assert resolver.resolve(TargetSpec("cabinet_7", "cabinet", _at(sim, cab))) == cab
+    assert resolver.resolve(TargetSpec("cab_3", "cabinet", _at(sim, "cab_1"))) == "cab_1"
+    # a position off by a little still binds; labels must be compatible
+    x, y, z = _at(sim, "banana_1")
+    assert resolver.resolve(TargetSpec("b", "banana", (x + 0.05, y, z))) == "banana_1"
+    with pytest.raises(UnknownTargetError, match="no simulated"):
+        resolver.resolve(TargetSpec("k", "ketchup", (x, y, z)))  # the ketchup is in cab_3
+    # kinds narrow the candidates
+    with pytest.raises(UnknownTargetError, match="fixture"):
+        resolver.resolve(TargetSpec("b", "banana", (x, y, z)), kinds=("fixture",))
+    # without a position only a unique compatible entity binds
+    assert resolver.resolve(TargetSpec("", "ketchup bottle")) == "ketchup_1"
+    assert resolver.resolve(TargetSpec("", "counter")) == "counter_1"
+    with pytest.raises(UnknownTargetError, match="position is needed"):
+        resolver.resolve(TargetSpec("cabinet_2", "cabinet"))
+    with pytest.raises(UnknownTargetError, match="position is needed"):
+        resolver.resolve(TargetSpec("cabinet_2", ""))
+    with pytest.raises(ValueError, match="tolerance"):
+        EntityResolver(sim, tolerance=0.0)
+
+
+def test_entity_resolver_tolerance_and_label_map(sim: KitchenSim) -> None:
+    x, y, _ = _at(sim, "cab_2")
+    _, hi = sim.entity_box("cab_2")
+    above = (x, y, float(hi[2]) + 0.4)  # 0.4 m above the cabinet's box
+    with pytest.raises(UnknownTargetError, match=r"within 0\.30 m; nearest compatible is 0\.40"):
+        EntityResolver(sim, tolerance=0.3).resolve(TargetSpec("c", "cabinet", above))
+    assert EntityResolver(sim, tolerance=0.5).resolve(TargetSpec("c", "cabinet", above)) == "cab_2"
+    # a vocabulary label binds through the label map (the counter's vocabulary label here)
+    mapped = EntityResolver(sim, 0.5, LabelMap([("worktop", "counter")]))
+    assert mapped.resolve(TargetSpec("w", "worktop", _at(sim, "counter_1"))) == "counter_1"
+    with pytest.raises(UnknownTargetError):
+        EntityResolver(sim, 0.5).resolve(TargetSpec("w", "worktop", _at(sim, "counter_1")))
+
+
 def test_instruction_desk_records_visible_objects_from_frames(sim: KitchenSim) -> None:
-    desk = InstructionDesk(sim, SimEmbodiment(sim), discover_min_pixels=1)
+    desk, _ = _desk(sim, discover_min_pixels=1)
     sim.begin_instruction(1)
     frame = sim.render("pole", 160, 120)
     desk.record_frame(frame)
     assert set(desk.visibility.peak_pixels(1)) <= set(sim.scene.objects)
-    off = InstructionDesk(sim, SimEmbodiment(sim), discover_min_pixels=0)
+    off, _ = _desk(sim, discover_min_pixels=0)
     off.record_frame(frame)
     assert off.visibility.peak_pixels(None) == {}
 
@@ -226,14 +348,38 @@ def test_truth_segmenter_maps_labels_and_groups_parts(sim: KitchenSim) -> None:
     assert segmenter.segment(sim.render("base", 320, 240, segmentation=False), "base") is None
 
 
-def test_describe_run_names_request_binding_and_outcome(sim: KitchenSim) -> None:
-    embodiment = SimEmbodiment(sim)
-    position = tuple(float(v) for v in sim.entity_position("cab_1"))
-    request = PrimitiveRequest("inspect", TargetSpec("cabinet_1", "cabinet", position))
-    prepared = embodiment.prepare(request)
-    outcome = embodiment.run(prepared)
-    line = describe_run(request, prepared, outcome)
-    assert line.startswith("inspect(") and "-> cab_1" in line and outcome.outcome in line
+def test_truth_segmenter_reports_each_handle_as_its_own_part(sim: KitchenSim) -> None:
+    segmenter = TruthSegmenter(sim.scene.entities, LabelMap(), min_pixels=20)
+    sim.reset("cab_2")  # in front of the middle cabinet the pole camera sees two handles
+    frame = sim.render("pole", 320, 240)
+    assert frame.segmentation is not None
+    parts = segmenter.segment_parts(frame, "pole")
+    assert parts is not None
+    parts.validate()
+    assert parts.shape == (240, 320) and parts.camera == "pole"
+    assert parts.stamp == pytest.approx(frame.stamp)
+    assert parts.instances and {i.label for i in parts.instances} == {PART_LABEL}
+    # one instance per handle in view, each exactly that handle's pixels
+    handle_index = {
+        eid: i for i, eid in enumerate(frame.entity_ids) if eid.endswith("_handle")
+    }
+    in_view = {
+        eid for eid, i in handle_index.items() if int((frame.segmentation == i).sum()) >= 5
+    }
+    assert {"cab_1_handle", "cab_2_handle"} <= in_view, in_view
+    assert len(parts.instances) == len(in_view)
+    seg = frame.segmentation
+    owners = set()
+    for instance in parts.instances:
+        values = set(np.unique(seg[parts.mask(instance.instance_id)]).tolist())
+        assert len(values) == 1 and values <= set(handle_index.values())
+        owners |= values
+        assert instance.pixel_count == int((seg == next(iter(values))).sum())
+    assert owners == {handle_index[eid] for eid in in_view}
+    # the object segmentation keeps the handles inside their cabinets (no "handle" label)
+    objects = segmenter.segment(frame, "pole")
+    assert objects is not None and PART_LABEL not in {i.label for i in objects.instances}
+    assert segmenter.segment_parts(sim.render("pole", 80, 60, segmentation=False), "pole") is None
 
 
 # ---------------------------------------------------------------------------- bridge settings
@@ -244,9 +390,14 @@ def test_bridge_settings_turn_failures_into_startup_errors() -> None:
     with pytest.raises(BridgeStartupError, match="no_such_vocabulary"):
         resolve_vocabulary("no_such_vocabulary")
     with pytest.raises(BridgeStartupError, match="no_such_scenario"):
-        build_sim(SimBridgeConfig(scenario="no_such_scenario"))
+        build_sim(SimBridgeConfig(scenario="no_such_scenario", authkey="secret"))
     with pytest.raises(ValueError, match="cameras"):
-        SimBridgeConfig(cameras=("base", "base"))
+        SimBridgeConfig(cameras=("base", "base"), authkey="secret")
+    with pytest.raises(ValueError, match="authkey"):
+        SimBridgeConfig()  # the RPC servers' secret has no default
+    with pytest.raises(ValueError, match="arm_port"):
+        SimBridgeConfig(authkey="secret", arm_port=70000)
+    assert SimBridgeConfig(authkey="secret", base_port=0, arm_port=0).base_port == 0
     kitchen = resolve_vocabulary("kitchen")
     assert kitchen is not None
     assert isinstance(label_map_for(kitchen), LabelMap)

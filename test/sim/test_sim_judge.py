@@ -1,4 +1,5 @@
-"""Judging "discovered": inspected while open, or clearly in view in rendered segmentation."""
+"""Judging "discovered" (inspected while open, or clearly in view in rendered segmentation) and
+the open attempts the physics side notes when the hand takes hold of a handle."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import pytest
 
-from mimir_sim.embodiment import FixtureJointState, PrimitiveRequest, SimEmbodiment, TargetSpec
 from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction, object_discovered
+from mimir_sim.recording import PrimitiveRecord
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim
 
@@ -105,27 +106,44 @@ def test_rendered_view_of_the_banana_counts_as_discovered(opened_sim: KitchenSim
     assert hit and "inspected while open" in reason
 
 
-def test_embodiment_reports_the_target_fixture_joint(opened_sim: KitchenSim) -> None:
+def _handle_grasp(name: str, fixture: str, start: float, instruction: int | None,
+                  success: bool = False) -> PrimitiveRecord:
+    """A record as :class:`~mimir_sim.robot_servers.SimRobotDrives` logs a handle grasp."""
+    record = PrimitiveRecord(name, fixture, start, end=start + 2.0, success=success,
+                             outcome="handle released", instruction=instruction)
+    record.measurements.update(opening_before=0.0, opening_after=0.0)
+    return record
+
+
+def test_open_attempted_reads_the_handle_grasps(opened_sim: KitchenSim) -> None:
     sim = opened_sim
-    body = SimEmbodiment(sim)
-    body.last_moved_to = "cab_2"
-    spec = TargetSpec("cabinet_2", "cabinet", tuple(float(v) for v in sim.entity_position("cab_2")))
-    prepared = body.prepare(PrimitiveRequest("close", spec))
-    state = body.target_joint_state(prepared)
-    assert state == FixtureJointState(
-        "cabinet_2", "cab_2", pytest.approx(sim.fixture_opening("cab_2")), "revolute"
-    )
-    assert state is not None and state.position > 0.5  # the door stands open (rad)
-    # nothing is reported for primitives that do not act on a fixture joint, or without an id
-    move = body.prepare(PrimitiveRequest("move_to", spec))
-    assert body.target_joint_state(move) is None
-    anonymous = body.prepare(PrimitiveRequest("close", TargetSpec("", "cabinet", spec.position)))
-    assert body.target_joint_state(anonymous) is None
-    body.last_moved_to = "counter_1"
-    counter = TargetSpec(
-        "counter_1", "counter", tuple(float(v) for v in sim.entity_position("counter_1"))
-    )
-    assert body.target_joint_state(body.prepare(PrimitiveRequest("inspect", counter))) is None
+    instruction = sim.scene.scenario.instructions[1]  # find the ketchup; never try cab_1
+    attempted = instruction.failure[0]
+    assert (attempted.type, attempted.fixture) == ("open_attempted", "cab_1")
+    before = len(sim.log)
+    try:
+        assert not check_criterion(sim, attempted, 1)[0]
+        # grasping the open cab_2's handle (a close attempt) or cab_1's in another
+        # instruction is no open attempt on cab_1 in instruction 1
+        sim.log.append(_handle_grasp("close", "cab_2", sim.time, 1))
+        sim.log.append(_handle_grasp("open", "cab_1", sim.time, 0))
+        sim.log.append(_handle_grasp("close", "cab_1", sim.time, 1))
+        assert not check_criterion(sim, attempted, 1)[0]
+        assert not judge_instruction(sim, instruction, 1).success  # the ketchup is not found
+        # the hand took hold of the locked cab_1's handle during instruction 1: the failure
+        sim.log.append(_handle_grasp("open", "cab_1", sim.time + 1.0, 1))
+        hit, reason = check_criterion(sim, attempted, 1)
+        assert hit and reason == "open attempted on cab_1: True"
+        assert check_criterion(sim, attempted, None)[0]  # over all instructions
+        verdict = judge_instruction(sim, instruction, 1, visible={"ketchup_1": 500})
+        assert not verdict.success  # found, but cab_1 was tried
+        assert any(r.startswith("failure condition open attempted") for r in verdict.reasons)
+        # judged over instruction 3's records (none), no attempt counts
+        assert judge_instruction(sim, instruction, 3, visible={"ketchup_1": 500}).success
+    finally:
+        del sim.log[before:]
+    # without the grasp the same view succeeds
+    assert judge_instruction(sim, instruction, 1, visible={"ketchup_1": 500}).success
 
 
 def test_reopening_a_fixture_tried_in_an_earlier_instruction_is_the_failure() -> None:

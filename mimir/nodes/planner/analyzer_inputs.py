@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
@@ -145,6 +146,7 @@ class WindowRecorder:
             for cam in cfg.cameras
         }
         self.gripper: FrameBuffer[GripperReading] = FrameBuffer(cfg.buffer_seconds)
+        self.hand: FrameBuffer[np.ndarray] = FrameBuffer(cfg.buffer_seconds)
         self.fixture_states: FrameBuffer[FixtureStateSample] = FrameBuffer(cfg.buffer_seconds)
         self.detections: FrameBuffer[Detection3D] = FrameBuffer(cfg.buffer_seconds)
 
@@ -172,6 +174,29 @@ class WindowRecorder:
             return
         if reading is not None:
             self.gripper.add(to_seconds(msg.header.stamp), reading)
+
+    def on_hand(self, msg: PoseStamped) -> None:
+        """Buffers the achieved end-effector position (robot contract, in the base frame)."""
+        p = msg.pose.position
+        point = np.array([p.x, p.y, p.z], dtype=np.float64)
+        if not np.all(np.isfinite(point)) or (
+                msg.header.frame_id and msg.header.frame_id != self.config.base_frame):
+            self._warn("bad_hand_pose", f"ignoring a hand pose in {msg.header.frame_id!r}")
+            return
+        self.hand.add(to_seconds(msg.header.stamp), point)
+
+    def hand_position(self, stamp: float) -> tuple[float, float, float] | None:
+        """The achieved hand position in the map near ``stamp`` (within 0.15 s), or None."""
+        near = self.hand.window(stamp - 0.15, stamp + 0.15)
+        if not near:
+            return None
+        when, point = min(near, key=lambda entry: abs(entry[0] - stamp))
+        try:
+            mat = np.asarray(self.tf.lookup(self.config.map_frame, self.config.base_frame, when))
+        except TransformError:
+            return None
+        x, y, z = mat[:3, :3] @ point + mat[:3, 3]
+        return float(x), float(y), float(z)
 
     def wait_for_frames(self, until: float) -> None:
         """Waits (bounded, ``frame_wait_s``) until every camera delivered a frame past ``until``."""
@@ -275,7 +300,8 @@ class WindowRecorder:
         """Robot states of the gripper readings in ``[lo, hi]``."""
         cfg = self.config
         samples, missing = robot_states(self.gripper.window(lo, hi), self.base_pose,
-                                        cfg.contact_effort_n, cfg.closed_opening_m)
+                                        cfg.contact_effort_n, cfg.closed_opening_m,
+                                        self.hand_position)
         if missing:
             self._warn("base_pose_unavailable",
                        f"no {cfg.map_frame} -> {cfg.base_frame} transform for {missing} "

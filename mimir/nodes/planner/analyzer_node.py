@@ -40,6 +40,7 @@ import uuid
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -89,6 +90,7 @@ from mimir_planner.reasoning.errors import (
 from mimir_planner.reasoning.jobs import AnalysisJob, AnalysisJobs
 from mimir_planner.reasoning.window import fixture_joint_type, recheck_evidence
 from mimir_planner.reasoning.writes import WriteContext, plan_writes
+from mimir_robot.contract import TOPIC_EE_ACHIEVED
 
 __all__ = ["AnalyzerNode", "AnalyzerNodeConfig", "AnalyzerNodeError", "main"]
 
@@ -154,6 +156,8 @@ class AnalyzerNode(Node):
                                  qos.SENSOR, callback_group=sensor_group)
         self.create_subscription(JointState, "target_state", self._on_target_state, qos.EVENTS,
                                  callback_group=sensor_group)
+        self.create_subscription(PoseStamped, TOPIC_EE_ACHIEVED, self.inputs.on_hand,
+                                 qos.EVENTS, callback_group=sensor_group)
         self.create_subscription(ObjectObservationArray, "observations", self._on_observations,
                                  qos.EVENTS, callback_group=sensor_group)
         self.create_subscription(SceneGraph, "scene_graph", self._on_scene_graph, qos.LATCHED,

@@ -1,35 +1,30 @@
-"""MuJoCo bridge node: runs one kitchen scenario and exposes it like the real robot.
+"""MuJoCo bridge node: runs one kitchen scenario as a robot, behind the robot's own interfaces.
 
 The node owns one :class:`~mimir_sim.sim.KitchenSim`, driven by a
-:class:`~mimir_sim.sim_thread.SimThread` (idle stepping paced to ``real_time_factor``; actions and
-service requests run there as jobs). Publishing happens in the simulator's step listeners, so it
-goes on while a primitive's controller steps the physics. The logic lives in ``mimir_sim``
-(:mod:`~mimir_sim.execution`, :mod:`~mimir_sim.instruction_desk`,
-:mod:`~mimir_sim.truth_segmentation`); this node converts (:mod:`mimir.nodes.sim.messages`),
-publishes and wires.
+:class:`~mimir_sim.sim_thread.SimThread` (stepping paced to ``real_time_factor``; service
+requests run there as jobs). The simulated TidyBot++ is reached exactly as the real one is: the
+node hosts its base and arm RPC servers (:class:`~mimir_sim.robot_servers.SimRobotServers`,
+``rpc_host``:``base_port`` / ``arm_port``, ``authkey``), and the executor node drives it through
+them. The bridge executes no primitive and knows nothing of memory ids.
 
-Published (stamped with simulation time):
+Published (stamped with simulation time), as the robot's sensors and drivers would:
 
 * ``cameras/<cam>/color/image_raw`` (rgb8), ``cameras/<cam>/depth/image_raw`` (32FC1 metres,
-  registered to color), ``cameras/<cam>/color/camera_info`` and ground-truth
-  ``cameras/<cam>/segmentation`` (backend ``sim_ground_truth``) every ``1 / camera_rate`` s, in
-  the frame ``<cam><optical_frame_suffix>``;
-* ``/tf``: ``odom -> base_link`` (ground truth) and ``base_link -> <cam> optical frame``;
-  ``/tf_static``: ``map -> odom`` (identity);
-* ``/clock`` and ``joint_states`` (base, arm and ``gripper``: opening in m, grip force in N) every
-  ``1 / state_rate`` s;
-* ``target_state`` while ``open``, ``close`` or ``inspect`` runs on a fixture with a door or
-  drawer: one entry named by the goal's target id, position = door angle (rad) or drawer travel
-  (m), 0 = closed; at the start, every ``1 / state_rate`` s and at the end;
-* ``interaction_events`` (STARTED / ENDED of each primitive) and ``/diagnostics`` (counters).
+  registered to color), ``cameras/<cam>/color/camera_info``, the ground-truth object
+  segmentation ``cameras/<cam>/segmentation`` and part segmentation ``cameras/<cam>/parts``
+  (handles; backend ``sim_ground_truth``) every ``1 / camera_rate`` s, in the frame
+  ``<cam><optical_frame_suffix>``;
+* ``/tf``: ``map -> odom`` (localisation stand-in: the base's true pose at its last odometry
+  reset; identity before the first) and ``base_link -> <cam> optical frame`` (the camera
+  mounts and the arm's kinematics); ``odom -> base_link`` comes from the executor (odometry);
+* ``/clock`` and ``joint_states`` (base, arm and ``gripper``: opening in m, grip force in N)
+  every ``1 / state_rate`` s; ``/diagnostics`` (counters).
 
-Served: action ``execute_primitive`` (through :class:`~mimir_sim.embodiment.SimEmbodiment`;
-feedback phase ``resolve``, then ``drive``/``grasp``/``pull``/``arm`` read from the robot's
-state, then ``done``; only goals still waiting can be canceled), services
-``sim/begin_instruction`` and ``sim/judge_instruction`` (judged from simulator state, the
-execution log and the objects seen in rendered frames; see :mod:`mimir_sim.instruction_desk`).
+Served: ``sim/begin_instruction`` and ``sim/judge_instruction`` (judged from simulator state,
+the physics-side log of handle grasps and the objects seen in rendered frames; see
+:mod:`mimir_sim.instruction_desk`). Putting the robot back at an instruction's start moves the
+simulated base there directly (a scenario reset, not a motion).
 
-Localisation is ground truth: the MuJoCo world frame is ``map`` and ``odom`` coincides with it.
 The node itself runs on wall time; it is the source of ``/clock`` for the other nodes.
 """
 
@@ -44,10 +39,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -60,11 +52,11 @@ from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import TransformPublisher, matrix_to_transform
-from mimir_msgs.action import ExecutePrimitive
-from mimir_msgs.msg import InteractionEvent, Segmentation
+from mimir.ros.tf import TransformPublisher
+from mimir_msgs.msg import Segmentation
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction
 from mimir_perception.errors import SegmentationError
+from mimir_sim.answer_binding import EntityResolver
 from mimir_sim.bridge_config import (
     BridgeStartupError,
     SimBridgeConfig,
@@ -72,22 +64,21 @@ from mimir_sim.bridge_config import (
     label_map_for,
     resolve_vocabulary,
 )
-from mimir_sim.embodiment import EmbodimentError, PrimitiveRequest, SimEmbodiment
 from mimir_sim.errors import RenderError
-from mimir_sim.execution import ActivePrimitive, ExecutionDesk, describe_run
 from mimir_sim.instruction_desk import NONE, UNKNOWN_INSTRUCTION, BeginResult, InstructionDesk
 from mimir_sim.rendering import Frame
-from mimir_sim.robot_signals import JointStateReader, base_pose_matrix, camera_in_base
+from mimir_sim.robot_servers import SimRobotServers
+from mimir_sim.robot_signals import JointStateReader, camera_in_base, map_from_odom
 from mimir_sim.sim_thread import SimThread, SimThreadStoppedError
 from mimir_sim.truth_segmentation import TruthSegmenter
 
 SEGMENTATION_BACKEND = "sim_ground_truth"
-_WARN_KEYS = ("render_failed", "segmentation_failed", "rejected", "job_failed", "sim_thread_failed")
+_WARN_KEYS = ("render_failed", "segmentation_failed", "job_failed", "sim_thread_failed")
 _STOPPED = (BridgeStartupError, SimThreadStoppedError)
 
 
 class SimBridgeNode(Node):
-    """Runs a kitchen scenario in MuJoCo and exposes sensors, state and primitives over ROS."""
+    """Runs a kitchen scenario in MuJoCo and exposes it like the real robot."""
 
     def __init__(self, **kwargs: Any) -> None:
         """Create the node; raises :class:`BridgeStartupError` on bad parameters or scenario.
@@ -103,9 +94,7 @@ class SimBridgeNode(Node):
         cfg = self.config
         label_map = label_map_for(resolve_vocabulary(cfg.vocabulary))
         self.sim = build_sim(cfg)
-        self.embodiment = SimEmbodiment(self.sim, cfg.target_tolerance, label_map)
-        self.execution = ExecutionDesk(self.sim, self.embodiment)
-        self.instructions = InstructionDesk(self.sim, self.embodiment, cfg.discover_min_pixels)
+        self.resolver = EntityResolver(self.sim, cfg.target_tolerance, label_map)
         self._joints = JointStateReader(self.sim)
         self._segmenter = TruthSegmenter(self.sim.scene.entities, label_map, cfg.min_segment_pixels)
         self.counters = NodeCounters(_WARN_KEYS)
@@ -124,31 +113,11 @@ class SimBridgeNode(Node):
         self._depth_pubs = per_camera(Image, "depth/image_raw")
         self._info_pubs = per_camera(CameraInfo, "color/camera_info")
         self._seg_pubs = per_camera(Segmentation, "segmentation")
+        self._part_pubs = per_camera(Segmentation, "parts")
         self._clock_pub = pub(Clock, "/clock", qos.EVENTS)
         self._joint_pub = pub(JointState, "joint_states", qos.EVENTS)
-        self._target_state_pub = pub(JointState, "target_state", qos.EVENTS)
-        self._events_pub = pub(InteractionEvent, "interaction_events", qos.EVENTS)
         self._diag_pub = pub(DiagnosticArray, "/diagnostics", qos.EVENTS)
         self._tf = TransformPublisher(self)
-        self._tf_static = TransformPublisher(self, static=True)
-
-        group = ReentrantCallbackGroup()
-        self._action = ActionServer(
-            self,
-            ExecutePrimitive,
-            "execute_primitive",
-            execute_callback=self._execute,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=self._on_cancel,
-            callback_group=group,
-        )
-        self.create_service(
-            BeginInstruction, "sim/begin_instruction", self._on_begin, callback_group=group
-        )
-        self.create_service(
-            JudgeInstruction, "sim/judge_instruction", self._on_judge, callback_group=group
-        )
-        self.create_timer(cfg.diagnostics_period, self._report)
 
         self._thread = SimThread(
             self.sim,
@@ -158,24 +127,41 @@ class SimBridgeNode(Node):
             on_failure=self._on_thread_failure,
             on_job_failed=lambda _err: self.counters.add("job_failed"),
         )
+        try:
+            self.robot = SimRobotServers(self.sim, self._thread.lock, cfg.authkey.encode(),
+                                         host=cfg.rpc_host, base_port=cfg.base_port,
+                                         arm_port=cfg.arm_port)
+        except OSError as err:
+            raise BridgeStartupError(
+                f"cannot serve the robot on {cfg.rpc_host}:{cfg.base_port}/{cfg.arm_port}: "
+                f"{err}") from err
+        self.instructions = InstructionDesk(self.sim, self.resolver, cfg.discover_min_pixels,
+                                            self.robot.drives.teleport_base)
+        group = ReentrantCallbackGroup()
+        self.create_service(
+            BeginInstruction, "sim/begin_instruction", self._on_begin, callback_group=group
+        )
+        self.create_service(
+            JudgeInstruction, "sim/judge_instruction", self._on_judge, callback_group=group
+        )
+        self.create_timer(cfg.diagnostics_period, self._report)
         self._thread.start()
         scene = self.sim.scene
+        base, arm = self.robot.base_address, self.robot.arm_address
         self.get_logger().info(
             f"simulating {scene.scenario.name!r} (seed {scene.seed}, "
             f"{len(scene.fixtures)} fixtures, {len(scene.objects)} objects); "
             f"cameras {', '.join(cams)} at {cfg.camera_rate} Hz, "
             f"{cfg.image_width}x{cfg.image_height}; real-time factor "
-            f"{cfg.real_time_factor or 'unlimited'}"
+            f"{cfg.real_time_factor or 'unlimited'}; robot servers at {base[0]}:{base[1]} (base) "
+            f"and :{arm[1]} (arm)"
         )
 
     # ------------------------------------------------------------------ simulation thread
 
     def _start_publishing(self) -> None:
-        """In the simulation thread: static TF, step listeners, first state and frames."""
+        """In the simulation thread: step listeners, first state and frames."""
         cfg = self.config
-        self._tf_static.send(
-            [matrix_to_transform(np.eye(4), cfg.map_frame, cfg.odom_frame, self.sim.time)]
-        )
         self.sim.add_step_listener(self._on_state, 1.0 / cfg.state_rate)
         self.sim.add_step_listener(self._on_cameras, 1.0 / cfg.camera_rate)
         self._on_state(self.sim.time)
@@ -199,33 +185,19 @@ class SimBridgeNode(Node):
         self._last_tf = stamp
         cfg, sim = self.config, self.sim
         cams = {self._optical[c]: camera_in_base(sim, c) for c in cfg.cameras}
-        frames = (cfg.odom_frame, cfg.base_frame)
-        transforms = conv.robot_transforms(stamp, base_pose_matrix(sim), cams, frames)
-        self._tf.send(transforms)
+        origin = map_from_odom(self.robot.drives.odom_origin())
+        frames = (cfg.map_frame, cfg.odom_frame, cfg.base_frame)
+        self._tf.send(conv.sim_transforms(stamp, origin, cams, frames))
 
     def _on_state(self, stamp: float) -> None:
-        """State listener: /clock, /tf, joint_states and action feedback."""
+        """State listener: /clock, /tf and joint_states."""
         self._clock_pub.publish(Clock(clock=conv.time_msg(stamp)))
         self._publish_tf(stamp)
         joints = self._joints
         msg = conv.joint_state_msg(stamp, self.config.base_frame, joints.names, joints.read())
         self._joint_pub.publish(msg)
         self.counters.add("state.published")
-        self._publish_target_state(self.execution.active, stamp)
-        due = self.execution.feedback_due(stamp)
-        if due is not None:
-            phase = self.execution.phase(due.primitive)
-            feedback = ExecutePrimitive.Feedback(phase=phase, progress=0.5)
-            due.token.publish_feedback(feedback)  # type: ignore[attr-defined]
         self._thread.pace(stamp)
-
-    def _publish_target_state(self, active: ActivePrimitive | None, stamp: float) -> None:
-        """Joint state of the fixture the running primitive acts on (nothing for others)."""
-        state = self.execution.target_state(active)
-        if state is None:
-            return
-        self._target_state_pub.publish(conv.target_state_msg(state, stamp, self.config.map_frame))
-        self.counters.add("target_state.published")
 
     def _on_cameras(self, stamp: float) -> None:
         """Camera listener: render and publish every configured camera."""
@@ -261,76 +233,22 @@ class SimBridgeNode(Node):
         except ValueError as err:
             self._warn(f"{cam}.segmentation_failed", f"{cam}: visibility not recorded: {err}")
         if self.config.segmentation:
-            try:
-                result = self._segmenter.segment(frame, cam)
-            except SegmentationError as err:
-                self._warn(f"{cam}.segmentation_failed", f"{cam}: segmentation failed: {err}")
-            else:
-                if result is not None:
-                    msg = segmentation_to_msg(result, header, SEGMENTATION_BACKEND, cam)
-                    self._seg_pubs[cam].publish(msg)
+            self._publish_segmentation(cam, frame, header)
         self.counters.add(f"{cam}.frames")
 
-    # ------------------------------------------------------------------ execute_primitive
-
-    def _execute(self, goal_handle: ServerGoalHandle) -> ExecutePrimitive.Result:
-        cfg = self.config
+    def _publish_segmentation(self, cam: str, frame: Frame, header: Any) -> None:
         try:
-            request = conv.goal_to_request(goal_handle.request, (cfg.map_frame, cfg.odom_frame))
-            result = self._thread.submit(lambda: self._run_primitive(goal_handle, request))
-        except conv.RequestError as err:
-            result = self._refusal(err.code, err.message)
-        except _STOPPED as err:
-            result = self._refusal(ExecutePrimitive.Result.EXECUTION_FAILED, str(err))
-        if result.error_code == ExecutePrimitive.Result.CANCELED:
-            goal_handle.canceled()
-        elif result.success:
-            goal_handle.succeed()
-        else:
-            goal_handle.abort()
-        return result
-
-    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
-        # a controller cannot stop half-way (the door would be left in the hand): only goals
-        # still waiting for the simulation thread can be canceled
-        if self.execution.is_running(goal_handle):
-            return CancelResponse.REJECT
-        return CancelResponse.ACCEPT
-
-    def _refusal(self, code: int, message: str) -> ExecutePrimitive.Result:
-        self.counters.add(f"rejected.{conv.result_code_name(code)}")
-        self.get_logger().warning(f"primitive refused: {message}", throttle_duration_sec=1.0)
-        return conv.refusal_result(code, message)
-
-    def _run_primitive(
-        self, goal_handle: ServerGoalHandle, request: PrimitiveRequest
-    ) -> ExecutePrimitive.Result:
-        """Runs in the simulation thread: check, announce, execute, announce, report."""
-        if goal_handle.is_cancel_requested:
-            return conv.canceled_result()
-        goal_handle.publish_feedback(ExecutePrimitive.Feedback(phase="resolve", progress=0.0))
-        try:
-            prepared = self.embodiment.prepare(request)
-        except EmbodimentError as err:
-            return self._refusal(conv.result_code(err.code), str(err))
-        goal = goal_handle.request
-        active = self.execution.begin(goal_handle, request, prepared)
-        window, frame = (active.interaction_id, active.start), self.config.map_frame
-        started = conv.interaction_event(goal, window, InteractionEvent.PHASE_STARTED, None, frame)
-        self._events_pub.publish(started)
-        self.counters.add("primitives.started")
-        self._publish_target_state(active, active.start)
-        try:
-            outcome = self.execution.run(active)
-            self._publish_target_state(active, self.sim.time)
-        finally:
-            self.execution.finish()
-        ended = conv.interaction_event(goal, window, InteractionEvent.PHASE_ENDED, outcome, frame)
-        self._events_pub.publish(ended)
-        self.counters.add("primitives.succeeded" if outcome.success else "primitives.failed")
-        goal_handle.publish_feedback(ExecutePrimitive.Feedback(phase="done", progress=1.0))
-        self.get_logger().info(describe_run(request, prepared, outcome))
-        return conv.outcome_result(outcome, *window)
+            objects = self._segmenter.segment(frame, cam)
+            parts = self._segmenter.segment_parts(frame, cam)
+        except SegmentationError as err:
+            self._warn(f"{cam}.segmentation_failed", f"{cam}: segmentation failed: {err}")
+            return
+        if objects is not None:
+            self._seg_pubs[cam].publish(
+                segmentation_to_msg(objects, header, SEGMENTATION_BACKEND, cam))
+        if parts is not None:
+            self._part_pubs[cam].publish(
+                segmentation_to_msg(parts, header, SEGMENTATION_BACKEND, cam))
 
     # ------------------------------------------------------------------ instructions
 
@@ -367,13 +285,18 @@ class SimBridgeNode(Node):
 
     def _report(self) -> None:
         self.counters.set("sim_time_ms", round(self.sim.time * 1000))
+        for typeid, count in self.robot.created.items():
+            self.counters.set(f"controllers.{typeid}", count)
         self.counters.publish(self, self._diag_pub, self.sim.scene.scenario.name)
 
     def destroy_node(self) -> None:
-        """Stop the simulation thread (it releases the renderers), then destroy the node.
+        """Stop the robot servers and the simulation thread (it releases the renderers).
 
-        A node whose constructor failed may have no thread.
+        A node whose constructor failed may have neither.
         """
+        robot = getattr(self, "robot", None)
+        if robot is not None:
+            robot.stop()
         thread = getattr(self, "_thread", None)
         if thread is not None:
             thread.stop(timeout=60.0)

@@ -1,0 +1,68 @@
+"""Parameters of the executor node: the robot profile plus connection, frames and cameras."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from mimir.settings import param
+from mimir_robot import contract as c
+from mimir_robot.profile import ProfileError, RobotProfile
+
+
+@dataclass(frozen=True)
+class ExecutorNodeConfig(RobotProfile):
+    """Parameters of the executor node (the profile's fields are parameters too)."""
+
+    host: str = param("127.0.0.1", "host of the base and arm RPC servers", read_only=True)
+    base_port: int = param(c.BASE_RPC_PORT, "TCP port of the base server", read_only=True)
+    arm_port: int = param(c.ARM_RPC_PORT, "TCP port of the arm server", read_only=True)
+    authkey: str = param("", "shared secret of the RPC servers (required)", read_only=True)
+    connect_timeout_s: float = param(2.0, "deadline of one connect attempt (s)", read_only=True)
+    call_timeout_s: float = param(1.0, "deadline of one server call (s)", read_only=True)
+    reset_timeout_s: float = param(60.0, "deadline of a reset call (s)", read_only=True)
+    reset_on_start: bool = param(
+        False, "reset base and arm once connected (the arm moves; off on the robot: reset through "
+        "the robot/reset service instead)", read_only=True)
+    state_rate_hz: float = param(20.0, "rate of the contract signals (Hz)", read_only=True)
+    map_frame: str = param(c.FRAME_MAP, "fixed frame of memory", read_only=True)
+    odom_frame: str = param(c.FRAME_ODOM, "odometry frame", read_only=True)
+    base_frame: str = param(c.FRAME_BASE, "robot base frame", read_only=True)
+    pointing_cameras: tuple[str, ...] = param(
+        ("pole", "base", "wrist"), "cameras searched, in order, for the target of a primitive",
+        read_only=True)
+    optical_frame_suffix: str = param(
+        "_color_optical_frame", "optical frame = camera + suffix when a header has none",
+        read_only=True)
+    view_timeout_s: float = param(
+        3.0, "how long a primitive waits for a camera frame newer than its start (s)",
+        read_only=True)
+    target_tolerance: float = param(
+        0.6, "largest distance between a seen instance and the remembered target (m)",
+        read_only=True)
+    trace_file: str = param(
+        "", "JSON-lines file of every streamed target and reported state; empty: none",
+        read_only=True)
+    diagnostics_period: float = param(1.0, "period of /diagnostics (s)", read_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.authkey:
+            raise ProfileError("authkey is empty: set the RPC servers' shared secret")
+        for name in ("base_port", "arm_port"):
+            port = getattr(self, name)
+            if not 0 < port < 65536:
+                raise ProfileError(f"{name} {port} is not a TCP port")
+        for name in ("connect_timeout_s", "call_timeout_s", "reset_timeout_s", "state_rate_hz",
+                     "view_timeout_s", "target_tolerance", "diagnostics_period"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ProfileError(f"{name} must be positive, got {value}")
+        if not self.pointing_cameras:
+            raise ProfileError("pointing_cameras is empty")
+
+    def profile(self) -> RobotProfile:
+        """The robot profile part of the parameters."""
+        names = [f.name for f in dataclasses.fields(RobotProfile)]
+        return RobotProfile(**{n: getattr(self, n) for n in names})

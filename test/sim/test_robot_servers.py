@@ -1,0 +1,328 @@
+"""The simulated TidyBot++ RPC servers: contract in-process, over RPC, and refused actions."""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+from mimir_robot import contract as c
+from mimir_robot.rpc import (
+    Backoff,
+    BaseRpcManager,
+    RobotAuthError,
+    RobotLink,
+    RobotUnreachableError,
+    parse_arm_state,
+)
+from mimir_sim.config import SimConfig
+from mimir_sim.robot import HOME_ARM
+from mimir_sim.robot_servers import (
+    ActionRefusedError,
+    ControllerNotResetError,
+    ControllerSupersededError,
+    SimArm,
+    SimBase,
+    SimRobotDrives,
+    SimRobotServers,
+)
+from mimir_sim.scenario import load_scenario
+from mimir_sim.scene import build_scene
+from mimir_sim.sim import KitchenSim
+from mimir_sim.sim_thread import SimThread
+
+PERIOD = c.CONTROL_PERIOD_S
+START = (-0.3, 0.2, 0.8)  # free floor, away from the world origin and turned
+
+
+@pytest.fixture
+def sim(tidybot_dir: Path) -> Iterator[KitchenSim]:
+    s = KitchenSim(build_scene(load_scenario("locked_unlocked"), tidybot_dir), SimConfig(seed=2))
+    s.reset(START)
+    yield s
+    s.shutdown()
+
+
+def _stream(drives: SimRobotDrives, ctl: SimBase | SimArm, action: dict[str, np.ndarray],
+            seconds: float) -> None:
+    """Send ``action`` every control period while the simulation advances ``seconds``."""
+    for _ in range(round(seconds / PERIOD)):
+        ctl.execute_action(action)
+        drives.advance(PERIOD)
+
+
+def _arm_action(pos: np.ndarray, quat: np.ndarray, grip: float) -> dict[str, np.ndarray]:
+    return {c.KEY_ARM_POS: pos, c.KEY_ARM_QUAT: quat, c.KEY_GRIPPER_POS: np.array([grip])}
+
+
+# --------------------------------------------------------------------------------- base contract
+
+
+def test_base_odometry_origin_tracking_and_short_turn(sim: KitchenSim) -> None:
+    drives = SimRobotDrives(sim)
+    base = drives.new_base()
+    with pytest.raises(ControllerNotResetError):
+        base.get_state()
+    with pytest.raises(ControllerNotResetError):
+        base.execute_action({c.KEY_BASE_POSE: np.zeros(3)})
+
+    base.reset()
+    assert np.allclose(base.get_state()[c.KEY_BASE_POSE], 0.0, atol=1e-9)
+    x0, y0, th0 = sim.base_pose()
+    assert math.hypot(x0, y0) > 0.3 and abs(th0 - START[2]) < 1e-3
+
+    # the target's heading is a full turn past -0.4 rad: the base turns the short way
+    target = np.array([-0.25, 0.15, 2.0 * math.pi - 0.4])
+    speeds: list[float] = []
+    last = np.zeros(3)
+    for _ in range(round(4.0 / PERIOD)):
+        base.execute_action({c.KEY_BASE_POSE: target, c.KEY_ARM_POS: np.zeros(3)})
+        drives.advance(PERIOD)
+        now = base.get_state()[c.KEY_BASE_POSE]
+        speeds.append(float(np.max(np.abs(now[:2] - last[:2]))) / PERIOD)
+        last = now
+    odom = base.get_state()[c.KEY_BASE_POSE]
+    assert set(base.get_state()) == c.BASE_STATE_KEYS
+    assert np.allclose(odom[:2], target[:2], atol=0.03), odom
+    assert odom[2] == pytest.approx(-0.4, abs=0.05)
+    assert max(speeds) <= 0.5 * 1.1  # the velocity limit of each axis
+    # odometry is expressed in the frame of the base at reset
+    x, y, th = sim.base_pose()
+    rot = np.array([[math.cos(th0), -math.sin(th0)], [math.sin(th0), math.cos(th0)]])
+    assert np.allclose(np.array([x, y]), np.array([x0, y0]) + rot @ odom[:2], atol=1e-6)
+    assert math.remainder(th - th0 - odom[2], 2 * math.pi) == pytest.approx(0.0, abs=1e-6)
+
+    # close: control stops and the base holds where it is
+    base.close()
+    with pytest.raises(ControllerNotResetError):
+        base.execute_action({c.KEY_BASE_POSE: np.zeros(3)})
+    drives.advance(1.0)
+    assert np.allclose(base.get_state()[c.KEY_BASE_POSE], odom, atol=0.01)
+    assert drives.closed[c.BASE_TYPEID] == 1
+
+
+def test_base_holds_when_the_stream_stops(sim: KitchenSim) -> None:
+    drives = SimRobotDrives(sim)
+    base = drives.new_base()
+    base.reset()
+    base.execute_action({c.KEY_BASE_POSE: np.array([-0.6, 0.0, 0.0])})  # once, then silence
+    drives.advance(3.0)
+    odom = base.get_state()[c.KEY_BASE_POSE]
+    assert -0.05 < odom[0] < -0.001  # started, then braked after 2.5 control periods
+
+
+def test_simulator_reset_stops_the_base(sim: KitchenSim) -> None:
+    drives = SimRobotDrives(sim)
+    base = drives.new_base()
+    base.reset()
+    _stream(drives, base, {c.KEY_BASE_POSE: np.array([-0.2, 0.0, 0.0])}, 0.5)
+    sim.reset(START)
+    with pytest.raises(ControllerNotResetError):
+        base.get_state()
+    base.reset()
+    assert np.allclose(base.get_state()[c.KEY_BASE_POSE], 0.0, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------------- arm contract
+
+
+def test_arm_tracking_gripper_unreachable_and_reset(sim: KitchenSim) -> None:
+    drives = SimRobotDrives(sim)
+    arm = drives.new_arm()
+    state = arm.get_state()  # readable before reset, like upstream
+    assert set(state) == c.ARM_STATE_KEYS
+    with pytest.raises(ControllerNotResetError):
+        arm.execute_action(_arm_action(state[c.KEY_ARM_POS], state[c.KEY_ARM_QUAT], 0.0))
+
+    arm.reset()
+    drives.advance(0.2)
+    start = parse_arm_state(arm.get_state())
+    # the retract pose: in front of the arm base, tool pointing down, gripper open
+    assert np.allclose(start.pos, (0.13, 0.0, 0.21), atol=0.02)
+    assert start.gripper < 0.05
+
+    pos0 = np.array(start.pos)
+    quat0 = np.array(start.quat)
+    goal = pos0 + np.array([0.10, 0.0, 0.0])
+    _stream(drives, arm, _arm_action(goal, quat0, 1.0), 2.5)
+    reached = arm.get_state()
+    assert set(reached) == c.ARM_STATE_KEYS
+    assert float(np.linalg.norm(reached[c.KEY_ARM_POS] - goal)) < 0.01
+    assert abs(float(np.dot(reached[c.KEY_ARM_QUAT], quat0))) > 0.999
+    assert reached[c.KEY_GRIPPER_POS].shape == (1,)
+    assert reached[c.KEY_GRIPPER_POS][0] > 0.95  # closed on nothing
+    parse_arm_state(reached)
+
+    _stream(drives, arm, _arm_action(goal, quat0, 0.0), 1.5)
+    assert arm.get_state()[c.KEY_GRIPPER_POS][0] < 0.05
+
+    # a target 2 m away: IK misses, the arm keeps its pose and the miss is counted
+    before = arm.get_state()[c.KEY_ARM_POS]
+    _stream(drives, arm, _arm_action(np.array([2.0, 0.0, 0.2]), quat0, 0.0), 1.0)
+    assert arm.ik_misses() >= 10
+    assert float(np.linalg.norm(arm.get_state()[c.KEY_ARM_POS] - before)) < 0.005
+
+    # reset with the gripper closed and the arm out: it opens and retracts
+    _stream(drives, arm, _arm_action(goal, quat0, 1.0), 1.0)
+    arm.reset()
+    drives.advance(3.0)
+    assert np.allclose(sim.body.arm_q(), HOME_ARM, atol=0.02)
+    assert np.allclose(arm.get_state()[c.KEY_ARM_POS], pos0, atol=0.005)
+    assert arm.get_state()[c.KEY_GRIPPER_POS][0] < 0.05
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda a: {**a, c.KEY_ARM_POS: np.array([np.nan, 0.0, 0.2])}, "non-finite"),
+        (lambda a: {**a, c.KEY_ARM_POS: np.zeros(4)}, "shape"),
+        (lambda a: {**a, c.KEY_ARM_QUAT: np.zeros(4)}, "zero"),
+        (lambda a: {**a, c.KEY_ARM_QUAT: np.ones(3)}, "shape"),
+        (lambda a: {**a, c.KEY_GRIPPER_POS: np.array([1.5])}, "outside"),
+        (lambda a: {**a, c.KEY_GRIPPER_POS: "closed"}, "numeric"),
+        (lambda a: {k: v for k, v in a.items() if k != c.KEY_ARM_QUAT}, "arm_quat"),
+        (lambda a: [1, 2, 3], "dict"),
+    ],
+)
+def test_bad_arm_actions_change_nothing(sim: KitchenSim, make, match) -> None:  # type: ignore[no-untyped-def]
+    drives = SimRobotDrives(sim)
+    arm = drives.new_arm()
+    arm.reset()
+    state = arm.get_state()
+    good = _arm_action(state[c.KEY_ARM_POS], state[c.KEY_ARM_QUAT], 0.0)
+    ctrl = np.array(sim.data.ctrl)
+    target = drives.arm.profile.target.copy()
+    with pytest.raises(ActionRefusedError, match=match):
+        arm.execute_action(make(good))
+    assert np.array_equal(sim.data.ctrl, ctrl)
+    assert np.array_equal(drives.arm.profile.target, target)
+
+
+@pytest.mark.parametrize(
+    ("pose", "match"),
+    [
+        (np.array([0.1, math.nan, 0.0]), "non-finite"),
+        (np.array([0.1, math.inf, 0.0]), "non-finite"),
+        (np.zeros(2), "shape"),
+        (np.zeros((1, 3)), "shape"),
+        (None, "numeric|shape"),
+    ],
+)
+def test_bad_base_actions_change_nothing(sim: KitchenSim, pose: object, match: str) -> None:
+    drives = SimRobotDrives(sim)
+    base = drives.new_base()
+    base.reset()
+    _stream(drives, base, {c.KEY_BASE_POSE: np.array([-0.1, 0.0, 0.0])}, 0.3)
+    ctrl = np.array(sim.data.ctrl)
+    target = drives.base.profile.target.copy()
+    with pytest.raises(ActionRefusedError, match=match):
+        base.execute_action({c.KEY_BASE_POSE: pose})
+    with pytest.raises(ActionRefusedError, match="base_pose"):
+        base.execute_action({"pose": np.zeros(3)})
+    assert np.array_equal(sim.data.ctrl, ctrl)
+    assert np.array_equal(drives.base.profile.target, target)
+
+
+def test_newer_controller_supersedes_older(sim: KitchenSim) -> None:
+    drives = SimRobotDrives(sim)
+    old = drives.new_base()
+    old.reset()
+    new = drives.new_base()
+    assert old.superseded() and not new.superseded()
+    for call in (old.reset, old.get_state, lambda: old.execute_action(
+            {c.KEY_BASE_POSE: np.zeros(3)})):
+        with pytest.raises(ControllerSupersededError, match="superseded"):
+            call()
+    new.reset()
+    old.close()  # does not stop the newer controller
+    new.execute_action({c.KEY_BASE_POSE: np.array([-0.1, 0.0, 0.0])})
+    old_arm, new_arm = drives.new_arm(), drives.new_arm()
+    with pytest.raises(ControllerSupersededError):
+        old_arm.get_state()
+    new_arm.get_state()
+    assert drives.created == {c.BASE_TYPEID: 2, c.ARM_TYPEID: 2}
+    assert drives.closed[c.BASE_TYPEID] == 1
+
+
+# ------------------------------------------------------------------------------------------ RPC
+
+
+@pytest.fixture
+def hosted(sim: KitchenSim) -> Iterator[tuple[SimRobotServers, bytes]]:
+    thread = SimThread(sim, 0.02, 1.0, setup=lambda: None, on_failure=lambda _err: False)
+    sim.add_step_listener(thread.pace, 0.02)
+    authkey = b"mimir-sim-" + secrets.token_hex(8).encode()
+    servers = SimRobotServers(sim, thread.lock, authkey, base_port=0, arm_port=0)
+    thread.start()
+    try:
+        yield servers, authkey
+    finally:
+        servers.stop()
+        thread.stop()
+
+
+def _link(servers: SimRobotServers, authkey: bytes) -> RobotLink:
+    return RobotLink("127.0.0.1", authkey, base_port=servers.base_address[1],
+                     arm_port=servers.arm_address[1], connect_timeout_s=2.0,
+                     call_timeout_s=1.0, backoff=Backoff(initial_s=0.05, max_s=0.2))
+
+
+def test_drive_the_simulated_robot_over_rpc(
+    hosted: tuple[SimRobotServers, bytes],
+) -> None:
+    servers, authkey = hosted
+    link = _link(servers, authkey)
+    link.connect(timeout_s=5.0)
+    assert servers.created == {c.BASE_TYPEID: 1, c.ARM_TYPEID: 1}
+    link.reset_base()
+    link.reset_arm()
+    odom = link.base_state()
+    assert (odom.x, odom.y, odom.theta) == pytest.approx((0.0, 0.0, 0.0), abs=0.005)
+    arm = link.arm_state()
+    assert arm.gripper < 0.05 and np.allclose(arm.pos, (0.13, 0.0, 0.21), atol=0.02)
+
+    deadline = time.monotonic() + 2.8
+    while time.monotonic() < deadline:
+        link.send_base_pose(-0.2, 0.1, 0.3)
+        link.send_arm(arm.pos, arm.quat, 0.0)
+        time.sleep(PERIOD)
+    odom = link.base_state()
+    assert (odom.x, odom.y, odom.theta) == pytest.approx((-0.2, 0.1, 0.3), abs=0.03)
+
+    # a reconnect builds exactly one new controller of each kind, which supersedes the old ones
+    raw = BaseRpcManager(address=servers.base_address, authkey=authkey)
+    raw.connect()
+    old = raw.Base()  # type: ignore[attr-defined]
+    old.reset()
+    link.close(stop_control=False)
+    before = servers.created
+    again = _link(servers, authkey)
+    again.connect(timeout_s=5.0)
+    after = servers.created
+    assert after == {k: v + 1 for k, v in before.items()}
+    with pytest.raises(Exception, match="superseded"):
+        old.get_state()
+    again.reset_base()
+    assert again.base_state().x == pytest.approx(0.0, abs=1e-6)
+    again.close()
+    del old
+
+    bad = RobotLink("127.0.0.1", b"wrong-key", base_port=servers.base_address[1],
+                    arm_port=servers.arm_address[1], connect_timeout_s=1.0,
+                    backoff=Backoff(initial_s=0.05, max_s=0.1))
+    with pytest.raises(RobotAuthError):
+        bad.connect(timeout_s=0.5)
+
+    servers.stop()
+    assert not servers.running
+    gone = _link(servers, authkey)
+    with pytest.raises(RobotUnreachableError):
+        gone.connect(timeout_s=0.5)
