@@ -46,8 +46,11 @@ def vocab_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def overrides(model_dir: Path, vocab_file: Path, **extra: object) -> list[Parameter]:
+    parts = vocab_file.with_name("parts.yaml")
+    parts.write_text("name: parts\ndefaults: {score_threshold: 0.0}\nfixtures: [handle]\n")
     values: dict[str, object] = {
         "model": str(model_dir), "vocabulary": str(vocab_file), "min_pixels": 1,
+        "part_vocabulary": str(parts),
         "max_rate_hz": 20.0, "diagnostics_period": 0.2, **extra,
     }
     return [Parameter(k, value=v) for k, v in values.items()]
@@ -68,13 +71,19 @@ class Collector(DiagnosticsCounters):
     def __init__(self, node: Node) -> None:
         super().__init__(node, "segmentation")
         self.segmentations: list[Segmentation] = []
+        self.parts: list[Segmentation] = []
         node.create_subscription(Segmentation, "cameras/base/segmentation", self._on_seg,
                                  qos.SENSOR)
+        node.create_subscription(Segmentation, "cameras/base/parts", self._on_parts, qos.SENSOR)
         self.pub = node.create_publisher(Image, "cameras/base/color/image_raw", qos.SENSOR)
 
     def _on_seg(self, msg: Segmentation) -> None:
         with self._lock:
             self.segmentations.append(msg)
+
+    def _on_parts(self, msg: Segmentation) -> None:
+        with self._lock:
+            self.parts.append(msg)
 
     def stamps(self) -> list[float]:
         with self._lock:
@@ -106,6 +115,11 @@ def test_segments_images_and_skips_bad_ones(
     result.validate()
     assert len(result) > 0
     assert {i.label for i in result.instances} <= {"cabinet", "mug"}
+    # The parts the executor points at come on their own topic, same stamp, never as objects.
+    assert wait_for(lambda: any(to_seconds(m.header.stamp) == 5.0 for m in out.parts))
+    parts = msg_to_segmentation(next(m for m in out.parts if to_seconds(m.header.stamp) == 5.0))
+    parts.validate()
+    assert len(parts) > 0 and {i.label for i in parts.instances} == {"handle"}
     # Another colour encoding is converted, not refused.
     assert wait_for(lambda: published(6.0, "bgra8"), timeout=30.0)
 

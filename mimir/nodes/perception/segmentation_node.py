@@ -2,7 +2,9 @@
 
 For every configured camera ``<cam>`` it subscribes ``cameras/<cam>/color/image_raw`` (sensor
 QoS) and publishes ``cameras/<cam>/segmentation`` (sensor QoS; header = the color image's
-header, so the stamp and optical frame carry over).
+header, so the stamp and optical frame carry over). With a ``part_vocabulary`` it also segments
+the parts the executor points at (handles) and publishes them on ``cameras/<cam>/parts``, kept
+apart so they never become memory nodes.
 
 The model is slower than the camera, so the newest frame wins: the image callback only parks
 the latest message per camera (a parked frame that is replaced unprocessed counts as
@@ -88,6 +90,11 @@ class SegmentationNodeConfig:
     vocabulary: str = param(
         "kitchen",
         "prompt vocabulary: a name under config/vocabularies or a YAML path",
+        read_only=True)
+    part_vocabulary: str = param(
+        "parts",
+        "vocabulary of the parts the executor points at (published on cameras/<cam>/parts); "
+        "empty for none",
         read_only=True)
     mask_threshold: float = param(0.5, "mask probability threshold in (0, 1)", read_only=True)
     prompt_batch_size: int = param(8, "prompts decoded together per image", read_only=True)
@@ -190,6 +197,7 @@ class SegmentationNode(Node):
             raise PerceptionNodeError(str(err)) from err
         cfg = self.config
         self.vocabulary = resolve_vocabulary(cfg.vocabulary)
+        self.parts = resolve_vocabulary(cfg.part_vocabulary) if cfg.part_vocabulary else None
         self.backend = backend if backend is not None else make_backend(cfg)
         self.backend_name = cfg.backend
         self.counters = NodeCounters(_WARN_KEYS)
@@ -202,6 +210,11 @@ class SegmentationNode(Node):
             cam: self.create_publisher(Segmentation, f"cameras/{cam}/segmentation", qos.SENSOR,
                                        publisher_class=FloatSafePublisher)
             for cam in cfg.cameras
+        }
+        self._part_pubs = {
+            cam: self.create_publisher(Segmentation, f"cameras/{cam}/parts", qos.SENSOR,
+                                       publisher_class=FloatSafePublisher)
+            for cam in (cfg.cameras if self.parts is not None else ())
         }
         for cam in cfg.cameras:
             self.create_subscription(
@@ -279,6 +292,8 @@ class SegmentationNode(Node):
         stamp = to_seconds(msg.header.stamp)
         try:
             result = self.backend.segment(rgb, self.vocabulary, stamp=stamp, camera=camera)
+            parts = (self.backend.segment(rgb, self.parts, stamp=stamp, camera=camera)
+                     if self.parts is not None else None)
         except ModelNotFoundError as err:
             self._model_failed = True
             self._skip(camera, "model_unavailable", f"cannot load the model: {err}")
@@ -294,6 +309,10 @@ class SegmentationNode(Node):
         )
         self.counters.add(f"{camera}.published")
         self.counters.add(f"{camera}.instances", len(result))
+        if parts is not None:
+            self._part_pubs[camera].publish(
+                segmentation_to_msg(parts, msg.header, self.backend_name, camera))
+            self.counters.add(f"{camera}.parts", len(parts))
 
     def _report(self) -> None:
         self.counters.publish(self, self._diagnostics, ",".join(self.config.cameras))
