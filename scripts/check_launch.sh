@@ -196,7 +196,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rcl_interfaces.srv import GetParameters  # noqa: E402
 from ros2launch.api import get_share_file_path_from_package  # noqa: E402
 
-from mimir.sim_graph import SIM_GRAPH, graph_parameters  # noqa: E402
+from mimir.sim_graph import DEFAULT_ROBOT_LINK, SIM_GRAPH, graph_parameters  # noqa: E402
 
 path = get_share_file_path_from_package(package_name="mimir", file_name=launch_file)
 share = Path(path).parents[1]
@@ -207,8 +207,8 @@ memory_nodes = {"scene_graph", "keyframes", "planner"}
 if launch_file == "bringup.launch.py":
     args.update(use_zed="false", vlm_backend="offline")
     params_file = "mimir.yaml"
-    nodes = ["localization", "segmentation", "deprojection", "scene_graph", "keyframes",
-             "analyzer", "planner"]
+    nodes = ["localization", "executor", "segmentation", "deprojection", "scene_graph",
+             "keyframes", "analyzer", "planner"]
     launch_given = {"analyzer": {"vlm_backend": "offline"},
                     "planner": {"vlm_backend": "offline", "operator_gate": True}}
     clock = dict.fromkeys(nodes, False)
@@ -219,7 +219,7 @@ elif launch_file == "sim.launch.py":
     clock = {}
     for n in SIM_GRAPH:
         given = graph_parameters(n, memory_dir=memory_dir, scenario="locked_unlocked",
-                                 vlm_backend="offline")
+                                 vlm_backend="offline", **DEFAULT_ROBOT_LINK)
         clock[n.name] = given.pop("use_sim_time")
         given.pop("memory_dir", None)
         launch_given[n.name] = given
