@@ -169,11 +169,15 @@ class Executor:
         return m.reach(goal, Rotation.from_quat(np.asarray(p.retract_quat)).as_matrix())
 
     def carry(self) -> MotionResult:
-        """Bring a held object to the profile's carry position, low in front of the base, in a
-        straight line and keeping its orientation (low, it passes under open doors and shelves)."""
+        """Bring a held object to the profile's carry position, low in front of the base,
+        keeping its orientation: first straight back at its height (out of the shelf it came
+        from), then down (low, it passes under open doors and shelves)."""
         p, m = self.profile, self.motion
-        _, rot, _ = m.hand()
-        return m.move_hand(p.from_arm(np.asarray(p.carry_pos)), rot)
+        pos, rot, _ = m.hand()
+        goal = p.from_arm(np.asarray(p.carry_pos))
+        back = np.array([goal[0], goal[1], pos[2]])
+        path = [(back, rot), (goal, rot)] if p.in_workspace(back) else [(goal, rot)]
+        return m.follow(path)
 
     def _grasp(self, target: GraspTarget, out: Outcome) -> bool:
         """Open, approach, close on the target; whether the fingers closed on something."""
@@ -337,7 +341,8 @@ class Executor:
             lifted = pos + np.array([0.0, 0.0, p.lift_height])
             flat = np.array([approach[0], approach[1], 0.0])
             norm = float(np.linalg.norm(flat))
-            back = lifted - (flat / norm if norm > 1e-6 else np.zeros(3)) * p.retreat_distance
+            # draw it back as far as the hand came in, so it clears the shelf's front edge
+            back = lifted - (flat / norm if norm > 1e-6 else np.zeros(3)) * p.pregrasp_distance
             m.follow([(lifted, rot), (back, rot)])
             reading = m.hand()[2]
             out.measurements["gripper_after_lift"] = reading
@@ -346,8 +351,15 @@ class Executor:
                 self.retract()
                 self._finish(out, False, "SLIPPED", "object slipped or stayed in place")
                 return
-            self.holding = True
             self.carry()
+            reading = m.hand()[2]
+            out.measurements["gripper_carried"] = reading
+            if reading >= p.gripper_closed_empty:  # lost on the way out of the shelf
+                m.grip(0.0)
+                self.retract()
+                self._finish(out, False, "SLIPPED", "object slipped out while carried")
+                return
+            self.holding = True
             self._finish(out, True, "PICKED", "picked")
         return self.run("pick", body)
 

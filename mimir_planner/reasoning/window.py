@@ -23,10 +23,38 @@ Pose2D = tuple[float, float, float]
 
 @dataclass(frozen=True)
 class GripperReading:
-    """Gripper joint at one stamp: jaw opening (m) and grip force (N)."""
+    """Gripper at one stamp: jaw opening (m), grip force (N) where the gripper reports one, and
+    whether the jaws hold something where that was read from the position alone."""
 
     opening_m: float
     effort_n: float
+    holding: bool | None = None
+
+
+def contract_gripper_readings(
+    readings: Sequence[tuple[float, float]],
+    *,
+    stroke_m: float,
+    open_below: float,
+    closed_empty: float,
+    settle: float = 0.03,
+) -> list[tuple[float, GripperReading]]:
+    """Gripper readings of the robot contract (position 0 open .. 1 closed, no force).
+
+    A gripper without a force sensor says it holds something by where its fingers stopped: the
+    position has left the open end (``open_below``), stopped short of closing on nothing
+    (``closed_empty``), and stays put (within ``settle`` of the previous reading, so the fingers
+    passing through mid-travel while they close do not count). The opening in metres is
+    ``(1 - position) * stroke_m``.
+    """
+    out: list[tuple[float, GripperReading]] = []
+    previous: float | None = None
+    for stamp, position in readings:
+        still = previous is not None and abs(position - previous) <= settle
+        holding = open_below < position < closed_empty and still
+        out.append((stamp, GripperReading(max(0.0, (1.0 - position) * stroke_m), 0.0, holding)))
+        previous = position
+    return out
 
 
 def spread(items: Sequence[T], count: int) -> list[T]:
@@ -46,8 +74,9 @@ def robot_states(
 ) -> tuple[list[RobotStateSample], int]:
     """Robot-state samples of a window from its gripper readings.
 
-    The jaws touch something when the grip force reaches ``contact_effort_n`` while they are
-    still at least ``closed_opening_m`` apart (closed further, they closed on nothing). A
+    The jaws touch something when the reading says so (``holding``, from the position alone),
+    else when the grip force reaches ``contact_effort_n`` while they are still at least
+    ``closed_opening_m`` apart (closed further, they closed on nothing). A
     reading whose base pose is unknown takes the previous one, else the origin. The hand
     position (map) is attached where the arm reported one near the reading's stamp.
 
@@ -61,12 +90,13 @@ def robot_states(
         pose = base_pose(stamp) or pose
         if pose is None:
             missing += 1
+        contact = (reading.holding if reading.holding is not None else
+                   reading.effort_n >= contact_effort_n and reading.opening_m >= closed_opening_m)
         samples.append(RobotStateSample(
             stamp=stamp,
             gripper_opening_m=reading.opening_m,
             gripper_effort_n=reading.effort_n,
-            contact=(reading.effort_n >= contact_effort_n
-                     and reading.opening_m >= closed_opening_m),
+            contact=contact,
             base_pose=pose or (0.0, 0.0, 0.0),
             hand_position=hand_position(stamp),
         ))

@@ -81,6 +81,7 @@ _Response = AnalyzeInteraction.Response
     {"vlm_backend": "gpt"}, {"cameras": ("base", "base")}, {"cameras": ()},
     {"max_frames_per_camera": 1}, {"service_timeout_s": 0.0}, {"window_margin_s": -1.0},
     {"contact_effort_n": math.nan}, {"gripper_joint": ""}, {"prismatic_labels": ("",)},
+    {"gripper_source": "finger_feel"}, {"gripper_open_below": 0.95},
     {"tf_wait_s": -0.5},
 ])
 def test_config_rejects_bad_values(bad: dict[str, Any]) -> None:
@@ -313,7 +314,10 @@ class Rig:
             Parameter("cameras", value=list(CAMERAS)),
             Parameter("frame_wait_s", value=0.3),
             Parameter("frame_min_period_s", value=0.1),
-            Parameter("recheck_period_s", value=0.2), *analyzer_params])
+            Parameter("recheck_period_s", value=0.2),
+            # this rig reports the gripper as a joint with force (the contract path is run by
+            # the simulation's end-to-end test and its core by test/reasoning)
+            Parameter("gripper_source", value="joint_states"), *analyzer_params])
         for node in (self.keyframes, self.analyzer):
             executor.add_node(node)
         self.color = {c: driver.create_publisher(Image, f"cameras/{c}/color/image_raw",

@@ -272,3 +272,51 @@ def test_box_contains_matches_bounds(x: float, y: float, z: float, margin: float
 def test_vocabulary_defaults_are_consistent() -> None:
     vocab = VocabularyConfig()
     assert "openable" in vocab.seeded_properties and "locked" in vocab.seeded_properties
+
+
+# -- evidence from the robot contract (a gripper without force, the achieved hand) ---------------
+def test_contract_gripper_holds_where_the_fingers_stopped_short() -> None:
+    from mimir_planner.reasoning.window import contract_gripper_readings, robot_states
+
+    closing_on_a_handle = [(0.0, 0.0), (0.1, 0.0), (0.2, 0.34), (0.3, 0.78), (0.4, 0.785),
+                           (0.5, 0.786), (0.6, 0.3), (0.7, 0.01)]
+    readings = contract_gripper_readings(closing_on_a_handle, stroke_m=0.085, open_below=0.05,
+                                         closed_empty=0.93)
+    holding = [r.holding for _, r in readings]
+    # open, open, passing through, just stopped, held, held, opening again, open
+    assert holding == [False, False, False, False, True, True, False, False]
+    assert readings[4][1].opening_m == pytest.approx((1 - 0.785) * 0.085)
+    samples, _ = robot_states(readings, lambda _t: (0.0, 0.0, 0.0), 5.0, 0.004)
+    assert [s.contact for s in samples] == holding
+
+    on_nothing = [(0.0, 0.0), (0.1, 0.6), (0.2, 0.97), (0.3, 0.975), (0.4, 0.975)]
+    assert not any(r.holding for _, r in contract_gripper_readings(
+        on_nothing, stroke_m=0.085, open_below=0.05, closed_empty=0.93))
+
+
+def test_hand_travel_while_held_measures_the_part_and_ignores_the_empty_hand() -> None:
+    from mimir_planner.reasoning.evidence import RobotStateSample
+    from mimir_planner.reasoning.percepts import hand_displacement, moved
+
+    cfg = PerceptConfig()
+
+    def sample(t: float, held: bool, x: float) -> RobotStateSample:
+        return RobotStateSample(stamp=t, gripper_opening_m=0.02, gripper_effort_n=0.0,
+                                contact=held, hand_position=(x, 0.0, 1.1))
+
+    # the hand swings a door: it travels half a metre while the jaws hold the handle
+    opened = [sample(0.0, False, 0.6), *(sample(0.1 * i, True, 0.6 - 0.05 * i)
+                                         for i in range(1, 11)), sample(1.2, False, 0.2)]
+    measure = hand_displacement("cabinet_2", opened, cfg)
+    assert measure is not None and measure.source == "hand"
+    assert measure.magnitude == pytest.approx(0.45) and moved(measure, cfg)
+    # a locked door: the hand slides a few centimetres along the handle before the executor stops
+    locked = [sample(0.1 * i, True, 0.6 - 0.01 * i) for i in range(1, 6)]
+    held_back = hand_displacement("cabinet_1", locked, cfg)
+    assert held_back is not None and moved(held_back, cfg) is False
+    # travel of an empty hand or without hand positions measures nothing
+    assert hand_displacement("cabinet_1", [sample(0.0, False, 0.6), sample(1.0, False, 0.1)],
+                             cfg) is None
+    with pytest.raises(EvidenceError):
+        RobotStateSample(stamp=0.0, gripper_opening_m=0.0, gripper_effort_n=0.0, contact=False,
+                         hand_position=(float("nan"), 0.0, 0.0))

@@ -41,7 +41,12 @@ from mimir_planner.reasoning import (
     RobotStateSample,
 )
 from mimir_planner.reasoning.errors import EvidenceError
-from mimir_planner.reasoning.window import GripperReading, robot_states, spread
+from mimir_planner.reasoning.window import (
+    GripperReading,
+    contract_gripper_readings,
+    robot_states,
+    spread,
+)
 
 #: colour frames of one camera with their depth images and camera info (messages)
 CameraStream = PairedFrames[Image, Image, CameraInfo]
@@ -146,6 +151,7 @@ class WindowRecorder:
             for cam in cfg.cameras
         }
         self.gripper: FrameBuffer[GripperReading] = FrameBuffer(cfg.buffer_seconds)
+        self.gripper_position: FrameBuffer[float] = FrameBuffer(cfg.buffer_seconds)
         self.hand: FrameBuffer[np.ndarray] = FrameBuffer(cfg.buffer_seconds)
         self.fixture_states: FrameBuffer[FixtureStateSample] = FrameBuffer(cfg.buffer_seconds)
         self.detections: FrameBuffer[Detection3D] = FrameBuffer(cfg.buffer_seconds)
@@ -174,6 +180,13 @@ class WindowRecorder:
             return
         if reading is not None:
             self.gripper.add(to_seconds(msg.header.stamp), reading)
+
+    def on_gripper(self, stamp: float, position: float) -> None:
+        """Buffers a contract gripper reading (0 open .. 1 closed) received at ``stamp``."""
+        if not math.isfinite(position) or not -0.05 <= position <= 1.05:
+            self._warn("bad_gripper", f"ignoring a gripper reading of {position!r}")
+            return
+        self.gripper_position.add(stamp, min(max(position, 0.0), 1.0))
 
     def on_hand(self, msg: PoseStamped) -> None:
         """Buffers the achieved end-effector position (robot contract, in the base frame)."""
@@ -299,7 +312,13 @@ class WindowRecorder:
     def robot_states(self, lo: float, hi: float) -> list[RobotStateSample]:
         """Robot states of the gripper readings in ``[lo, hi]``."""
         cfg = self.config
-        samples, missing = robot_states(self.gripper.window(lo, hi), self.base_pose,
+        if cfg.gripper_source == "contract":
+            readings = contract_gripper_readings(
+                self.gripper_position.window(lo, hi), stroke_m=cfg.gripper_stroke_m,
+                open_below=cfg.gripper_open_below, closed_empty=cfg.gripper_closed_empty)
+        else:
+            readings = list(self.gripper.window(lo, hi))
+        samples, missing = robot_states(readings, self.base_pose,
                                         cfg.contact_effort_n, cfg.closed_opening_m,
                                         self.hand_position)
         if missing:

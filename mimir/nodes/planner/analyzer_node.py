@@ -5,9 +5,10 @@ Buffers, per camera ``<cam>``: ``cameras/<cam>/color/image_raw``, the registered
 ``cameras/<cam>/color/camera_info``; the camera pose in ``map_frame`` comes from TF at each
 frame's stamp, looked up when a window is analysed (after it ended; a frame slightly newer
 than the newest transform waits up to ``tf_wait_s`` for TF to catch up instead of being
-dropped). It also buffers ``joint_states`` (the ``gripper_joint``: position = jaw opening in
-metres, effort = grip force in newtons), the base pose from TF, 3D detections from
-``observations`` and the latest latched ``scene_graph``, which backs the
+dropped). It also buffers the robot contract's gripper (``robot/gripper``, 0 open .. 1 closed;
+or, with ``gripper_source: joint_states``, the ``gripper_joint`` of ``joint_states`` with its
+opening in metres and grip force in newtons) and achieved hand pose, the base pose from TF,
+3D detections from ``observations`` and the latest latched ``scene_graph``, which backs the
 :class:`~mimir.nodes.planner.ros_world.SceneGraphWorld` the reasoning core reads.
 
 Fixture joint states come on ``target_state`` where the embodiment reports them (see
@@ -44,6 +45,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Float64
 
 from mimir.nodes.planner.analyzer_inputs import (
     WindowRecorder,
@@ -90,7 +92,7 @@ from mimir_planner.reasoning.errors import (
 from mimir_planner.reasoning.jobs import AnalysisJob, AnalysisJobs
 from mimir_planner.reasoning.window import fixture_joint_type, recheck_evidence
 from mimir_planner.reasoning.writes import WriteContext, plan_writes
-from mimir_robot.contract import TOPIC_EE_ACHIEVED
+from mimir_robot.contract import TOPIC_EE_ACHIEVED, TOPIC_GRIPPER
 
 __all__ = ["AnalyzerNode", "AnalyzerNodeConfig", "AnalyzerNodeError", "main"]
 
@@ -152,8 +154,14 @@ class AnalyzerNode(Node):
                 CameraInfo, f"cameras/{cam}/color/camera_info",
                 lambda msg, cam=cam: self.streams[cam].set_info(msg), qos.SENSOR,
                 callback_group=sensor_group)
-        self.create_subscription(JointState, "joint_states", self.inputs.on_joint_state,
-                                 qos.SENSOR, callback_group=sensor_group)
+        if cfg.gripper_source == "contract":
+            self.create_subscription(
+                Float64, TOPIC_GRIPPER, lambda msg: self.inputs.on_gripper(
+                    self.get_clock().now().nanoseconds * 1e-9, msg.data),
+                qos.EVENTS, callback_group=sensor_group)
+        else:
+            self.create_subscription(JointState, "joint_states", self.inputs.on_joint_state,
+                                     qos.SENSOR, callback_group=sensor_group)
         self.create_subscription(JointState, "target_state", self._on_target_state, qos.EVENTS,
                                  callback_group=sensor_group)
         self.create_subscription(PoseStamped, TOPIC_EE_ACHIEVED, self.inputs.on_hand,

@@ -46,6 +46,17 @@ class AnalyzerNodeConfig:
         "_color_optical_frame",
         "camera optical frame is <cam><suffix> when an image header has no frame id",
         read_only=True)
+    gripper_source: str = param(
+        "contract",
+        "where the gripper is read: contract (robot/gripper, 0 open .. 1 closed, as the TidyBot++ "
+        "reports it) or joint_states (gripper_joint: opening in m and grip force in N)",
+        read_only=True)
+    gripper_stroke_m: float = param(
+        0.085, "jaw opening of a fully open gripper (m; contract source)", read_only=True)
+    gripper_open_below: float = param(
+        0.05, "contract readings below this are an open gripper", read_only=True)
+    gripper_closed_empty: float = param(
+        0.93, "contract readings at or above this closed on nothing", read_only=True)
     gripper_joint: str = param(
         "gripper",
         "joint of joint_states that reports the gripper (position = opening m, effort = grip "
@@ -99,6 +110,13 @@ class AnalyzerNodeConfig:
             raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
         if len(set(self.cameras)) != len(self.cameras):
             raise ValueError(f"cameras repeat: {self.cameras!r}")
+        if self.gripper_source not in ("contract", "joint_states"):
+            raise ValueError(f"gripper_source must be contract or joint_states, got "
+                             f"{self.gripper_source!r}")
+        if not (0.0 <= self.gripper_open_below < self.gripper_closed_empty <= 1.0
+                and self.gripper_stroke_m > 0.0):
+            raise ValueError("need 0 <= gripper_open_below < gripper_closed_empty <= 1 and a "
+                             "positive gripper_stroke_m")
         if not self.map_frame or not self.base_frame or not self.gripper_joint:
             raise ValueError("map_frame, base_frame and gripper_joint must be non-empty")
         for name in ("buffer_seconds", "service_timeout_s", "analysis_timeout_s",
