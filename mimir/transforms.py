@@ -68,6 +68,15 @@ def compose(translation: npt.ArrayLike, quaternion_xyzw: npt.ArrayLike) -> Matri
     return mat
 
 
+def planar_pose(x: float, y: float, yaw: float) -> Matrix4:
+    """4x4 pose of a frame at (x, y) turned by ``yaw`` (rad) about z: a base on the floor."""
+    mat = np.eye(4)
+    c, s = float(np.cos(yaw)), float(np.sin(yaw))
+    mat[:2, :2] = [[c, -s], [s, c]]
+    mat[:2, 3] = (x, y)
+    return mat
+
+
 def quaternion_to_matrix(quat_xyzw: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """3x3 rotation of a quaternion ``[x, y, z, w]`` (normalised here).
 

@@ -298,7 +298,8 @@ class Executor:
             grip = m.hand()[2]
             out.measurements["gripper_after"] = grip
             swung = art.kind == "revolute" and art.bottom is not None and done >= p.moved_fraction
-            self._let_go(art.bottom - 0.08 if swung and art.bottom is not None else None)
+            self._let_go(art.bottom - p.door_clearance if swung and art.bottom is not None
+                         else None)
             if done < p.moved_fraction:
                 self._finish(out, False, "NO_MOTION",
                              f"{'pulled' if opening else 'pushed'} with contact but the fixture "
@@ -363,7 +364,7 @@ class Executor:
             self._finish(out, True, "PICKED", "picked")
         return self.run("pick", body)
 
-    def place(self, point: FloatArray, clearance: float = 0.08) -> Outcome:
+    def place(self, point: FloatArray) -> Outcome:
         """Lower the held object onto ``point`` (base_link), let go and retract."""
         def body(out: Outcome) -> None:
             p, m = self.profile, self.motion
@@ -373,7 +374,7 @@ class Executor:
                 return
             goal = np.asarray(point, dtype=np.float64)
             _, rot, _ = m.hand()
-            above = goal + np.array([0.0, 0.0, clearance])
+            above = goal + np.array([0.0, 0.0, p.place_clearance])
             out.measurements.update({"place_x": float(goal[0]), "place_y": float(goal[1]),
                                      "place_z": float(goal[2])})
             self._phase("approach")

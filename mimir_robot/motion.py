@@ -37,6 +37,9 @@ from scipy.spatial.transform import Rotation, Slerp
 from mimir_robot.profile import FloatArray, RobotProfile
 from mimir_robot.rpc import ArmState, BaseState
 
+#: rad: how close the hand's orientation must come for a free-space move to count as reached
+REACH_TURN_TOL = 0.1
+
 
 class RobotIO(Protocol):
     """What the executor needs of a robot: the RobotLink surface."""
@@ -233,10 +236,7 @@ class Motion:
         """
         p = self.profile
         goal = np.asarray(pos, dtype=np.float64)
-        if not p.in_workspace(goal):
-            raise TargetOutsideWorkspaceError(
-                f"hand target {np.round(goal, 3).tolist()} (base_link) lies outside the "
-                "workspace box")
+        self._check_workspace(goal)
         rot = np.asarray(rot, dtype=np.float64)
         start, start_rot = self._start_pose()
         targets = self._segment(start, start_rot, goal, rot, p.max_ee_speed)
@@ -247,18 +247,34 @@ class Motion:
             self._wait_period()
             achieved, arot, grip = self.hand()
             self._sample_hand(target, trot, achieved, arot, grip)
-        deadline = self._clock() + 2.0 * p.settle_timeout_s
+        result = self._settle(goal, rot, 2.0 * p.settle_timeout_s, turn_tol=REACH_TURN_TOL)
+        return MotionResult(result.reached, False, 1.0, result.error)
+
+    def _check_workspace(self, point: FloatArray) -> None:
+        if not self.profile.in_workspace(point):
+            raise TargetOutsideWorkspaceError(
+                f"hand target {np.round(point, 3).tolist()} (base_link) lies outside the "
+                "workspace box")
+
+    def _settle(self, goal: FloatArray, rot: FloatArray, timeout_s: float,
+                turn_tol: float | None = None) -> MotionResult:
+        """Keep commanding ``goal``/``rot`` until the hand is within tolerance on two readings in
+        a row (settled, not passing by), or ``timeout_s`` passes (then ``stalled`` says whether
+        it trails by more than the stall lag)."""
+        p = self.profile
+        deadline = self._clock() + timeout_s
         near = 0
         while True:
             achieved, arot, _ = self.hand()
             err = float(np.linalg.norm(achieved - goal))
-            turn = float((Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot))
-                         .magnitude())
-            near = near + 1 if err <= p.ee_pos_tol and turn <= 0.1 else 0
+            turned = turn_tol is None or float(
+                (Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot)).magnitude()
+            ) <= turn_tol
+            near = near + 1 if err <= p.ee_pos_tol and turned else 0
             if near >= 2:
                 return MotionResult(True, False, 1.0, err)
             if self._clock() >= deadline:
-                return MotionResult(False, False, 1.0, err)
+                return MotionResult(False, err > p.stall_lag, 1.0, err)
             self._check_cancel()
             self._send_hand(goal, rot)
             self._wait_period()
@@ -285,10 +301,7 @@ class Motion:
         p = self.profile
         v = min(speed or p.max_ee_speed, p.max_ee_speed)
         for wp, _ in waypoints:
-            if not p.in_workspace(wp):
-                raise TargetOutsideWorkspaceError(
-                    f"hand target {np.round(wp, 3).tolist()} (base_link) lies outside the "
-                    "workspace box")
+            self._check_workspace(np.asarray(wp, dtype=np.float64))
         pos, rot = self._start_pose()
         targets: list[tuple[FloatArray, FloatArray]] = []
         for wp, wrot in waypoints:
@@ -335,19 +348,7 @@ class Motion:
                 done = _progress(targets[:i], achieved) * i / len(targets)
                 return MotionResult(False, True, done, err)
         last_pos, last_rot = targets[-1] if targets else (goal, self.hand()[1])
-        deadline = self._clock() + p.settle_timeout_s
-        near = 0
-        while True:
-            achieved, _, _ = self.hand()
-            err = float(np.linalg.norm(achieved - goal))
-            near = near + 1 if err <= p.ee_pos_tol else 0
-            if near >= 2:  # within tolerance on two readings in a row: settled, not passing by
-                return MotionResult(True, False, 1.0, err)
-            if self._clock() >= deadline:
-                return MotionResult(False, err > p.stall_lag, 1.0, err)
-            self._check_cancel()
-            self._send_hand(last_pos, last_rot)
-            self._wait_period()
+        return self._settle(last_pos, last_rot, p.settle_timeout_s)
 
     # -- gripper ---------------------------------------------------------------------------------
     def grip(self, target: float) -> float:

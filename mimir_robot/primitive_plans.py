@@ -67,7 +67,8 @@ def locate(ctx: PlanContext, spec: TargetSpec, after: float) -> tuple[tg.CameraV
             reasons.append(f"{camera}: no fresh frame")
             continue
         try:
-            return view, tg.find_target(view, spec, ctx.tolerance)
+            return view, tg.find_target(view, spec, ctx.tolerance,
+                                        ctx.profile.match_slack)
         except UnknownTargetError as err:
             reasons.append(str(err))
     raise UnknownTargetError(f"{spec.describe()} not found: " + "; ".join(reasons))
@@ -80,10 +81,12 @@ def _pose_goal(spec: TargetSpec, odom_from_map: FloatArray) -> tuple[float, floa
     return float(p[0]), float(p[1]), (spec.yaw or 0.0) + turn
 
 
-def _front_of(faces: Iterable[pt.FrontFace], point: FloatArray) -> FloatArray | None:
+def _front_of(faces: Iterable[pt.FrontFace], point: FloatArray,
+              depth_limit: float) -> FloatArray | None:
     """The level outward normal (odom) of a remembered front face the point lies behind.
 
-    The point must lie within the face's width and height and no more than 0.6 m behind it.
+    The point must lie within the face's width and height and no more than ``depth_limit``
+    behind it.
     """
     for face in faces:
         centre = np.asarray(face.center, dtype=np.float64)
@@ -93,7 +96,7 @@ def _front_of(faces: Iterable[pt.FrontFace], point: FloatArray) -> FloatArray | 
                   and abs(float(rel @ np.asarray(face.up))) <= face.height_m / 2.0 + 0.05)
         depth = -float(rel @ normal)
         level = np.array([normal[0], normal[1], 0.0])
-        if inside and 0.0 <= depth <= 0.6 and np.linalg.norm(level) > 0.5:
+        if inside and 0.0 <= depth <= depth_limit and np.linalg.norm(level) > 0.5:
             return level / np.linalg.norm(level)
     return None
 
@@ -106,7 +109,7 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
     if req.target.position is None:
         raise UnknownTargetError(f"move_to {req.target.describe()} needs a remembered position")
     target = transform_points(odom_from_map, np.asarray([req.target.position]))[0]
-    front = _front_of(ex.faces.values(), target)
+    front = _front_of(ex.faces.values(), target, prof.fixture_depth)
     if front is not None:
         # inside a fixture the robot has measured: stand in front of it, not on the way from
         # wherever the robot is (a neighbour's open door may hide the target from the side)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mimir.settings import param
+from mimir.settings import non_negative, param, positive
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -79,19 +79,31 @@ class RobotProfile:
     carry_pos: tuple[float, ...] = _fixed((0.35, 0.0, 0.3), "held-object pose, arm frame (m)")
     retract_quat: tuple[float, ...] = _fixed(
         (0.7071068, 0.7071068, 0.0, 0.0), "carry orientation, arm frame (x, y, z, w)")
+    match_slack: float = _fixed(
+        0.12, "m beyond half its own size that a seen instance may lie from the remembered spot")
+    fixture_depth: float = _fixed(
+        0.6, "m behind a remembered front within which a target counts as inside that fixture")
+    inspect_standoff: float = _fixed(0.15, "m in front of a fixture's front the wrist looks in")
+    inspect_drop: float = _fixed(0.08, "m below the front's centre the wrist looks in from")
+    inspect_pitch: float = _fixed(0.26, "rad the wrist looks down while inspecting")
+    inspect_sweep: float = _fixed(0.12, "m left and right of the centre the inspection sweeps")
+    door_clearance: float = _fixed(0.08, "m below an open door's lower edge the hand leaves by")
+    place_clearance: float = _fixed(0.08, "m above the place spot the object is brought first")
+    place_headroom: float = _fixed(0.35, "m of free space needed above a place spot")
+    place_radius: float = _fixed(0.08, "m around a place spot that must be free above it")
 
     def __post_init__(self) -> None:
-        positive = ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
-                    "max_ee_turn", "base_pos_tol", "base_yaw_tol", "ee_pos_tol",
-                    "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
-                    "face_standoff", "pick_distance", "easy_reach", "min_face_width",
-                    "pregrasp_distance",
-                    "retreat_distance", "door_open_angle",
-                    "drawer_open_distance", "path_step")
-        for name in positive:
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ProfileError(f"{name} must be a positive finite number, got {value!r}")
+        for name in ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
+                     "max_ee_turn", "base_pos_tol", "base_yaw_tol", "ee_pos_tol",
+                     "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
+                     "face_standoff", "pick_distance", "easy_reach", "min_face_width",
+                     "pregrasp_distance", "retreat_distance", "door_open_angle",
+                     "drawer_open_distance", "path_step", "fixture_depth", "place_headroom",
+                     "place_radius", "inspect_standoff"):
+            positive(name, getattr(self, name), ProfileError)
+        for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
+                     "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance"):
+            non_negative(name, getattr(self, name), ProfileError)
         if self.stall_periods < 1:
             raise ProfileError("stall_periods must be at least 1")
         if len(self.retract_quat) != 4 or not (
@@ -112,8 +124,6 @@ class RobotProfile:
             raise ProfileError("need 0 < moved_fraction < opened_fraction <= 1")
         if self.finger_axis not in ("x", "y"):
             raise ProfileError(f"finger_axis must be 'x' or 'y', got {self.finger_axis!r}")
-        if self.lift_height < 0.0:
-            raise ProfileError("lift_height must not be negative")
 
     # -- frames --------------------------------------------------------------------------------
     def to_arm(self, point_base: FloatArray) -> FloatArray:

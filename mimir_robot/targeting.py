@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 import numpy.typing as npt
+from scipy.spatial import cKDTree
 
 from mimir.labels import label_key
 from mimir_perception.camera import Intrinsics, transform_points
@@ -36,6 +37,8 @@ from mimir_robot.profile import FloatArray, RobotProfile
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 
 HANDLE_LABEL = "handle"
+SURFACE_BAND = 0.02   # m: points this close to a surface's height belong to it
+SET_DOWN_GAP = 0.015  # m above the surface the held object's bottom is let go
 
 #: Front faces for articulation guesses keep their full extent: the hinge lies on the far edge,
 #: so trimming the edges moves the guessed hinge towards the handle (1 px of erosion still drops
@@ -82,18 +85,14 @@ def _points_base(view: CameraView, mask: npt.NDArray[np.bool_], limit: int = 400
     return transform_points(view.base_from_camera, cam)
 
 
-#: Matching slack (m) around an instance's own size: an instance matches a remembered position
-#: within this plus half its extent (a cabinet's remembered centre moves when its door opens; a
-#: bottle's does not, and the bottle beside it must not pass for it).
-MATCH_SLACK = 0.12
-
-
-def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6) -> Found:
+def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
+                slack: float = 0.12) -> Found:
     """The instance of ``view.objects`` that ``spec`` names.
 
-    An instance of the remembered label matches when its centre lies within ``MATCH_SLACK`` plus
-    half its own extent of the remembered position, and never further than ``max_distance``;
-    the nearest match wins.
+    An instance of the remembered label matches when its centre lies within ``slack`` plus half
+    its own extent of the remembered position (a cabinet's remembered centre moves when its door
+    opens; a bottle's does not, and the bottle beside it must not pass for it), and never further
+    than ``max_distance``; the nearest match wins.
 
     Raises:
         UnknownTargetError: no instance with a compatible label and usable depth lies close
@@ -114,7 +113,7 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6) -
         dist = (float(np.linalg.norm(centre_map - np.asarray(spec.position)))
                 if spec.position is not None else 0.0)
         extent = float(np.max(np.percentile(pts, 95, axis=0) - np.percentile(pts, 5, axis=0)))
-        if dist <= min(max_distance, MATCH_SLACK + extent / 2.0):
+        if dist <= min(max_distance, slack + extent / 2.0):
             found.append(Found(info.instance_id, mask, centre, centre_map, dist))
         else:
             misses.append(dist)
@@ -275,16 +274,16 @@ def object_target(view: CameraView, found: Found, profile: RobotProfile, now: fl
 
 
 def place_target(view: CameraView, found: Found, hang: float, profile: RobotProfile,
-                 slot: tuple[float, float] = (0.5, 0.4), *, headroom: float = 0.35,
-                 radius: float = 0.08) -> FloatArray:
+                 slot: tuple[float, float] = (0.5, 0.4)) -> FloatArray:
     """Hand position (base_link) that sets the held object on the destination's top surface.
 
     The top surface is the highest layer of the destination's points. Candidate spots on it must
     lie within easy reach of the arm (with the object above them) and have free space above them:
-    no depth point of the whole view within ``radius`` of the spot between the surface and
-    ``headroom`` above it (an open door, a shelf above the counter). Of the free spots, the one
-    nearest the ``slot`` (u across from the robot's left, v from the front, over the reachable
-    part of the surface) is taken. ``hang`` is how far the object's bottom lies below the hand.
+    no depth point of the whole view within ``place_radius`` of the spot between the surface and
+    ``place_headroom`` above it (an open door, a shelf above the counter). Of the free spots,
+    the one nearest the ``slot`` (u across from the robot's left, v from the front, over the
+    reachable part of the surface) is taken. ``hang`` is how far the object's bottom lies below
+    the hand.
 
     Raises:
         UnknownTargetError: no surface in view, or no free spot within reach.
@@ -293,12 +292,14 @@ def place_target(view: CameraView, found: Found, hang: float, profile: RobotProf
     if len(pts) < 30:
         raise UnknownTargetError("the destination shows no surface with depth")
     top = float(np.percentile(pts[:, 2], 95))
-    layer = pts[np.abs(pts[:, 2] - top) < 0.02]
-    lift = np.array([0.0, 0.0, hang + 0.1])
-    mount = np.asarray(profile.arm_mount)
-    layer = layer[[profile.in_workspace(p + lift)
-                   and float(np.linalg.norm(p + lift - mount)) <= profile.easy_reach
-                   for p in layer]]
+    layer = pts[np.abs(pts[:, 2] - top) < SURFACE_BAND]
+    # where the hand will be with the object above the spot: within the box and easy reach
+    above_spot = layer + np.array([0.0, 0.0, hang + SET_DOWN_GAP + profile.place_clearance])
+    lo = profile.from_arm(np.asarray(profile.workspace_min))
+    hi = profile.from_arm(np.asarray(profile.workspace_max))
+    reach = np.linalg.norm(above_spot - np.asarray(profile.arm_mount), axis=1)
+    layer = layer[np.all((above_spot >= lo) & (above_spot <= hi), axis=1)
+                  & (reach <= profile.easy_reach)]
     if len(layer) < 10:
         raise UnknownTargetError("the destination's top surface is out of reach")
     x_lo, x_hi = np.percentile(layer[:, 0], [10, 60])
@@ -306,14 +307,15 @@ def place_target(view: CameraView, found: Found, hang: float, profile: RobotProf
     u, v = slot
     wanted = np.array([x_lo + (x_hi - x_lo) * v, y_hi - (y_hi - y_lo) * u])
     scene = _points_base(view, np.isfinite(np.asarray(view.depth)), limit=20000)
-    above = scene[(scene[:, 2] > top + 0.02) & (scene[:, 2] < top + headroom)]
-    step = max(len(layer) // 400, 1)
-    candidates = layer[::step]
-    order = np.argsort(np.linalg.norm(candidates[:, :2] - wanted, axis=1))
-    for index in order:
-        spot = candidates[index]
-        if not len(above) or np.min(np.linalg.norm(above[:, :2] - spot[:2], axis=1)) > radius:
-            return np.array([spot[0], spot[1], top + hang + 0.015])
+    over = scene[(scene[:, 2] > top + SURFACE_BAND) & (scene[:, 2] < top + profile.place_headroom)]
+    tree = cKDTree(over[:, :2]) if len(over) else None
+    candidates = layer[:: max(len(layer) // 400, 1)]
+    if tree is not None:
+        nearest, _ = tree.query(candidates[:, :2], distance_upper_bound=profile.place_radius)
+        candidates = candidates[np.isinf(nearest)]  # nothing over it within the radius
+    if len(candidates):
+        spot = candidates[int(np.argmin(np.linalg.norm(candidates[:, :2] - wanted, axis=1)))]
+        return np.array([spot[0], spot[1], top + hang + SET_DOWN_GAP])
     raise UnknownTargetError(
         "no free spot on the destination's top surface: something hangs over every reachable "
         "part of it")
@@ -326,15 +328,17 @@ def inspect_views(view: CameraView, found: Found, profile: RobotProfile, count: 
     ``face`` is the fixture's front as measured before it was opened (base_link); without it
     the front is estimated from the current view, where an open door may stand in the way.
     """
-    pitch = math.radians(15.0)
-    offsets = np.linspace(-0.12, 0.12, count) if count > 1 else np.zeros(1)
+    pitch = profile.inspect_pitch
+    sweep = profile.inspect_sweep
+    offsets = np.linspace(-sweep, sweep, count) if count > 1 else np.zeros(1)
     if face is not None:
         inward = -np.asarray(face.normal, dtype=np.float64)
         inward[2] = 0.0
         inward /= max(float(np.linalg.norm(inward)), 1e-9)
         side = np.cross(UP, inward)
         rot = profile.tool_rotation(inward * math.cos(pitch) - UP * math.sin(pitch), side)
-        spot = np.asarray(face.center, dtype=np.float64) - inward * 0.15 - UP * 0.08
+        spot = (np.asarray(face.center, dtype=np.float64) - inward * profile.inspect_standoff
+                - UP * profile.inspect_drop)
         return [(spot + side * o, rot) for o in offsets]
     centre = found.centre_base
     mount = np.asarray(profile.arm_mount)
@@ -352,8 +356,8 @@ def inspect_views(view: CameraView, found: Found, profile: RobotProfile, count: 
              else float(centre @ level) - 0.2)
     approach = level * math.cos(pitch) - UP * math.sin(pitch)
     rot = profile.tool_rotation(approach, side)
-    stand = (front - 0.12) - float(centre @ level)
-    base_point = centre + level * stand - UP * 0.08
+    stand = (front - profile.inspect_standoff) - float(centre @ level)
+    base_point = centre + level * stand - UP * profile.inspect_drop
     return [(base_point + side * o, rot) for o in offsets]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mimir.transforms import planar_pose
 from mimir_perception.camera import Intrinsics
 from mimir_robot.direct import DirectRobot
 from mimir_robot.executor import Executor, Outcome
@@ -29,10 +30,6 @@ from mimir_sim.robot_servers import SimRobotDrives
 from mimir_sim.robot_signals import camera_in_base, map_from_odom
 from mimir_sim.sim import KitchenSim
 from mimir_sim.truth_segmentation import TruthSegmenter
-
-
-def _odom_from_base(pose: tuple[float, float, float]) -> FloatArray:
-    return map_from_odom(pose)  # a planar pose as a 4x4 matrix, whatever the frames
 
 
 class LockstepRobot:
@@ -89,7 +86,7 @@ class LockstepRobot:
         intrinsics = Intrinsics(info.fx, info.fy, info.cx, info.cy, info.width, info.height)
         base = self.robot.base_state()
         map_from_base = (np.linalg.inv(self.odom_from_map())
-                         @ _odom_from_base((base.x, base.y, base.theta)))
+                         @ planar_pose(base.x, base.y, base.theta))
         return CameraView(camera, frame.stamp, frame.depth, intrinsics,
                           camera_in_base(self.sim, camera), map_from_base, objects, parts)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mimir.transforms import planar_pose
 from mimir_sim.geometry import FloatArray
 from mimir_sim.rendering import camera_pose
 from mimir_sim.robot import ARM_JOINTS, BASE_JOINTS
@@ -35,13 +36,7 @@ def base_pose_matrix(sim: KitchenSim) -> FloatArray:
 
 def map_from_odom(origin: tuple[float, float, float] | None) -> FloatArray:
     """4x4 pose of the odometry frame in the map from its planar origin (identity for None)."""
-    pose = np.eye(4)
-    if origin is not None:
-        x, y, yaw = origin
-        c, s = np.cos(yaw), np.sin(yaw)
-        pose[:2, :2] = [[c, -s], [s, c]]
-        pose[:2, 3] = (x, y)
-    return pose
+    return np.eye(4) if origin is None else planar_pose(*origin)
 
 
 def camera_in_base(sim: KitchenSim, camera: str) -> FloatArray:

@@ -9,6 +9,7 @@ is importable, it wraps a ``tf2_ros.Buffer`` and ``TransformListener``; elsewher
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -50,6 +51,23 @@ class TransformSource(Protocol):
 
     def lookup(self, target: str, source: str, stamp: float) -> Matrix4:
         """Matrix mapping points in ``source`` into ``target`` at ``stamp`` (s; 0 = latest)."""
+
+
+def lookup_waiting(source: TransformSource, target: str, frame: str, stamp: float, *,
+                   deadline: float, poll_s: float = 0.02) -> Matrix4:
+    """``source.lookup(target, frame, stamp)``, retried while the stamp lies beyond the newest
+    transform (TF can trail the images it belongs to) until ``deadline`` (monotonic s).
+
+    Raises:
+        TransformError: what the last lookup raised.
+    """
+    while True:
+        try:
+            return source.lookup(target, frame, stamp)
+        except ExtrapolationError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(poll_s)
 
 
 def transform_to_matrix(msg: TransformStamped) -> Matrix4:

@@ -110,9 +110,9 @@ def test_remembered_fronts_tell_where_to_stand_for_what_is_inside() -> None:
         view_of([door(width=0.6), vertical_bar(-0.22)], ["cabinet", ""], {1: "handle"}),
         found, PROFILE, STAMP)[2]
     inside = np.array([1.15, 0.1, 0.85])
-    assert _front_of([face], inside) == pytest.approx(np.array([-1.0, 0.0, 0.0]), abs=0.02)
-    assert _front_of([face], np.array([1.15, 0.9, 0.85])) is None  # beside it
-    assert _front_of([face], np.array([0.6, 0.0, 0.85])) is None  # in front of it
+    assert _front_of([face], inside, 0.6) == pytest.approx(np.array([-1.0, 0.0, 0.0]), abs=0.02)
+    assert _front_of([face], np.array([1.15, 0.9, 0.85]), 0.6) is None  # beside it
+    assert _front_of([face], np.array([0.6, 0.0, 0.85]), 0.6) is None  # in front of it
 
 
 # -- grasps --------------------------------------------------------------------------------------

@@ -28,9 +28,9 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from mimir.nodes.perception.messages import CameraInfoError, camera_info_to_intrinsics
 from mimir.nodes.planner.analyzer_params import AnalyzerNodeConfig
 from mimir.ros.images import ImageConversionError, depth_to_metres, image_to_rgb
-from mimir.ros.tf import TransformSource
+from mimir.ros.tf import TransformSource, lookup_waiting
 from mimir.ros.time import to_seconds
-from mimir.transforms import ExtrapolationError, TransformError
+from mimir.transforms import TransformError
 from mimir_msgs.msg import ObjectObservationArray
 from mimir_perception.frames import FrameBuffer, PairedFrames
 from mimir_planner.reasoning import (
@@ -231,17 +231,11 @@ class WindowRecorder:
         is retried until ``deadline`` (monotonic s), which all frames of a window share.
         """
         frame = frame_id or f"{camera}{self.config.optical_frame_suffix}"
-        while True:
-            try:
-                return np.asarray(self.tf.lookup(self.config.map_frame, frame, stamp))
-            except ExtrapolationError as err:
-                if time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-                problem = str(err)
-            except TransformError as err:
-                problem = str(err)
-            self._warn("camera_pose_unavailable", f"no pose of {frame} at {stamp:.3f}: {problem}")
+        try:
+            return np.asarray(lookup_waiting(self.tf, self.config.map_frame, frame, stamp,
+                                             deadline=deadline))
+        except TransformError as err:
+            self._warn("camera_pose_unavailable", f"no pose of {frame} at {stamp:.3f}: {err}")
             return None
 
     def _intrinsics(self, camera: str, info: CameraInfo | None

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
-from mimir.settings import param
+from mimir.settings import param, positive
 from mimir_robot import contract as c
 from mimir_robot.profile import ProfileError, RobotProfile
 
@@ -56,9 +55,7 @@ class ExecutorNodeConfig(RobotProfile):
                 raise ProfileError(f"{name} {port} is not a TCP port")
         for name in ("connect_timeout_s", "call_timeout_s", "reset_timeout_s", "state_rate_hz",
                      "view_timeout_s", "target_tolerance", "diagnostics_period"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ProfileError(f"{name} must be positive, got {value}")
+            positive(name, getattr(self, name), ProfileError)
         if not self.pointing_cameras:
             raise ProfileError("pointing_cameras is empty")
 

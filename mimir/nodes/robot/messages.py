@@ -15,7 +15,9 @@ from nav_msgs.msg import Odometry
 from scipy.spatial.transform import Rotation
 from std_msgs.msg import Header
 
+from mimir.ros.tf import matrix_to_transform
 from mimir.ros.time import from_seconds
+from mimir.transforms import planar_pose
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
 from mimir_robot.executor import Outcome
@@ -140,10 +142,4 @@ def odometry(stamp: float, frames: tuple[str, str], pose: tuple[float, float, fl
 def odom_transform(stamp: float, frames: tuple[str, str],
                    pose: tuple[float, float, float]) -> TransformStamped:
     """``odom -> base_link`` from base odometry."""
-    msg = TransformStamped(header=header(stamp, frames[0]), child_frame_id=frames[1])
-    x, y, th = pose
-    msg.transform.translation.x, msg.transform.translation.y = x, y
-    q = base_quat(th)
-    (msg.transform.rotation.x, msg.transform.rotation.y, msg.transform.rotation.z,
-     msg.transform.rotation.w) = q
-    return msg
+    return matrix_to_transform(planar_pose(*pose), frames[0], frames[1], max(0.0, stamp))

@@ -27,9 +27,9 @@ from mimir.nodes.perception.messages import (
 )
 from mimir.ros import qos
 from mimir.ros.images import ImageConversionError, depth_to_metres
-from mimir.ros.tf import TransformSource
+from mimir.ros.tf import TransformSource, lookup_waiting
 from mimir.ros.time import to_seconds
-from mimir.transforms import ExtrapolationError, TransformError
+from mimir.transforms import TransformError
 from mimir_msgs.msg import Segmentation
 from mimir_robot.targeting import CameraView
 
@@ -92,17 +92,6 @@ class CameraViews:
                 return stamp, dict(entry)
         return None
 
-    def _lookup(self, target: str, source: str, stamp: float, deadline: float) -> Any:
-        """A transform at ``stamp``, waiting (until ``deadline``) for the newest samples: the
-        odometry may be published a moment after the frame it belongs to."""
-        while True:
-            try:
-                return self._tf.lookup(target, source, stamp)
-            except ExtrapolationError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.02)
-
     def wait(self, camera: str, after: float, timeout_s: float) -> CameraView | None:
         """The newest view of ``camera`` stamped at or after ``after`` (waits up to the timeout).
 
@@ -130,8 +119,10 @@ class CameraViews:
             depth = depth_to_metres(entry["depth"])
             objects = msg_to_segmentation(entry["objects"], camera)
             parts = msg_to_segmentation(entry["parts"], camera) if "parts" in entry else None
-            base_from_camera = self._lookup(self._base, optical, stamp, deadline_tf)
-            map_from_base = self._lookup(self._map, self._base, stamp, deadline_tf)
+            base_from_camera = lookup_waiting(self._tf, self._base, optical, stamp,
+                                              deadline=deadline_tf)
+            map_from_base = lookup_waiting(self._tf, self._map, self._base, stamp,
+                                           deadline=deadline_tf)
         except (CameraInfoError, ImageConversionError, SegmentationMessageError) as err:
             self._warn(f"{camera}.bad_view", f"{camera}: view unusable: {err}")
             return None
