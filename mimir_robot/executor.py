@@ -27,7 +27,6 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -38,6 +37,7 @@ from mimir_robot.motion import (
     MotionError,
     MotionResult,
 )
+from mimir_robot.pointing import FrontFace
 from mimir_robot.profile import FloatArray, RobotProfile
 from mimir_robot.rpc import RobotLinkError, RobotLinkLostError, RobotUnreachableError
 
@@ -119,7 +119,7 @@ class Executor:
         self.held_hang = 0.0  # m the held object's bottom lies below the hand (from its pick)
         # front faces of the fixtures this robot opened, as measured while closed (odom frame,
         # keyed by memory id): inspection looks in from there once a door stands in the way
-        self.faces: dict[str, Any] = {}
+        self.faces: dict[str, FrontFace] = {}
         self._on_phase = on_phase or (lambda _phase: None)
 
     # -- entry point -------------------------------------------------------------------------
