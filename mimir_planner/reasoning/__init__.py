@@ -40,7 +40,6 @@ from mimir_planner.reasoning.evidence import (
     Detection3D,
     DisplacementMeasurement,
     Evidence,
-    FixtureStateSample,
     PrimitiveRecord,
     RobotStateSample,
 )
@@ -84,7 +83,6 @@ __all__ = [
     "DisplacementMeasurement",
     "EmptyClaim",
     "Evidence",
-    "FixtureStateSample",
     "GroundingClaim",
     "Harness",
     "HarnessResult",

@@ -53,9 +53,10 @@ from mimir_planner.reasoning.percepts import (
     depth_change,
     failure_category,
     hand_displacement,
-    joint_displacements,
+    in_view,
     moved,
     primitive_intent,
+    pull_tracking,
 )
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import (
@@ -254,7 +255,6 @@ class InteractionAnalyzer:
         return ActionWindow(
             frames=frames,
             robot_states=tuple(s for s in window.robot_states if lo <= s.stamp <= hi),
-            fixture_states=tuple(s for s in window.fixture_states if lo <= s.stamp <= hi),
         )
 
     def build_evidence(
@@ -265,8 +265,17 @@ class InteractionAnalyzer:
         detections: Sequence[Detection3D] = (),
         intent: str = "other",
     ) -> Evidence:
-        """Mechanical evidence of a window: gripper, fixture motion, detections, interiors."""
-        displacements: dict[str, DisplacementMeasurement] = {}
+        """Mechanical evidence of a window from the robot's signals.
+
+        Fixture motion is measured twice: the depth change in each fixture's image region
+        (per camera, first against last frame) and, for an open or close, how far the hand
+        travelled while the jaws held the handle, with how far it was commanded to go. A
+        fixture's interior counts as observed only where the cameras could see into it: it
+        was opened now, memory holds it open, or its label is open-top. Inspecting a closed
+        fixture observes no interior.
+        """
+        percepts = self._cfg.percepts
+        depth: dict[str, DisplacementMeasurement] = {}
         for camera in window.cameras():
             frames = window.frames_of(camera)
             if len(frames) < 2:
@@ -274,20 +283,17 @@ class InteractionAnalyzer:
             for node in fixtures:
                 if node.bbox is None:
                     continue
-                measure = depth_change(
-                    frames[0], frames[-1], node.node_id, node.bbox, self._cfg.percepts
-                )
-                best = displacements.get(node.node_id)
+                measure = depth_change(frames[0], frames[-1], node.node_id, node.bbox, percepts)
+                best = depth.get(node.node_id)
                 if measure is not None and (best is None or measure.magnitude > best.magnitude):
-                    displacements[node.node_id] = measure
-        displacements.update(joint_displacements(window.fixture_states))
+                    depth[node.node_id] = measure
+        displacements = dict(depth)
+        pull = None
         if intent in ("open", "close"):
-            # a held handle moves with the hand; a joint reading, where there is one, wins
-            held = hand_displacement(primitive.target_id, window.robot_states,
-                                     self._cfg.percepts)
+            pull = pull_tracking(window.robot_states, percepts)
+            held = hand_displacement(primitive.target_id, window.robot_states, percepts)
             known = displacements.get(primitive.target_id)
-            if held is not None and (known is None or (
-                    known.source == "depth" and held.magnitude > known.magnitude)):
+            if held is not None and (known is None or held.magnitude > known.magnitude):
                 displacements[primitive.target_id] = held
         margin = self._cfg.analyzer.window_margin_s
         seen = tuple(
@@ -295,20 +301,26 @@ class InteractionAnalyzer:
             for d in detections
             if primitive.start_stamp <= d.stamp <= primitive.end_stamp + margin
         )
+        open_top = set(self._cfg.vocabulary.open_top_labels)
         interiors: set[str] = set()
         for node in fixtures:
-            opened_now = intent == "open" and moved(
-                displacements.get(node.node_id), self._cfg.percepts
-            )
-            inspected = intent == "inspection" and node.node_id == primitive.target_id
-            if opened_now or inspected or is_opened(node):
+            opened_now = intent == "open" and moved(displacements.get(node.node_id), percepts)
+            if opened_now or is_opened(node) or node.label in open_top:
                 interiors.add(node.node_id)
+        target = next((n for n in fixtures if n.node_id == primitive.target_id), None)
+        visible = 0
+        if target is not None and target.bbox is not None:
+            visible = sum(in_view(f, target.bbox, percepts) for f in window.frames
+                          if f.stamp >= primitive.start_stamp)
         refs = tuple(f.ref for f in window.frames if f.stamp >= primitive.start_stamp)
         return Evidence(
             gripper=window.robot_states,
             displacements=displacements,
+            depth_changes=depth,
+            pull=pull,
             detections=seen,
             observed_interiors=frozenset(interiors),
+            visible_frames=visible,
             refs=refs[-6:],
         )
 
@@ -350,6 +362,8 @@ class InteractionAnalyzer:
             target_label=target.label,
             target_position=np.asarray(target.position, dtype=np.float64),
             stamp=primitive.end_stamp,
+            reported_success=primitive.reported_success,
+            reported_message=primitive.reported_message,
         )
         cameras = window.cameras()
         primary = cfg.primary_camera if cfg.primary_camera in cameras else cameras[0]

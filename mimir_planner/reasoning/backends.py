@@ -23,5 +23,5 @@ def make_backend(
     if kind == "transformers":
         return TransformersVlmBackend(config.vlm, sleep=sleep)
     if kind == "offline":
-        return OfflineReasoner(config.vocabulary, config.percepts)
+        return OfflineReasoner(config.vocabulary)
     raise BackendConfigError(f"unknown backend '{kind}'")

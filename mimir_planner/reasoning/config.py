@@ -87,6 +87,7 @@ class VocabularyConfig:
     )
     fullness_values: tuple[str, ...] = ("empty", "partially_full", "full", "unknown")
     fixture_labels: tuple[str, ...] = ("cabinet", "drawer", "fridge", "microwave", "oven")
+    open_top_labels: tuple[str, ...] = ("bin", "basket")
     failure_keywords: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: {
             "fixture_locked": ("locked", "stuck", "no motion"),
@@ -115,21 +116,33 @@ class PerceptConfig:
     min_contact_samples: int = 2
     min_pull_force_n: float = 10.0
     open_displacement_m: float = 0.03
-    open_displacement_rad: float = 0.15
     open_hand_travel_m: float = 0.12
+    held_back_m: float = 0.05
     depth_pixel_change_m: float = 0.03
     depth_min_valid_pixels: int = 50
     depth_change_quantile: float = 0.75
+    registration_max_m: float = 0.05
+    registration_max_rad: float = 0.05
+    min_visible_frames: int = 2
     box_margin_m: float = 0.03
 
     def __post_init__(self) -> None:
         _check(self, "percepts",
-               positive=("min_contact_samples", "open_displacement_m", "open_displacement_rad",
-                         "open_hand_travel_m",
-                         "depth_pixel_change_m", "depth_min_valid_pixels"),
-               non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m"))
+               positive=("min_contact_samples", "open_displacement_m", "open_hand_travel_m",
+                         "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
+                         "min_visible_frames"),
+               non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
+                             "registration_max_m", "registration_max_rad"))
         if not 0.0 < self.depth_change_quantile <= 1.0:
             raise ReasoningConfigError("percepts.depth_change_quantile must lie in (0, 1]")
+
+
+#: every verdict kind of the harness, each of which can be switched off (its claims then pass
+#: unchecked): ids must exist, no claim twice, extractor-owned types, properties only of the
+#: target, motion for open/close, contact without motion for locked, a hold for a lift,
+#: confidence where no predicate exists, detections for contents and emptiness, outcomes
+VERIFIERS = ("grounding", "dedup", "ownership", "target", "opened", "locked", "lifted",
+             "confidence", "contains", "empty", "outcome")
 
 
 @dataclass(frozen=True)
@@ -140,10 +153,15 @@ class VerifierConfig:
     rebind_radius_m: float = 1.5
     max_rechecks: int = 5
     extractors: tuple[str, ...] = ("grasp_hold",)
+    switched_off: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ReasoningConfigError("verifier.min_confidence must lie in [0, 1]")
+        unknown = sorted(set(self.switched_off) - set(VERIFIERS))
+        if unknown:
+            raise ReasoningConfigError(
+                f"verifier.switched_off names unknown verifiers {unknown}; known: {VERIFIERS}")
         _check(self, "verifier", positive=("max_rechecks",), non_negative=("rebind_radius_m",))
 
 

@@ -32,6 +32,9 @@ class CameraFrame:
         depth: optional registered depth, shape (H, W), metres; 0 or NaN mean no reading.
         intrinsics: optional 3x3 pinhole matrix of the optical frame.
         camera_to_map: optional 4x4 pose of the optical frame in ``map``.
+        camera_to_odom: optional 4x4 pose of the optical frame in ``odom``; unlike the map pose
+            it does not jump when localisation corrects the base, so two frames of a camera are
+            compared through it.
         frame_id: evidence reference of the frame (content id); derived when empty.
     """
 
@@ -41,6 +44,7 @@ class CameraFrame:
     depth: np.ndarray | None = None
     intrinsics: np.ndarray | None = None
     camera_to_map: np.ndarray | None = None
+    camera_to_odom: np.ndarray | None = None
     frame_id: str = ""
 
     def __post_init__(self) -> None:
@@ -61,11 +65,13 @@ class CameraFrame:
             if k.shape != (3, 3) or not np.all(np.isfinite(k)) or k[0, 0] <= 0 or k[1, 1] <= 0:
                 raise EvidenceError(f"{self.camera} intrinsics must be a finite 3x3 matrix")
             object.__setattr__(self, "intrinsics", k)
-        if self.camera_to_map is not None:
-            t = np.asarray(self.camera_to_map, dtype=np.float64)
-            if t.shape != (4, 4) or not np.all(np.isfinite(t)):
-                raise EvidenceError(f"{self.camera} pose must be a finite 4x4 matrix")
-            object.__setattr__(self, "camera_to_map", t)
+        for name in ("camera_to_map", "camera_to_odom"):
+            pose = getattr(self, name)
+            if pose is not None:
+                t = np.asarray(pose, dtype=np.float64)
+                if t.shape != (4, 4) or not np.all(np.isfinite(t)):
+                    raise EvidenceError(f"{self.camera} {name} must be a finite 4x4 matrix")
+                object.__setattr__(self, name, t)
 
     @property
     def ref(self) -> str:
@@ -85,6 +91,8 @@ class RobotStateSample:
         base_pose: base pose in ``map`` as (x m, y m, yaw rad).
         pull_force_n: magnitude of the wrist force while pulling, N, when a sensor reports it.
         hand_position: achieved end-effector position in ``map`` (m), when the arm reports it.
+        hand_commanded: commanded end-effector position in ``map`` (m), when the executor
+            reports it.
     """
 
     stamp: float
@@ -94,6 +102,7 @@ class RobotStateSample:
     base_pose: tuple[float, float, float] = (0.0, 0.0, 0.0)
     pull_force_n: float | None = None
     hand_position: tuple[float, float, float] | None = None
+    hand_commanded: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         _finite("robot state stamp", self.stamp)
@@ -106,29 +115,13 @@ class RobotStateSample:
             _finite("base pose", value)
         if self.pull_force_n is not None:
             _finite("pull force", self.pull_force_n)
-        if self.hand_position is not None:
-            if len(self.hand_position) != 3:
-                raise EvidenceError("hand position must be (x, y, z)")
-            for value in self.hand_position:
-                _finite("hand position", value)
-
-
-@dataclass(frozen=True)
-class FixtureStateSample:
-    """Joint state of a fixture (drawer slide, door hinge) where the embodiment reports it."""
-
-    fixture_id: str
-    stamp: float
-    position: float
-    joint_type: Literal["prismatic", "revolute"] = "prismatic"
-
-    def __post_init__(self) -> None:
-        if not self.fixture_id:
-            raise EvidenceError("a fixture state needs a fixture id")
-        _finite("fixture state stamp", self.stamp)
-        _finite("fixture joint position", self.position)
-        if self.joint_type not in ("prismatic", "revolute"):
-            raise EvidenceError("joint type must be 'prismatic' or 'revolute'")
+        for name, point in (("hand position", self.hand_position),
+                            ("commanded hand position", self.hand_commanded)):
+            if point is not None:
+                if len(point) != 3:
+                    raise EvidenceError(f"{name} must be (x, y, z)")
+                for value in point:
+                    _finite(name, value)
 
 
 @dataclass(frozen=True)
@@ -186,15 +179,11 @@ class ActionWindow:
 
     frames: tuple[CameraFrame, ...]
     robot_states: tuple[RobotStateSample, ...] = ()
-    fixture_states: tuple[FixtureStateSample, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames", tuple(self.frames))
         object.__setattr__(
             self, "robot_states", tuple(sorted(self.robot_states, key=lambda s: s.stamp))
-        )
-        object.__setattr__(
-            self, "fixture_states", tuple(sorted(self.fixture_states, key=lambda s: s.stamp))
         )
         if not self.frames:
             raise EvidenceError("the action window holds no frames")
@@ -219,27 +208,65 @@ class DisplacementMeasurement:
     Attributes:
         fixture_id: the fixture measured.
         magnitude: size of the motion, in ``unit``.
-        unit: ``m`` for slides and depth change, ``rad`` for hinges.
-        source: ``joint`` (embodiment report), ``depth`` (depth change in the fixture region) or
-            ``hand`` (how far the hand travelled while the jaws held the part).
+        unit: ``m`` (depth change, hand travel).
+        source: ``depth`` (depth change in the fixture region) or ``hand`` (how far the hand
+            travelled while the jaws held the part).
         refs: evidence references (frames, state topics).
     """
 
     fixture_id: str
     magnitude: float
     unit: Literal["m", "rad"]
-    source: Literal["joint", "depth", "hand"]
+    source: Literal["depth", "hand"]
     refs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
+class PullTracking:
+    """How the hand followed its commanded path while the jaws held something.
+
+    Attributes:
+        commanded_m: largest distance of the commanded hand position from where it was at the
+            first held sample.
+        achieved_m: the same for the hand position the arm reported.
+        samples: held samples that carried both positions.
+        refs: evidence references (the robot-state span).
+    """
+
+    commanded_m: float
+    achieved_m: float
+    samples: int
+    refs: tuple[str, ...] = ()
+
+    @property
+    def held_back_m(self) -> float:
+        """Commanded travel the hand did not make (0 when it went as far or further)."""
+        return max(0.0, self.commanded_m - self.achieved_m)
+
+
+@dataclass(frozen=True)
 class Evidence:
-    """Mechanical evidence a verifier may use; grows as new evidence arrives."""
+    """Mechanical evidence a verifier may use; grows as new evidence arrives.
+
+    Attributes:
+        gripper: robot-state samples of the window (gripper, base, hand).
+        displacements: per fixture, the measurement that decides whether it moved (the larger
+            of the depth change and the held hand's travel).
+        depth_changes: per fixture, the depth change in its image region, where measured.
+        pull: how the hand followed the commanded pull on the action's target, where measured.
+        detections: 3D detections made during and just after the action.
+        observed_interiors: fixtures whose inside the cameras could see (open or open-top).
+        visible_frames: frames in which the action's target lay in view with depth.
+        refs: evidence references of the frames.
+    """
 
     gripper: tuple[RobotStateSample, ...] = ()
     displacements: Mapping[str, DisplacementMeasurement] = field(default_factory=dict)
+    depth_changes: Mapping[str, DisplacementMeasurement] = field(default_factory=dict)
+    pull: PullTracking | None = None
     detections: tuple[Detection3D, ...] = ()
     observed_interiors: frozenset[str] = frozenset()
+    visible_frames: int = 0
     refs: tuple[str, ...] = ()
 
     def merged(self, other: Evidence) -> Evidence:
@@ -250,8 +277,11 @@ class Evidence:
         return Evidence(
             gripper=tuple(gripper[k] for k in sorted(gripper)),
             displacements={**self.displacements, **other.displacements},
+            depth_changes={**self.depth_changes, **other.depth_changes},
+            pull=other.pull or self.pull,
             detections=tuple(detections.values()),
             observed_interiors=self.observed_interiors | other.observed_interiors,
+            visible_frames=max(self.visible_frames, other.visible_frames),
             refs=tuple(refs),
         )
 
@@ -275,6 +305,8 @@ class ClaimContext:
     target_label: str
     target_position: np.ndarray
     stamp: float
+    reported_success: bool | None = None
+    reported_message: str = ""
 
     @property
     def inspection(self) -> bool:

@@ -3,16 +3,24 @@
 Verifiers are small predicates over generic percepts (gripper contact, measured fixture
 motion, detections inside a fixture volume, node existence):
 
-* ``opened`` / ``closed`` (``openable`` with ``is_opened``) needs measured fixture motion;
-  without it the claim is deferred and re-checked when new evidence arrives.
-* ``locked`` needs gripper contact (and pull force where reported) without motion.
+* ``opened`` / ``closed`` (``openable`` with ``is_opened``) needs measured fixture motion (the
+  held hand's travel or the depth change in the fixture's region); without it the claim is
+  deferred and re-checked when new evidence arrives.
+* ``locked`` needs the jaws closed on the handle, the hand held back from the commanded pull
+  where the executor reported its command, and no motion in depth or of the hand.
 * a missed grasp needs the absence of contact; an outcome that contradicts the evidence is
-  corrected to the category the evidence supports.
+  corrected to the category the evidence supports. Where no mechanical predicate exists, an
+  outcome is checked against the executor's own report and deferred when the cameras saw the
+  target in too few frames.
 * "fixture contains X" needs a detection of X inside the opened fixture's 3D box; "empty" needs
   none, where detections with fixture labels (the fixture's own parts) do not count.
 * every cited id must exist; an unknown or misspelt id is rebound to the nearest node with
   the same label, or the claim is rejected.
 * duplicates, and claims whose type a deterministic extractor owns, are rejected.
+
+Every verdict kind can be switched off (``verifier.switched_off``) for ablations; its claims
+then pass unchecked, with the reason saying so. Reasons name the signals and values that
+decided them.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from mimir_planner.reasoning.percepts import (
     moved,
     names_match,
 )
+from mimir_planner.reasoning.signals import signals_text
 from mimir_planner.reasoning.world_view import Box3D, WorldView
 
 LOG = logging.getLogger(__name__)
@@ -289,13 +298,14 @@ class Harness:
         extractor: str | None = None,
     ) -> list[Verdict]:
         iid = ctx.interaction_id
-        if claim.key() in seen:
+        off = set(self._cfg.switched_off)
+        if claim.key() in seen and "dedup" not in off:
             return [
                 Verdict(
                     claim, Decision.REJECT, "duplicate claim", verifier="dedup", interaction_id=iid
                 )
             ]
-        if extractor is None:
+        if extractor is None and "ownership" not in off:
             for ex in self._extractors:
                 if ex.owns(claim):
                     return [
@@ -309,7 +319,7 @@ class Harness:
                     ]
         verdicts: list[Verdict] = []
         grounded = claim
-        for cited in claim.subject_ids:
+        for cited in () if "grounding" in off else claim.subject_ids:
             resolved, verdict = self._ground(cited, ctx)
             if verdict is not None:
                 verdicts.append(verdict)
@@ -326,7 +336,7 @@ class Harness:
                 return verdicts
             if resolved != cited:
                 grounded = _rebind(grounded, cited, resolved)
-        if grounded is not claim and grounded.key() in seen:
+        if grounded is not claim and grounded.key() in seen and "dedup" not in off:
             verdicts.append(
                 Verdict(
                     claim,
@@ -345,6 +355,9 @@ class Harness:
             name = extractor
         else:
             check, name = self._verify(grounded, ctx, evidence)
+            if name in off and check.decision is not Decision.ADMIT:
+                check = _Check(Decision.ADMIT, f"verifier '{name}' switched off (it would "
+                               f"have said {check.decision}: {check.reason})")
         if grounded is not claim and check.decision in (Decision.ADMIT, Decision.CORRECT):
             final = check.corrected or grounded
             check = _Check(Decision.CORRECT, "id rebound; " + check.reason, check.refs, final)
@@ -456,7 +469,8 @@ class Harness:
             )
         return _Check(
             Decision.ADMIT,
-            f"fixture moved {measure.magnitude:.3f} {measure.unit} ({measure.source})",
+            f"fixture moved {measure.magnitude:.3f} {measure.unit} ({measure.source}); "
+            + signals_text(fixture_id, ev, self._percepts),
             measure.refs,
         )
 
@@ -477,21 +491,27 @@ class Harness:
             )
         measure = ev.displacements.get(fixture_id)
         state = moved(measure, self._percepts)
+        signals = signals_text(fixture_id, ev, self._percepts)
         if measure is None or state is None:
-            return _Check(Decision.DEFER, f"contact seen but no measured motion of '{fixture_id}'")
+            return _Check(Decision.DEFER, f"contact seen but no measured motion of "
+                          f"'{fixture_id}'; {signals}")
         refs = _refs_of_contact(summary) + measure.refs
         if state:
             return _Check(
                 Decision.REJECT,
-                f"fixture moved {measure.magnitude:.3f} {measure.unit}: not locked",
+                f"fixture moved {measure.magnitude:.3f} {measure.unit}: not locked; {signals}",
                 refs,
             )
-        return _Check(
-            Decision.ADMIT,
-            f"jaws engaged in {summary.engaged_samples} samples and the fixture moved only "
-            f"{measure.magnitude:.3f} {measure.unit}",
-            refs,
-        )
+        pull = ev.pull
+        if pull is not None and pull.held_back_m < self._percepts.held_back_m:
+            return _Check(
+                Decision.DEFER,
+                f"the hand was not held back ({pull.held_back_m:.3f} m short of the command): "
+                f"the pull was not attempted in full; {signals}",
+                refs + pull.refs,
+            )
+        return _Check(Decision.ADMIT, "locked: " + signals,
+                      refs + (pull.refs if pull is not None else ()))
 
     def _observed_volume(self, fixture_id: str, ev: Evidence) -> Box3D | _Check:
         """The fixture's 3D box when its interior was observed open, else the check that stops
@@ -560,7 +580,31 @@ class Harness:
                     ),
                 )
             return _Check(Decision.ADMIT, "consistent with the gripper state", refs)
-        return _Check(Decision.ADMIT, f"no mechanical predicate for intent '{ctx.intent}'")
+        return self._outcome_by_report(claim, ctx, ev)
+
+    def _outcome_by_report(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
+        """An outcome no mechanical predicate decides: the executor's report, then the views."""
+        if claim.success and ctx.reported_success is False:
+            why = f"the executor reported a failure: {ctx.reported_message or 'no reason'}"
+            return _Check(
+                Decision.CORRECT,
+                why,
+                (),
+                dataclasses.replace(claim, success=False, category="other", failure_reason=why),
+            )
+        need = self._percepts.min_visible_frames
+        if claim.success and ev.visible_frames < need:
+            return _Check(
+                Decision.DEFER,
+                f"the cameras saw '{ctx.target_id}' in {ev.visible_frames} frame(s) "
+                f"(need {need}) to confirm the {ctx.intent}",
+            )
+        return _Check(
+            Decision.ADMIT,
+            f"no mechanical predicate for intent '{ctx.intent}'; nothing the executor "
+            f"reported contradicts it and the target was in view in {ev.visible_frames} frame(s)",
+            ev.refs,
+        )
 
     def _outcome_of_fixture_action(self, claim: OutcomeClaim, ev: Evidence) -> _Check:
         measure = ev.displacements.get(claim.target_id)
@@ -569,12 +613,13 @@ class Harness:
         refs = (measure.refs if measure is not None else ()) + (
             _refs_of_contact(summary) if summary is not None else ()
         )
+        signals = signals_text(claim.target_id, ev, self._percepts)
         if state is True:
             if claim.success:
-                return _Check(Decision.ADMIT, "the fixture moved as intended", refs)
+                return _Check(Decision.ADMIT, f"the fixture moved as intended; {signals}", refs)
             return _Check(
                 Decision.CORRECT,
-                "the fixture moved, so the action succeeded",
+                f"the fixture moved, so the action succeeded; {signals}",
                 refs,
                 dataclasses.replace(claim, success=True, category="success", failure_reason=None),
             )
@@ -591,11 +636,11 @@ class Harness:
         if claim.success and state is None:
             return _Check(Decision.DEFER, "no measured motion to confirm success")
         if not claim.success and claim.category == found:
-            return _Check(Decision.ADMIT, why, refs)
+            return _Check(Decision.ADMIT, f"{why}; {signals}", refs)
         return _Check(
             Decision.CORRECT,
             f"evidence says {found}, the claim said "
-            f"{'success' if claim.success else claim.category}",
+            f"{'success' if claim.success else claim.category}; {signals}",
             refs,
             dataclasses.replace(claim, success=False, category=found, failure_reason=why),
         )

@@ -4,13 +4,15 @@ It answers in exactly the analyzer's JSON schema, so the simulation and CI exerc
 parsing, verification and writing path as a real model. It is named ``offline-reasoner`` in
 the logs and in every response it returns.
 
-It reads the evidence with the same percepts as the harness, so the two agree: an open or close
-is a success when the fixture measurably moved; a held handle that did not move means locked; a
-held handle whose motion was not measured is reported as unconfirmed (never as a missed grasp,
-which needs the absence of contact). Contents come only from an inspection of the target
-fixture: detections are its only eyes, and their absence proves emptiness only where the robot
-deliberately looked inside. Detections carrying a fixture label (the fixture's own door and
-walls) are never contents.
+It stands where a vision-language model would, so it reads the evidence its own way, with its
+own simple rules and thresholds, and never with the verifiers' predicates: its claims are
+checked by the harness like a model's, and it can be wrong. An open or close succeeded when the
+hand travelled far while the jaws held the handle or the depth of the fixture's region changed
+a lot; jaws held shut with neither means locked; jaws that never held means a missed grasp. A
+pick succeeded when the jaws still hold something at the end. Contents come only from an
+inspection of a fixture whose interior was in view (open, or open-top): the detections inside
+its box, fixture parts left out. Inspecting a closed fixture reports the interior as not
+observed, never as empty.
 """
 
 from __future__ import annotations
@@ -21,16 +23,23 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mimir_planner.reasoning.config import PerceptConfig, VocabularyConfig
+import numpy as np
+
+from mimir_planner.reasoning.config import VocabularyConfig
 from mimir_planner.reasoning.errors import BackendConfigError
-from mimir_planner.reasoning.evidence import ClaimContext, Evidence
-from mimir_planner.reasoning.percepts import contact_summary, contents_inside, moved
+from mimir_planner.reasoning.evidence import ClaimContext, Evidence, RobotStateSample
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
 from mimir_planner.reasoning.world_view import Box3D
 
 LOG = logging.getLogger(__name__)
 
 OFFLINE_NAME = "offline-reasoner"
+
+#: the reasoner's own reading: held readings that make a hold, hand travel and depth change
+#: that make a real opening (m); deliberately its own numbers, not the verifiers'
+_HELD_READINGS = 3
+_HAND_TRAVEL_M = 0.10
+_DEPTH_CHANGE_M = 0.05
 
 
 @dataclass(frozen=True)
@@ -55,9 +64,8 @@ class OfflineInputs:
 class OfflineReasoner:
     """A :class:`~mimir_planner.reasoning.vlm.VlmBackend` that reads mechanical evidence."""
 
-    def __init__(self, vocabulary: VocabularyConfig, percepts: PerceptConfig) -> None:
+    def __init__(self, vocabulary: VocabularyConfig) -> None:
         self._vocab = vocabulary
-        self._percepts = percepts
 
     @property
     def name(self) -> str:
@@ -89,75 +97,18 @@ class OfflineReasoner:
     def answer(self, inputs: OfflineInputs) -> dict[str, object]:
         """The analyzer answer (schema of the interaction analyzer) for the evidence."""
         ctx, ev = inputs.ctx, inputs.evidence
-        summary = contact_summary(ev.gripper, self._percepts)
-        measure = ev.displacements.get(ctx.target_id)
-        motion = moved(measure, self._percepts)
-        success = True
-        failure: str | None = None
+        success = True if ctx.reported_success is None else ctx.reported_success
+        failure: str | None = None if success else (
+            f"{OFFLINE_NAME}: the executor reported {ctx.reported_message or 'a failure'}")
         updates: list[dict[str, object]] = []
-        prior_open = _prior_value(inputs.prior_state, "openable")
-        if ctx.intent in ("open", "close"):
-            if motion and measure is not None:
-                updates.append(
-                    {
-                        "object_id": ctx.target_id,
-                        "property": "openable",
-                        "old_value": prior_open,
-                        "new_value": True,
-                        "confidence": 0.9,
-                        "reasoning": f"{OFFLINE_NAME}: fixture moved {measure.magnitude:.3f} "
-                        f"{measure.unit} ({measure.source})",
-                        "is_opened": ctx.intent == "open",
-                    }
-                )
-            elif summary is not None and summary.contact and motion is False:
-                success = False
-                failure = f"{OFFLINE_NAME}: locked - the jaws held the handle, no motion"
-                updates.append(
-                    {
-                        "object_id": ctx.target_id,
-                        "property": "locked",
-                        "old_value": _prior_value(inputs.prior_state, "locked"),
-                        "new_value": True,
-                        "confidence": 0.85,
-                        "reasoning": f"{OFFLINE_NAME}: grip held but the fixture stayed put",
-                    }
-                )
-            elif summary is not None and summary.contact:
-                success = False
-                failure = (
-                    f"{OFFLINE_NAME}: the jaws engaged the handle in {summary.engaged_samples} "
-                    "samples, but the fixture's travel was not measured"
-                )
-            elif summary is None:
-                success = False
-                failure = f"{OFFLINE_NAME}: no gripper state was recorded"
-            else:
-                success = False
-                failure = f"{OFFLINE_NAME}: missed grasp - the jaws never engaged the handle"
-        elif ctx.intent == "pick":
-            success = summary is not None and summary.held_at_end
-            if not success:
-                failure = f"{OFFLINE_NAME}: missed grasp - the jaws hold nothing"
         contents: list[dict[str, object]] = []
-        for fixture in inputs.fixtures:
-            if ctx.intent != "inspection" or fixture.fixture_id != ctx.target_id:
-                continue
-            if fixture.bbox is None or fixture.fixture_id not in ev.observed_interiors:
-                continue
-            inside = contents_inside(ev.detections, fixture.bbox, self._percepts, self._vocab)
-            names = sorted({d.label for d in inside})
-            contents.append(
-                {
-                    "fixture_id": fixture.fixture_id,
-                    "contents": [
-                        {"name": n, "description": f"detected inside {fixture.fixture_id}"}
-                        for n in names
-                    ],
-                    "is_empty": not names,
-                    "reasoning": f"{OFFLINE_NAME}: {len(inside)} detection(s) inside the box",
-                }
-            )
+        if ctx.intent in ("open", "close"):
+            success, failure, updates = self._fixture_action(inputs)
+        elif ctx.intent == "pick":
+            success = bool(ev.gripper) and ev.gripper[-1].contact
+            failure = None if success else f"{OFFLINE_NAME}: missed grasp - the jaws hold nothing"
+        elif ctx.intent == "inspection":
+            success, failure, contents = self._inspection(inputs)
         return {
             "task_success": success,
             "failure_reason": failure,
@@ -166,6 +117,70 @@ class OfflineReasoner:
             "contents_updates": contents,
             "confidence": 0.8,
         }
+
+    def _fixture_action(
+        self, inputs: OfflineInputs
+    ) -> tuple[bool, str | None, list[dict[str, object]]]:
+        ctx, ev = inputs.ctx, inputs.evidence
+        held = sum(s.contact for s in ev.gripper)
+        travel = _held_hand_travel(ev.gripper)
+        depth = ev.depth_changes.get(ctx.target_id)
+        depth_m = depth.magnitude if depth is not None else None
+        seen = (f"hand travelled {travel:.3f} m while holding; depth changed "
+                + (f"{depth_m:.3f} m" if depth_m is not None else "(not seen)"))
+        if travel >= _HAND_TRAVEL_M or (depth_m is not None and depth_m >= _DEPTH_CHANGE_M):
+            return True, None, [{
+                "object_id": ctx.target_id,
+                "property": "openable",
+                "old_value": _prior_value(inputs.prior_state, "openable"),
+                "new_value": True,
+                "confidence": 0.9,
+                "reasoning": f"{OFFLINE_NAME}: {seen}",
+                "is_opened": ctx.intent == "open",
+            }]
+        if not ev.gripper:
+            return False, f"{OFFLINE_NAME}: no gripper state was recorded", []
+        if held < _HELD_READINGS:
+            return False, f"{OFFLINE_NAME}: missed grasp - the jaws never held the handle", []
+        return False, f"{OFFLINE_NAME}: locked - the jaws held the handle; {seen}", [{
+            "object_id": ctx.target_id,
+            "property": "locked",
+            "old_value": _prior_value(inputs.prior_state, "locked"),
+            "new_value": True,
+            "confidence": 0.85,
+            "reasoning": f"{OFFLINE_NAME}: held in {held} readings but {seen}",
+        }]
+
+    def _inspection(
+        self, inputs: OfflineInputs
+    ) -> tuple[bool, str | None, list[dict[str, object]]]:
+        ctx, ev = inputs.ctx, inputs.evidence
+        fixture = next((f for f in inputs.fixtures if f.fixture_id == ctx.target_id), None)
+        if fixture is None or fixture.bbox is None:
+            return False, f"{OFFLINE_NAME}: '{ctx.target_id}' has no volume to look into", []
+        if fixture.fixture_id not in ev.observed_interiors:
+            return False, f"{OFFLINE_NAME}: interior not observed - '{ctx.target_id}' is closed", []
+        parts = set(self._vocab.fixture_labels)
+        lo, hi = fixture.bbox.lower, fixture.bbox.upper
+        inside = [d for d in ev.detections
+                  if d.label not in parts and bool(np.all((d.position >= lo) & (d.position <= hi)))]
+        names = sorted({d.label for d in inside})
+        return True, None, [{
+            "fixture_id": fixture.fixture_id,
+            "contents": [{"name": n, "description": f"seen inside {fixture.fixture_id}"}
+                         for n in names],
+            "is_empty": not names,
+            "reasoning": f"{OFFLINE_NAME}: {len(inside)} detection(s) in the box",
+        }]
+
+
+def _held_hand_travel(samples: Sequence[RobotStateSample]) -> float:
+    """Largest distance of the hand from where it was when the jaws first held (m)."""
+    held = [np.asarray(s.hand_position) for s in samples
+            if s.contact and s.hand_position is not None]
+    if len(held) < 2:
+        return 0.0
+    return float(max(np.linalg.norm(p - held[0]) for p in held))
 
 
 def _prior_value(prior: Mapping[str, object], prop: str) -> object:

@@ -1,7 +1,8 @@
 """Generic percepts over mechanical evidence: contact, hold, displacement, containment, words.
 
-These small deterministic functions are shared by the verifiers and the offline reasoner, so
-that both read the same evidence the same way.
+These small deterministic functions are what the verifiers and the analyzer's evidence builder
+read the robot's signals with. The offline reasoner does not use them: it reads the evidence
+its own way, so that the verifiers check it rather than agree with it by construction.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mimir_planner.reasoning.evidence import (
     Detection3D,
     DisplacementMeasurement,
     Evidence,
-    FixtureStateSample,
+    PullTracking,
     RobotStateSample,
 )
 from mimir_planner.reasoning.world_view import Box3D
@@ -78,27 +79,6 @@ def contact_summary(
     )
 
 
-def joint_displacements(
-    states: Sequence[FixtureStateSample],
-) -> dict[str, DisplacementMeasurement]:
-    """Largest joint excursion from the first reported position, per fixture."""
-    by_fixture: dict[str, list[FixtureStateSample]] = {}
-    for sample in sorted(states, key=lambda s: s.stamp):
-        by_fixture.setdefault(sample.fixture_id, []).append(sample)
-    result: dict[str, DisplacementMeasurement] = {}
-    for fixture_id, samples in by_fixture.items():
-        first = samples[0].position
-        magnitude = max(abs(s.position - first) for s in samples)
-        result[fixture_id] = DisplacementMeasurement(
-            fixture_id=fixture_id,
-            magnitude=float(magnitude),
-            unit="rad" if samples[0].joint_type == "revolute" else "m",
-            source="joint",
-            refs=(f"joint:{fixture_id}@{samples[0].stamp:.3f}-{samples[-1].stamp:.3f}",),
-        )
-    return result
-
-
 def hand_displacement(
     fixture_id: str, samples: Sequence[RobotStateSample], cfg: PerceptConfig
 ) -> DisplacementMeasurement | None:
@@ -143,31 +123,83 @@ def box_region(frame: CameraFrame, box: Box3D) -> tuple[int, int, int, int] | No
     return x0, y0, x1, y1
 
 
+def pull_tracking(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> PullTracking | None:
+    """How far the held hand went against how far it was commanded to go.
+
+    Over the samples where the jaws held something and both the commanded and the achieved
+    hand positions are known: the largest distance of each from its value at the first such
+    sample. A handle that does not give way holds the hand back while the command moves on.
+    None without two such samples.
+    """
+    held = [s for s in sorted(samples, key=lambda s: s.stamp)
+            if s.hand_position is not None and s.hand_commanded is not None and _engaged(s, cfg)]
+    if len(held) < 2:
+        return None
+    cmd = np.asarray([s.hand_commanded for s in held], dtype=np.float64)
+    ach = np.asarray([s.hand_position for s in held], dtype=np.float64)
+    return PullTracking(
+        commanded_m=float(np.linalg.norm(cmd - cmd[0], axis=1).max()),
+        achieved_m=float(np.linalg.norm(ach - ach[0], axis=1).max()),
+        samples=len(held),
+        refs=(f"hand:{held[0].stamp:.3f}-{held[-1].stamp:.3f}",),
+    )
+
+
+def _relative_pose(before: CameraFrame, after: CameraFrame) -> np.ndarray | None:
+    """Pose of ``before``'s optical frame in ``after``'s.
+
+    Taken through ``odom`` when both frames carry it: a localisation correction moves ``map``
+    against ``odom`` without moving the camera, so it must not read as scene motion.
+    """
+    if before.camera_to_odom is not None and after.camera_to_odom is not None:
+        return np.asarray(np.linalg.inv(after.camera_to_odom) @ before.camera_to_odom)
+    if before.camera_to_map is not None and after.camera_to_map is not None:
+        return np.asarray(np.linalg.inv(after.camera_to_map) @ before.camera_to_map)
+    return None
+
+
 def depth_change(
     before: CameraFrame, after: CameraFrame, fixture_id: str, box: Box3D, cfg: PerceptConfig
 ) -> DisplacementMeasurement | None:
     """Depth change inside the fixture's image region between two frames of one camera.
 
-    The magnitude is the configured quantile of the absolute per-pixel depth change over
-    pixels valid in both frames. Returns None when the region is not visible or too few
-    pixels carry depth (the camera moved, the box is off-screen, depth is missing).
+    The points ``before`` saw in the region are moved into ``after``'s optical frame by the
+    camera's own motion between the two stamps (identity while the base stands still) and
+    compared with the depth ``after`` measured where they land. The magnitude is the configured
+    quantile of the absolute change over the points valid in both. Returns None when the region
+    is not visible, the camera moved further than ``registration_max_m`` /
+    ``registration_max_rad``, or too few points carry depth.
     """
     if before.depth is None or after.depth is None or before.camera != after.camera:
         return None
-    if before.camera_to_map is None or after.camera_to_map is None:
+    if before.intrinsics is None or after.intrinsics is None:
         return None
-    if not np.allclose(before.camera_to_map, after.camera_to_map, atol=1e-3):
+    rel = _relative_pose(before, after)
+    if rel is None:
+        return None
+    angle = float(np.arccos(np.clip((np.trace(rel[:3, :3]) - 1.0) / 2.0, -1.0, 1.0)))
+    if np.linalg.norm(rel[:3, 3]) > cfg.registration_max_m or angle > cfg.registration_max_rad:
         return None
     region = box_region(before, box)
     if region is None:
         return None
     x0, y0, x1, y1 = region
     d0 = before.depth[y0:y1, x0:x1].astype(np.float64)
-    d1 = after.depth[y0:y1, x0:x1].astype(np.float64)
-    valid = np.isfinite(d0) & np.isfinite(d1) & (d0 > 0) & (d1 > 0)
+    vs, us = np.nonzero(np.isfinite(d0) & (d0 > 0))
+    z0 = d0[vs, us]
+    rays = np.linalg.inv(before.intrinsics) @ np.vstack([us + x0, vs + y0, np.ones_like(z0)])
+    points = rel[:3, :3] @ (rays * z0) + rel[:3, 3:4]
+    ahead = points[2] > 1e-3
+    uv = after.intrinsics @ (points[:, ahead] / points[2, ahead])
+    u1, v1 = np.round(uv[0]).astype(int), np.round(uv[1]).astype(int)
+    h, w = after.depth.shape
+    inside = (u1 >= 0) & (u1 < w) & (v1 >= 0) & (v1 < h)
+    measured = after.depth[v1[inside], u1[inside]].astype(np.float64)
+    expected = points[2, ahead][inside]
+    valid = np.isfinite(measured) & (measured > 0)
     if int(valid.sum()) < cfg.depth_min_valid_pixels:
         return None
-    delta = np.abs(d1[valid] - d0[valid])
+    delta = np.abs(measured[valid] - expected[valid])
     return DisplacementMeasurement(
         fixture_id=fixture_id,
         magnitude=float(np.quantile(delta, cfg.depth_change_quantile)),
@@ -177,11 +209,19 @@ def depth_change(
     )
 
 
+def in_view(frame: CameraFrame, box: Box3D, cfg: PerceptConfig) -> bool:
+    """Whether the box lies in the frame's view with enough depth readings on it."""
+    region = box_region(frame, box)
+    if region is None or frame.depth is None:
+        return False
+    x0, y0, x1, y1 = region
+    depth = frame.depth[y0:y1, x0:x1]
+    return int((np.isfinite(depth) & (depth > 0)).sum()) >= cfg.depth_min_valid_pixels
+
+
 def displacement_threshold(measure: DisplacementMeasurement, cfg: PerceptConfig) -> float:
     """Motion that counts as a real opening or closing, in the measurement's unit."""
-    if measure.source == "hand":
-        return cfg.open_hand_travel_m
-    return cfg.open_displacement_rad if measure.unit == "rad" else cfg.open_displacement_m
+    return cfg.open_hand_travel_m if measure.source == "hand" else cfg.open_displacement_m
 
 
 def moved(measure: DisplacementMeasurement | None, cfg: PerceptConfig) -> bool | None:

@@ -14,21 +14,20 @@ from typing import TypeVar
 import numpy as np
 
 from mimir_planner.reasoning.evidence import Detection3D, Evidence, RobotStateSample
-from mimir_planner.reasoning.harness import PendingQueue, label_of_id
+from mimir_planner.reasoning.harness import PendingQueue
 from mimir_planner.reasoning.world_view import Box3D, WorldView, is_opened
 
 T = TypeVar("T")
 Pose2D = tuple[float, float, float]
+Point = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
 class GripperReading:
-    """Gripper at one stamp: jaw opening (m), grip force (N) where the gripper reports one, and
-    whether the jaws hold something where that was read from the position alone."""
+    """Gripper at one stamp: jaw opening (m) and whether the jaws hold something."""
 
     opening_m: float
-    effort_n: float
-    holding: bool | None = None
+    holding: bool
 
 
 def contract_gripper_readings(
@@ -52,7 +51,7 @@ def contract_gripper_readings(
     for stamp, position in readings:
         still = previous is not None and abs(position - previous) <= settle
         holding = open_below < position < closed_empty and still
-        out.append((stamp, GripperReading(max(0.0, (1.0 - position) * stroke_m), 0.0, holding)))
+        out.append((stamp, GripperReading(max(0.0, (1.0 - position) * stroke_m), holding)))
         previous = position
     return out
 
@@ -68,17 +67,14 @@ def spread(items: Sequence[T], count: int) -> list[T]:
 def robot_states(
     readings: Iterable[tuple[float, GripperReading]],
     base_pose: Callable[[float], Pose2D | None],
-    contact_effort_n: float,
-    closed_opening_m: float,
-    hand_position: Callable[[float], tuple[float, float, float] | None] = lambda _t: None,
+    hand_position: Callable[[float], Point | None] = lambda _t: None,
+    hand_commanded: Callable[[float], Point | None] = lambda _t: None,
 ) -> tuple[list[RobotStateSample], int]:
     """Robot-state samples of a window from its gripper readings.
 
-    The jaws touch something when the reading says so (``holding``, from the position alone),
-    else when the grip force reaches ``contact_effort_n`` while they are still at least
-    ``closed_opening_m`` apart (closed further, they closed on nothing). A
-    reading whose base pose is unknown takes the previous one, else the origin. The hand
-    position (map) is attached where the arm reported one near the reading's stamp.
+    A reading whose base pose is unknown takes the previous one, else the origin. The achieved
+    and commanded hand positions (map) are attached where the robot reported them near the
+    reading's stamp.
 
     Returns:
         (samples, how many readings had no base pose of their own or before them).
@@ -90,15 +86,14 @@ def robot_states(
         pose = base_pose(stamp) or pose
         if pose is None:
             missing += 1
-        contact = (reading.holding if reading.holding is not None else
-                   reading.effort_n >= contact_effort_n and reading.opening_m >= closed_opening_m)
         samples.append(RobotStateSample(
             stamp=stamp,
             gripper_opening_m=reading.opening_m,
-            gripper_effort_n=reading.effort_n,
-            contact=contact,
+            gripper_effort_n=0.0,
+            contact=reading.holding,
             base_pose=pose or (0.0, 0.0, 0.0),
             hand_position=hand_position(stamp),
+            hand_commanded=hand_commanded(stamp),
         ))
     return samples, missing
 
@@ -131,11 +126,3 @@ def recheck_evidence(pending: PendingQueue, world: WorldView,
     opened = frozenset(i for i in boxes if (n := world.node(i)) and is_opened(n))
     return Evidence(detections=tuple(relevant), observed_interiors=opened,
                     refs=tuple(d.ref for d in relevant))
-
-
-def fixture_joint_type(world: WorldView, node_id: str, prismatic: Iterable[str]) -> str:
-    """``prismatic`` when the fixture's label is one of ``prismatic`` (lower case), else
-    ``revolute``; the label comes from memory, else from the id without its number."""
-    node = world.node(node_id)
-    label = node.label if node is not None else label_of_id(node_id)
-    return "prismatic" if label.strip().lower() in prismatic else "revolute"

@@ -101,7 +101,7 @@ def evidence_links(
     for ref in refs:
         if ref in ctx.detection_refs:
             item = ("detection", ref)
-        elif ref.startswith(("gripper@", "joint:")):
+        elif ref.startswith(("gripper@", "hand:")):
             item = ("robot_state", ref)
         elif ref in ctx.frame_keyframes:
             item = ("keyframe", ctx.frame_keyframes[ref])

@@ -2,10 +2,10 @@
 
 The DDS tests start the real scene graph and keyframe nodes (memory in tmp_path) beside the
 analyzer (offline reasoner) in one executor, publish camera frames with registered depth,
-camera info, static transforms, joint states, fixture joint states and observations, and
-analyse interactions: a deferred outcome (no depth) that the next analysis corrects, a locked
-cabinet, a missed grasp, an open proven by the fixture's reported joint, an unknown target, a
-window without frames, and bad input on every stream.
+camera info, static transforms, the robot contract's gripper and hand poses (under a /clock
+the driver publishes) and observations, and analyse interactions: a deferred outcome (no depth)
+that the next analysis corrects, a locked cabinet, a missed grasp, an open proven by the held
+hand's travel, an unknown target, a window without frames, and bad input on every stream.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from geometry_msgs.msg import Point
+from geometry_msgs.msg import Point, PoseStamped
 from image_helpers import textured
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
@@ -29,7 +31,9 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from recorded_server import Step, serve
 from ros_helpers import call_service, observation_msg, spinning_executor
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import Float64
 from write_plans import every_kind_of_verdict, is_opened_verdicts
 from write_plans import write_context as _ctx
 
@@ -37,12 +41,7 @@ from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.messages import node_update_to_msg
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info
-from mimir.nodes.planner.analyzer_inputs import (
-    CameraStream,
-    detections_from_msg,
-    fixture_samples,
-    gripper_reading,
-)
+from mimir.nodes.planner.analyzer_inputs import CameraStream, detections_from_msg
 from mimir.nodes.planner.analyzer_node import AnalyzerNode, AnalyzerNodeConfig
 from mimir.nodes.planner.ros_world import SceneGraphWorld, snapshots_from_graph
 from mimir.ros import qos
@@ -68,6 +67,7 @@ from mimir_planner.reasoning import (
 )
 from mimir_planner.reasoning.window import spread
 from mimir_planner.reasoning.writes import evidence_links, plan_writes
+from mimir_robot.contract import TOPIC_EE_ACHIEVED, TOPIC_EE_COMMANDED, TOPIC_GRIPPER
 
 REPO = Path(__file__).resolve().parents[2]
 Wait = Callable[..., bool]
@@ -80,9 +80,8 @@ _Response = AnalyzeInteraction.Response
 @pytest.mark.parametrize("bad", [
     {"vlm_backend": "gpt"}, {"cameras": ("base", "base")}, {"cameras": ()},
     {"max_frames_per_camera": 1}, {"service_timeout_s": 0.0}, {"window_margin_s": -1.0},
-    {"contact_effort_n": math.nan}, {"gripper_joint": ""}, {"prismatic_labels": ("",)},
-    {"gripper_source": "finger_feel"}, {"gripper_open_below": 0.95},
-    {"tf_wait_s": -0.5},
+    {"frame_wait_s": math.nan}, {"odom_frame": ""}, {"gripper_stroke_m": 0.0},
+    {"gripper_open_below": 0.95}, {"tf_wait_s": -0.5},
 ])
 def test_config_rejects_bad_values(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
@@ -129,19 +128,7 @@ def test_scene_graph_world_reads_nodes_and_skips_bad_ones() -> None:
     assert not world.has_node("mug_1")
 
 
-def test_gripper_reading_and_detections() -> None:
-    msg = JointState(name=["arm_1", "gripper"], position=[0.3, 0.03], effort=[1.0, 22.0])
-    reading = gripper_reading(msg, "gripper")
-    assert reading is not None and (reading.opening_m, reading.effort_n) == (0.03, 22.0)
-    assert gripper_reading(JointState(name=["arm_1"], position=[0.1]), "gripper") is None
-    no_effort = gripper_reading(JointState(name=["gripper"], position=[0.05]), "gripper")
-    assert no_effort is not None and no_effort.effort_n == 0.0
-    for bad in (JointState(name=["gripper"], position=[math.nan]),
-                JointState(name=["gripper"], position=[-0.01]),
-                JointState(name=["gripper"], position=[])):
-        with pytest.raises(ValueError):
-            gripper_reading(bad, "gripper")
-
+def test_detections_from_observations() -> None:
     array = ObjectObservationArray(camera="pole", observations=[
         ObjectObservation(label="mug", detection_id="d1", score=1.5,
                           centroid=Point(x=1.0, y=0.0, z=0.5)),
@@ -154,21 +141,6 @@ def test_gripper_reading_and_detections() -> None:
     assert [(d.label, d.ref, d.score, d.stamp, d.camera) for d in found] == [
         ("mug", "d1", 1.0, 7.0, "pole")]
     assert skipped == 2
-
-
-def test_fixture_samples_read_target_state() -> None:
-    msg = JointState(name=["cabinet_2", "drawer_1", " ", "oven_1", "fridge_1"],
-                     position=[1.2, 0.2, 0.1, math.nan])
-    msg.header.stamp = from_seconds(12.5)
-    samples, problems = fixture_samples(
-        msg, lambda node_id: "prismatic" if node_id.startswith("drawer") else "revolute")
-    assert [(s.fixture_id, s.stamp, s.position, s.joint_type) for s in samples] == [
-        ("cabinet_2", 12.5, 1.2, "revolute"), ("drawer_1", 12.5, 0.2, "prismatic")]
-    assert len(problems) == 3
-    assert "entry 2 has no name" in problems[0]
-    assert "'oven_1'" in problems[1] and "finite" in problems[1]
-    assert "'fridge_1' carries no position" in problems[2]
-    assert fixture_samples(JointState(), lambda _id: "revolute") == ([], [])
 
 
 class _LateTf:
@@ -234,11 +206,11 @@ def test_camera_stream_rate_limits_and_pairs_depth() -> None:
 
 def test_evidence_refs_name_what_memory_can_point_at() -> None:
     refs = evidence_links(["frame:base@9.500", "frame:wrist@10.000", "det-7", "gripper@11.200",
-                          "joint:cabinet_1@1.000-2.000", "kf-a"], _ctx(set()), origin="ia-0")
+                          "hand:1.000-2.000", "kf-a"], _ctx(set()), origin="ia-0")
     assert [(r.kind, r.id) for r in refs] == [
         ("interaction", "ia-1"), ("interaction", "ia-0"), ("keyframe", "kf-a"),
         ("keyframe", "kf-b"), ("detection", "det-7"), ("robot_state", "gripper@11.200"),
-        ("robot_state", "joint:cabinet_1@1.000-2.000")]
+        ("robot_state", "hand:1.000-2.000")]
 
 
 def test_plan_writes_maps_is_opened_onto_openable() -> None:
@@ -315,9 +287,9 @@ class Rig:
             Parameter("frame_wait_s", value=0.3),
             Parameter("frame_min_period_s", value=0.1),
             Parameter("recheck_period_s", value=0.2),
-            # this rig reports the gripper as a joint with force (the contract path is run by
-            # the simulation's end-to-end test and its core by test/reasoning)
-            Parameter("gripper_source", value="joint_states"), *analyzer_params])
+            # the contract gripper carries no stamp: the analyzer stamps it with its clock,
+            # which this rig drives through /clock
+            Parameter("use_sim_time", value=True), *analyzer_params])
         for node in (self.keyframes, self.analyzer):
             executor.add_node(node)
         self.color = {c: driver.create_publisher(Image, f"cameras/{c}/color/image_raw",
@@ -326,8 +298,14 @@ class Rig:
                                                  qos.SENSOR) for c in CAMERAS}
         self.info = {c: driver.create_publisher(CameraInfo, f"cameras/{c}/color/camera_info",
                                                 qos.SENSOR) for c in CAMERAS}
-        self.joints = driver.create_publisher(JointState, "joint_states", qos.SENSOR)
-        self.target_state = driver.create_publisher(JointState, "target_state", qos.EVENTS)
+        self.clock = driver.create_publisher(Clock, "/clock", qos.EVENTS)
+        self.gripper = driver.create_publisher(Float64, TOPIC_GRIPPER, qos.EVENTS)
+        self.hand = driver.create_publisher(PoseStamped, TOPIC_EE_ACHIEVED, qos.EVENTS)
+        self.command = driver.create_publisher(PoseStamped, TOPIC_EE_COMMANDED, qos.EVENTS)
+        # between plays the clock runs on in wall time (the analyzer's timers need it to move)
+        self._sim_now: float | None = None
+        self._ticking = threading.Lock()
+        self._free_timer = driver.create_timer(0.05, self._free_run)
         self.observations = driver.create_publisher(ObjectObservationArray, "observations",
                                                     qos.EVENTS)
         self.events = driver.create_publisher(InteractionEvent, "interaction_events",
@@ -338,8 +316,8 @@ class Rig:
         tf = TransformPublisher(driver, static=True)
         tf.send([matrix_to_transform(CAMERA_POSE, "map", f"{c}_color_optical_frame", 0.0)
                  for c in CAMERAS] + [matrix_to_transform(np.eye(4), "map", "base_link", 0.0)])
-        pubs = [*self.color.values(), *self.depth.values(), self.joints, self.observations,
-                self.events, self.target_state]
+        pubs = [*self.color.values(), *self.depth.values(), self.clock, self.gripper, self.hand,
+                self.command, self.observations, self.events]
         assert wait_for(lambda: all(p.get_subscription_count() > 0 for p in pubs))
 
     def start_graph(self) -> SceneGraphNode:
@@ -359,9 +337,36 @@ class Rig:
         world = self.analyzer.world
         assert self.wait_for(lambda: world.has_node("cabinet_1") and world.has_node("drawer_1"))
 
-    def play(self, start: float, end: float, grip: Callable[[float], tuple[float, float]],
-             with_depth: bool = True) -> None:
-        """Camera frames every 0.25 s and joint states every 0.1 s over [start, end]."""
+    def _free_run(self) -> None:
+        if self._ticking.acquire(blocking=False):
+            try:
+                if self._sim_now is not None:
+                    self._sim_now += 0.05
+                    self.clock.publish(Clock(clock=from_seconds(self._sim_now)))
+            finally:
+                self._ticking.release()
+
+    def tick(self, t: float) -> None:
+        """Sets the analyzer's clock to ``t`` (and waits until it got there)."""
+        self.clock.publish(Clock(clock=from_seconds(t)))
+        assert self.wait_for(
+            lambda: self.analyzer.get_clock().now().nanoseconds * 1e-9 >= t - 1e-6)
+
+    def play(self, start: float, end: float, grip: Callable[[float], float],
+             with_depth: bool = True,
+             hand: Callable[[float], tuple[float, float]] | None = None) -> None:
+        """Camera frames every 0.25 s and robot state every 0.1 s over [start, end].
+
+        ``grip(t)`` is the contract gripper reading (0 open .. 1 closed); ``hand(t)``, where
+        given, the achieved and commanded hand x in base_link (the hand pulls along -x).
+        """
+        with self._ticking:
+            self._sim_now = None
+            self._play(start, end, grip, with_depth, hand)
+            self._sim_now = end
+
+    def _play(self, start: float, end: float, grip: Callable[[float], float], with_depth: bool,
+              hand: Callable[[float], tuple[float, float]] | None) -> None:
         depth = np.full((SIZE[1], SIZE[0]), 1.8, dtype=np.float32)
         streams = self.analyzer.streams
         buffers = self.keyframes.buffers
@@ -382,10 +387,15 @@ class Rig:
                 self.color[cam].publish(color)
             for sub in range(3 if stamp < end else 1):
                 t = stamp + 0.1 * sub
-                opening, effort = grip(t)
-                joint = JointState(name=["gripper"], position=[opening], effort=[effort])
-                joint.header.stamp = from_seconds(t)
-                self.joints.publish(joint)
+                self.tick(t)
+                self.gripper.publish(Float64(data=grip(t)))
+                if hand is not None:
+                    for pub, x in zip((self.hand, self.command), hand(t), strict=True):
+                        pose = PoseStamped()
+                        pose.header.stamp = from_seconds(t)
+                        pose.header.frame_id = "base_link"
+                        pose.pose.position.x, pose.pose.position.z = x, 0.6
+                        pub.publish(pose)
             assert self.wait_for(lambda s=stamp: all(
                 (streams[c].latest_stamp() or 0.0) >= s - 1e-6
                 and (buffers[c].latest_stamp() or 0.0) >= s - 1e-6 for c in CAMERAS))
@@ -443,27 +453,30 @@ def _engaged(t: float) -> bool:
     return 1.0 <= t % 10.0 <= 2.4
 
 
-def _hold_handle(t: float) -> tuple[float, float]:
-    return (0.03, 25.0) if _engaged(t) else (0.08, 0.0)
+def _hold_handle(t: float) -> float:
+    """The fingers stop on the handle (0.8 of their travel) while the jaws act."""
+    return 0.8 if _engaged(t) else 0.0
 
 
-def _close_on_nothing(t: float) -> tuple[float, float]:
-    return (0.0, 30.0) if _engaged(t) else (0.08, 0.0)
+def _close_on_nothing(t: float) -> float:
+    return 0.98 if _engaged(t) else 0.0
 
 
 @pytest.mark.ros
 def test_locked_cabinet_missed_grasp_and_recheck(rig: Rig) -> None:
     rig.add_fixtures()
 
-    # 1. The jaws hold the handle but no depth arrives: the outcome cannot be judged yet.
+    # 1. The jaws hold the handle but no depth arrives: the reasoner guesses "locked", but
+    # neither that nor the outcome can be judged yet.
     rig.play(9.0, 13.5, _hold_handle, with_depth=False)
     first = rig.analyze("ia-nodepth", "cabinet_1", 10.5, 12.5)
     assert first.error_code == _Response.NONE, first.error_msg
     assert first.backend == "offline-reasoner"
     assert not first.task_success and first.failure_reason.startswith("outcome not verified")
-    deferred = [e for e in first.verdicts if e.kind == "task_outcome_recorded"]
-    assert [e.verdict for e in deferred] == ["defer"] and deferred[0].sequence > 0
-    assert len(rig.analyzer.analyzer.harness.pending) == 1
+    deferred = [e for e in first.verdicts if e.verdict == "defer"]
+    assert {e.kind for e in deferred} == {"task_outcome_recorded", "property_set"}
+    assert all(e.sequence > 0 for e in deferred)
+    assert len(rig.analyzer.analyzer.harness.pending) == 2
     assert not rig.node("cabinet_1").task_history  # a deferred outcome changes nothing
 
     # 2. Locked: contact with the handle, depth unchanged. The pending outcome is corrected.
@@ -473,7 +486,8 @@ def test_locked_cabinet_missed_grasp_and_recheck(rig: Rig) -> None:
     assert not locked.task_success and "locked" in locked.failure_reason
     by_kind = {(e.kind, e.verdict) for e in locked.verdicts}
     assert ("property_set", "admit") in by_kind
-    assert ("task_outcome_recorded", "correct") in by_kind  # the re-checked earlier claim
+    # the earlier guesses, re-checked with this window's depth, now hold
+    assert ("task_outcome_recorded", "admit") in by_kind
     assert len(locked.keyframe_ids) == 3
     lock_event = next(e for e in locked.verdicts if e.kind == "property_set")
     assert json.loads(lock_event.payload_json)["name"] == "locked"
@@ -505,38 +519,43 @@ def test_locked_cabinet_missed_grasp_and_recheck(rig: Rig) -> None:
     assert any(e.verdict == "defer" for e in rig.memory_events)  # deferred claims are logged
 
 
+def _pull_opens(t: float) -> tuple[float, float]:
+    """The hand follows a 0.25 m pull while the jaws hold (the door gives way)."""
+    share = min(max((t % 10.0 - 1.0) / 1.4, 0.0), 1.0)
+    return 0.6 - 0.25 * share, 0.6 - 0.25 * share
+
+
+def _pull_held(t: float) -> tuple[float, float]:
+    """The command pulls 0.25 m; the hand stays at the handle (the door does not give)."""
+    share = min(max((t % 10.0 - 1.0) / 1.4, 0.0), 1.0)
+    return 0.6 - 0.01 * share, 0.6 - 0.25 * share
+
+
 @pytest.mark.ros
-def test_reported_fixture_joint_proves_an_open(rig: Rig) -> None:
+def test_the_held_hand_proves_an_open_and_a_lock_from_contract_signals(rig: Rig) -> None:
     rig.add_fixtures()
-    node = rig.analyzer
-    assert node.joint_type("cabinet_1") == "revolute"
-    assert node.joint_type("drawer_1") == "prismatic"  # label from memory
-    assert node.joint_type("drawer_7") == "prismatic"  # not in memory: the id's label part
-    # bad fixture states are counted and skipped
-    rig.target_state.publish(JointState(name=["cabinet_1"], position=[math.inf]))
-    rig.target_state.publish(JointState(name=["cabinet_1"]))
-    assert rig.wait_for(lambda: node.counters.get("bad_fixture_state") >= 2)
-    # The jaws hold the handle, no depth arrives, but the hinge reports 1.2 rad of opening.
-    count = 0
-    for k in range(21):
-        t = 10.5 + 0.1 * k
-        state = JointState(name=["cabinet_1"], position=[min(1.2, 0.08 * k)])
-        state.header.stamp = from_seconds(t)
-        rig.target_state.publish(state)
-        count += 1
-    assert rig.wait_for(lambda: len(node.fixture_states) >= count)
-    rig.play(9.0, 13.5, _hold_handle, with_depth=False)
-    opened = rig.analyze("ia-hinge", "cabinet_1", 10.5, 12.5)
+    # no depth arrives: the hand's travel while the jaws held the handle decides
+    rig.play(9.0, 13.5, _hold_handle, with_depth=False, hand=_pull_opens)
+    opened = rig.analyze("ia-pulled", "cabinet_1", 10.5, 12.5)
     assert opened.error_code == _Response.NONE, opened.error_msg
     assert opened.task_success and not opened.failure_reason
     assert {e.verdict for e in opened.verdicts} == {"admit"}
     prop = next(e for e in opened.verdicts if e.kind == "property_set")
-    assert ("robot_state", "joint:cabinet_1@10.500-12.500") in {
-        (r.kind, r.id) for r in prop.evidence}
+    assert re.search(r"end effector: moved 0\.2\d\d m of 0\.2\d\d m commanded", prop.verdict_reason)
+    assert any(r.kind == "robot_state" and r.id.startswith("hand:") for r in prop.evidence)
     cabinet = rig.node("cabinet_1")
     assert _props(cabinet)["openable"] is True and _props(cabinet)["is_opened"] is True
-    assert [r.success for r in cabinet.task_history] == [True]
     assert not cabinet.contents  # opening is not inspecting
+    # the drawer holds the hand back while depth shows no change: locked, and the reason
+    # names all three signals
+    rig.play(19.0, 23.5, _hold_handle, hand=_pull_held)
+    locked = rig.analyze("ia-held", "drawer_1", 20.5, 22.5)
+    assert locked.error_code == _Response.NONE, locked.error_msg
+    lock = next(e for e in locked.verdicts if e.kind == "property_set")
+    assert lock.verdict == "admit", lock.verdict_reason
+    for signal in (r"gripper: closed on something", r"end effector: moved 0\.0\d\d m of 0\.2\d\d m",
+                   r"depth: the region of 'drawer_1' changed 0\.000 m"):
+        assert re.search(signal, lock.verdict_reason), lock.verdict_reason
 
 
 @pytest.mark.ros
@@ -547,12 +566,15 @@ def test_error_codes_and_bad_input(rig: Rig) -> None:
     rig.color["base"].publish(bad_frame)
     bad_depth = numpy_to_image(np.zeros((4, 4, 3), np.uint8), "rgb8")
     rig.depth["base"].publish(bad_depth)
-    rig.joints.publish(JointState(name=["gripper"], position=[math.nan], effort=[1.0]))
+    rig.gripper.publish(Float64(data=math.nan))
+    wrong = PoseStamped()
+    wrong.header.frame_id = "map"
+    rig.hand.publish(wrong)
     wrong_frame = ObjectObservationArray(observations=[_observation("mug", "d9", (0, 0, 0))])
     wrong_frame.header.frame_id = "odom"
     rig.observations.publish(wrong_frame)
     assert rig.wait_for(lambda: all(node.counters.get(k) >= 1 for k in (
-        "bad_image", "bad_depth", "bad_joint_state", "bad_observation")))
+        "bad_image", "bad_depth", "bad_gripper", "bad_hand_pose", "bad_observation")))
 
     rig.play(9.0, 12.0, _hold_handle)
     unknown = rig.analyze("ia-ghost", "ghost_9", 10.0, 11.5)

@@ -14,7 +14,6 @@ from mimir_planner.reasoning import (
     Box3D,
     CameraFrame,
     Detection3D,
-    FixtureStateSample,
     InMemoryWorld,
     NodeSnapshot,
     PrimitiveRecord,
@@ -79,7 +78,7 @@ def make_window(
     contact: bool,
     opened_m: float | None,
     depth: bool = True,
-    joint: bool = False,
+    hand: bool = False,
     cameras: tuple[str, ...] = ("base", "side", "wrist"),
     steps: int = 6,
     start: float = 100.0,
@@ -91,7 +90,9 @@ def make_window(
         contact: whether the gripper closes on the handle (else it closes on nothing).
         opened_m: how far the drawer comes out; None means it does not move.
         depth: give the base camera registered depth, intrinsics and pose.
-        joint: report the drawer slide's joint state.
+        hand: report the commanded and achieved hand positions: the command pulls 0.25 m back
+            while the jaws are engaged; the hand follows by ``opened_m`` (held back when the
+            drawer does not move).
     """
     stamps = np.linspace(start, end, steps)
     frames: list[CameraFrame] = []
@@ -107,6 +108,8 @@ def make_window(
     states = []
     for i, t in enumerate(stamps):
         engaged = contact and 0 < i < steps - 1
+        share = max(0, i - 1) / max(1, steps - 3)
+        handle = np.array([2.0, 0.5, 0.6])
         states.append(
             RobotStateSample(
                 stamp=float(t),
@@ -115,14 +118,12 @@ def make_window(
                 contact=engaged,
                 base_pose=(0.0, 0.0, 0.0),
                 pull_force_n=25.0 if engaged else 0.0,
+                hand_position=tuple(handle - [min(share, 1.0) * (opened_m or 0.0), 0, 0])
+                if hand else None,
+                hand_commanded=tuple(handle - [min(share, 1.0) * 0.25, 0, 0]) if hand else None,
             )
         )
-    fixture_states = []
-    if joint:
-        for i, t in enumerate(stamps):
-            q = (opened_m or 0.0) * i / (steps - 1)
-            fixture_states.append(FixtureStateSample("drawer_3", float(t), q, "prismatic"))
-    return ActionWindow(tuple(frames), tuple(states), tuple(fixture_states))
+    return ActionWindow(tuple(frames), tuple(states))
 
 
 def primitive(name: str = "OpenDrawer", target: str = "drawer_3") -> PrimitiveRecord:

@@ -19,6 +19,7 @@ from mimir_planner.reasoning import (
 from mimir_planner.reasoning.config import load_reasoning_config
 from mimir_planner.reasoning.errors import AnswerRetriesExhaustedError, EvidenceError
 from mimir_planner.reasoning.evidence import DisplacementMeasurement
+from mimir_planner.reasoning.world_view import InMemoryWorld
 
 
 def _analyzer(server_cfg, world=None) -> InteractionAnalyzer:
@@ -170,11 +171,20 @@ def test_misspelt_id_is_rebound_to_nearest_same_label_node() -> None:
     assert grounding and grounding[0].decision is Decision.CORRECT
 
 
+def _opened_world() -> InMemoryWorld:
+    world = make_world()
+    drawer = world.node("drawer_3")
+    assert drawer is not None
+    world.put(dataclasses.replace(
+        drawer, properties={"openable": {"value": True, "is_opened": True}}))
+    return world
+
+
 def test_inspection_uses_inspection_prompt_and_matches_plurals() -> None:
     cup = scissors()
     cup2 = type(cup)("cup", np.array([1.1, -0.1, 0.45]), 0.8, 103.0, "wrist", "det:cup:1")
     with serve([ok("analyzer_inspection_contents.json")]) as srv:
-        result = _analyzer(srv.vlm_config()).analyze(
+        result = _analyzer(srv.vlm_config(), _opened_world()).analyze(
             make_window(contact=False, opened_m=None), primitive("Inspect"), [cup, cup2]
         )
         prompt = srv.requests[0]["messages"][0]["content"][0]["text"]
@@ -185,6 +195,20 @@ def test_inspection_uses_inspection_prompt_and_matches_plurals() -> None:
     assert ("drawer_3", "fullness", "partially_full") in _props(result)
     peak = next(k for k in result.keyframes if k.role == "interaction_peak")
     assert "Scissors" in peak.labels
+
+
+def test_inspecting_a_closed_fixture_writes_no_contents_and_no_emptiness() -> None:
+    # the model answers with contents and fullness for a drawer memory does not hold open:
+    # nothing about its inside can be confirmed, so nothing about it is written
+    with serve([ok("analyzer_inspection_contents.json")]) as srv:
+        result = _analyzer(srv.vlm_config()).analyze(
+            make_window(contact=False, opened_m=None), primitive("Inspect"), [scissors()]
+        )
+    assert result.contents_updates == ()
+    about_inside = [v for v in result.verdicts if v.claim.subject_ids == ("drawer_3",)
+                    and type(v.claim).__name__ in ("ContentClaim", "EmptyClaim")]
+    assert about_inside and all(v.decision is Decision.DEFER for v in about_inside)
+    assert all("not observed open" in v.reason for v in about_inside)
 
 
 def test_request_carries_three_images_and_json_mode() -> None:

@@ -41,6 +41,7 @@ from mimir_planner.reasoning.percepts import (
     failure_category,
     names_match,
     primitive_intent,
+    pull_tracking,
 )
 
 CFG = load_reasoning_config()
@@ -139,6 +140,61 @@ def test_depth_change_measures_only_the_fixture_region() -> None:
     nan_depth = np.full_like(base[0].depth, np.nan)
     blank = CameraFrame("base", 100.0, base[0].rgb, nan_depth, K, CAM_POSE)
     assert depth_change(blank, base[-1], "drawer_3", drawer_3.bbox, cfg) is None
+
+
+def _shifted(frame: CameraFrame, dx: float, *, odom: np.ndarray | None) -> CameraFrame:
+    """The frame with its map pose moved dx along map x; its odom pose given separately."""
+    moved = frame.camera_to_map.copy()
+    moved[0, 3] += dx
+    return CameraFrame(frame.camera, frame.stamp, frame.rgb, frame.depth, frame.intrinsics,
+                       moved, odom)
+
+
+def test_depth_change_ignores_localisation_jumps_and_registers_small_camera_motion() -> None:
+    cfg = PerceptConfig()
+    drawer = make_world().node("drawer_3")
+    assert drawer is not None and drawer.bbox is not None
+    still = make_window(contact=True, opened_m=None).frames_of("base")
+    first = CameraFrame("base", still[0].stamp, still[0].rgb, still[0].depth, K, CAM_POSE,
+                        CAM_POSE)
+    # localisation corrected map by 4 cm between the frames; the camera did not move in odom
+    jumped = _shifted(still[-1], 0.04, odom=CAM_POSE)
+    measure = depth_change(first, jumped, "drawer_3", drawer.bbox, cfg)
+    assert measure is not None and measure.magnitude < 1e-6
+    # without odom poses the same jump reads as 4 cm of motion of a flat wall facing the camera
+    no_odom = [CameraFrame("base", f.stamp, f.rgb, f.depth, K, f.camera_to_map)
+               for f in (first, jumped)]
+    faked = depth_change(no_odom[0], no_odom[1], "drawer_3", drawer.bbox, cfg)
+    assert faked is not None and faked.magnitude == pytest.approx(0.04, abs=1e-3)
+    # the base really crept 2 cm towards the wall: its depth shrinks by as much, and the
+    # registration expects exactly that, so nothing moved
+    crept_pose = CAM_POSE.copy()
+    crept_pose[0, 3] += 0.02
+    crept = CameraFrame("base", still[-1].stamp, still[-1].rgb, still[-1].depth - 0.02, K,
+                        crept_pose, crept_pose)
+    measure = depth_change(first, crept, "drawer_3", drawer.bbox, cfg)
+    assert measure is not None and measure.magnitude < 0.002
+    # further than registration_max_m: not compared at all
+    far_pose = CAM_POSE.copy()
+    far_pose[0, 3] += 0.2
+    far = CameraFrame("base", still[-1].stamp, still[-1].rgb, still[-1].depth, K, far_pose,
+                      far_pose)
+    assert depth_change(first, far, "drawer_3", drawer.bbox, cfg) is None
+
+
+def test_pull_tracking_tells_a_held_back_hand_from_one_that_followed() -> None:
+    cfg = PerceptConfig()
+    locked = make_window(contact=True, opened_m=None, hand=True)
+    opened = make_window(contact=True, opened_m=0.2, hand=True)
+    held = pull_tracking(locked.robot_states, cfg)
+    followed = pull_tracking(opened.robot_states, cfg)
+    assert held is not None and held.commanded_m == pytest.approx(0.25)
+    assert held.achieved_m == pytest.approx(0.0) and held.held_back_m == pytest.approx(0.25)
+    assert followed is not None and followed.held_back_m == pytest.approx(0.05)
+    # no hand reports, or the jaws never held: nothing to say
+    assert pull_tracking(make_window(contact=True, opened_m=None).robot_states, cfg) is None
+    assert pull_tracking(
+        make_window(contact=False, opened_m=None, hand=True).robot_states, cfg) is None
 
 
 def test_collage_layout_and_downscale() -> None:
@@ -286,7 +342,7 @@ def test_contract_gripper_holds_where_the_fingers_stopped_short() -> None:
     # open, open, passing through, just stopped, held, held, opening again, open
     assert holding == [False, False, False, False, True, True, False, False]
     assert readings[4][1].opening_m == pytest.approx((1 - 0.785) * 0.085)
-    samples, _ = robot_states(readings, lambda _t: (0.0, 0.0, 0.0), 5.0, 0.004)
+    samples, _ = robot_states(readings, lambda _t: (0.0, 0.0, 0.0))
     assert [s.contact for s in samples] == holding
 
     on_nothing = [(0.0, 0.0), (0.1, 0.6), (0.2, 0.97), (0.3, 0.975), (0.4, 0.975)]
@@ -320,3 +376,93 @@ def test_hand_travel_while_held_measures_the_part_and_ignores_the_empty_hand() -
     with pytest.raises(EvidenceError):
         RobotStateSample(stamp=0.0, gripper_opening_m=0.0, gripper_effort_n=0.0, contact=False,
                          hand_position=(float("nan"), 0.0, 0.0))
+
+
+def _evidence_of(window, intent: str = "open") -> Evidence:
+    from reasoning_scene import primitive
+
+    from mimir_planner.reasoning import InteractionAnalyzer, make_backend
+
+    cfg = config(backend="offline")
+    world = make_world()
+    analyzer = InteractionAnalyzer(make_backend(cfg), world, cfg)
+    drawer = world.node("drawer_3")
+    assert drawer is not None
+    return analyzer.build_evidence(window, primitive(), [drawer], intent=intent)
+
+
+def test_locked_and_opened_reasons_name_the_gripper_the_hand_and_depth() -> None:
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    locked = _evidence_of(make_window(contact=True, opened_m=None, hand=True))
+    assert locked.pull is not None and locked.pull.held_back_m == pytest.approx(0.25)
+    claim = PropertyClaim("drawer_3", "locked", True, 0.9, "it would not open")
+    (verdict,) = harness.evaluate([claim], _ctx(), locked).verdicts
+    assert verdict.decision is Decision.ADMIT and verdict.verifier == "locked"
+    assert "gripper: closed on something in 4 of 6 readings" in verdict.reason
+    assert "end effector: moved 0.000 m of 0.250 m commanded" in verdict.reason
+    assert "depth: the region of 'drawer_3' changed 0.000 m" in verdict.reason
+
+    opened = _evidence_of(make_window(contact=True, opened_m=0.2, hand=True))
+    claim = PropertyClaim("drawer_3", "openable", True, 0.9, "it slid out", is_opened=True)
+    (verdict,) = harness.evaluate([claim], _ctx(), opened).verdicts
+    assert verdict.decision is Decision.ADMIT
+    assert "fixture moved 0.200 m" in verdict.reason
+    assert "depth: the region of 'drawer_3' changed 0.200 m" in verdict.reason
+    assert "moved 0.200 m of 0.250 m commanded" in verdict.reason
+
+
+def test_locked_needs_the_hand_held_back_from_the_command() -> None:
+    from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
+
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    window = make_window(contact=True, opened_m=None)
+    still = DisplacementMeasurement("drawer_3", 0.001, "m", "depth")
+    # the executor commanded only 2 cm of pull: a door that did not move proves nothing yet
+    timid = Evidence(gripper=window.robot_states, displacements={"drawer_3": still},
+                     depth_changes={"drawer_3": still}, pull=PullTracking(0.02, 0.0, 5))
+    claim = PropertyClaim("drawer_3", "locked", True, 0.9, "stuck")
+    (verdict,) = harness.evaluate([claim], _ctx(), timid).verdicts
+    assert verdict.decision is Decision.DEFER and "not held back" in verdict.reason
+
+
+def test_every_verdict_kind_can_be_switched_off() -> None:
+    import dataclasses
+
+    from mimir_planner.reasoning.config import VERIFIERS, VerifierConfig
+
+    cfg = config()
+    moving = _evidence_of(make_window(contact=True, opened_m=0.2, hand=True))
+    claim = PropertyClaim("drawer_3", "locked", True, 0.9, "wrong")
+    on = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    assert on.evaluate([claim], _ctx(), moving).verdicts[0].decision is Decision.REJECT
+    off = Harness(make_world(), cfg.vocabulary, cfg.percepts,
+                  dataclasses.replace(cfg.verifier, switched_off=("locked",)))
+    (verdict,) = off.evaluate([claim], _ctx(), moving).verdicts
+    assert verdict.decision is Decision.ADMIT and "switched off" in verdict.reason
+    ghost = PropertyClaim("ghost_1", "locked", True, 0.9, "made up")
+    none = Harness(make_world(), cfg.vocabulary, cfg.percepts,
+                   dataclasses.replace(cfg.verifier, switched_off=VERIFIERS))
+    assert {v.decision for v in none.evaluate([ghost, ghost], _ctx(), moving).verdicts} == {
+        Decision.ADMIT}
+    with pytest.raises(ReasoningConfigError):
+        VerifierConfig(switched_off=("vibes",))
+
+
+def test_outcomes_without_a_predicate_follow_the_executor_and_need_views() -> None:
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    claim = OutcomeClaim("drawer_3", "PlaceOn", True, None, "success", 0.9)
+    ctx = ClaimContext("i2", "PlaceOn", "place", "drawer_3", "drawer", np.array([1.0, 0.0, 0.5]),
+                       103.0, reported_success=False, reported_message="NOT_REACHED")
+    (failed,) = harness.evaluate([claim], ctx, Evidence(visible_frames=5)).verdicts
+    assert failed.decision is Decision.CORRECT and "NOT_REACHED" in failed.reason
+    assert failed.corrected is not None and not failed.corrected.success
+    unknown = ClaimContext("i3", "PlaceOn", "place", "drawer_3", "drawer",
+                           np.array([1.0, 0.0, 0.5]), 103.0)
+    (blind,) = harness.evaluate([claim], unknown, Evidence(visible_frames=1)).verdicts
+    assert blind.decision is Decision.DEFER and "1 frame(s)" in blind.reason
+    seen = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    (ok,) = seen.evaluate([claim], unknown, Evidence(visible_frames=3)).verdicts
+    assert ok.decision is Decision.ADMIT

@@ -30,7 +30,6 @@ from mimir_planner.reasoning.harness import PendingClaim
 from mimir_planner.reasoning.jobs import AnalysisJobs
 from mimir_planner.reasoning.window import (
     GripperReading,
-    fixture_joint_type,
     recheck_evidence,
     robot_states,
     spread,
@@ -47,13 +46,13 @@ from mimir_planner.reasoning.writes import (
 
 def test_evidence_links_name_what_memory_can_point_at() -> None:
     links = evidence_links(["frame:base@9.500", "frame:wrist@10.000", "det-7", "gripper@11.2",
-                            "joint:cabinet_1@1.000-2.000", "kf-a", "det-7"], _ctx(set()),
+                            "hand:1.000-2.000", "kf-a", "det-7"], _ctx(set()),
                            origin="ia-0")
     assert links == (
         EvidenceLink("interaction", "ia-1"), EvidenceLink("interaction", "ia-0", "claim made here"),
         EvidenceLink("keyframe", "kf-a"), EvidenceLink("keyframe", "kf-b"),
         EvidenceLink("detection", "det-7"), EvidenceLink("robot_state", "gripper@11.2"),
-        EvidenceLink("robot_state", "joint:cabinet_1@1.000-2.000"))
+        EvidenceLink("robot_state", "hand:1.000-2.000"))
     assert evidence_links([], _ctx(set()), origin="ia-1") == links[:1] + links[2:4]
 
 
@@ -118,19 +117,19 @@ def test_outcome_answer_and_unwritten_records() -> None:
     assert "not_written" not in unwritten_record(waiting, "")
 
 
-def test_robot_states_spread_and_joint_types() -> None:
-    readings = [(1.0, GripperReading(0.03, 25.0)), (1.1, GripperReading(0.0, 30.0)),
-                (1.2, GripperReading(0.08, 0.0))]
+def test_robot_states_and_spread() -> None:
+    readings = [(1.0, GripperReading(0.03, True)), (1.1, GripperReading(0.0, False)),
+                (1.2, GripperReading(0.08, False))]
     poses = {1.1: (1.0, 2.0, 0.5)}
-    samples, missing = robot_states(readings, poses.get, 5.0, 0.004)
-    assert [s.contact for s in samples] == [True, False, False]  # closed on nothing at 1.1
+    hands = {1.0: (0.5, 0.0, 0.6)}
+    commands = {1.0: (0.4, 0.0, 0.6), 1.2: (0.3, 0.0, 0.6)}
+    samples, missing = robot_states(readings, poses.get, hands.get, commands.get)
+    assert [s.contact for s in samples] == [True, False, False]
     assert [s.base_pose for s in samples] == [(0.0, 0.0, 0.0), (1.0, 2.0, 0.5), (1.0, 2.0, 0.5)]
+    assert [s.hand_position for s in samples] == [(0.5, 0.0, 0.6), None, None]
+    assert [s.hand_commanded for s in samples] == [(0.4, 0.0, 0.6), None, (0.3, 0.0, 0.6)]
     assert missing == 1
     assert spread(list(range(10)), 4) == [0, 3, 6, 9] and spread([1, 2], 5) == [1, 2]
-    world = InMemoryWorld([NodeSnapshot("cab_1", "drawer", np.zeros(3))])
-    assert fixture_joint_type(world, "cab_1", {"drawer"}) == "prismatic"
-    assert fixture_joint_type(world, "drawer_7", {"drawer"}) == "prismatic"
-    assert fixture_joint_type(world, "cabinet_2", {"drawer"}) == "revolute"
 
 
 def test_recheck_evidence_keeps_detections_inside_pending_fixtures() -> None:

@@ -99,7 +99,7 @@ def test_every_key_is_declared_by_the_node(file: str) -> None:
 
 def test_the_robot_file_gives_the_analyzer_what_the_sim_file_does() -> None:
     robot = _sections("mimir.yaml")["/**/analyzer"]["ros__parameters"]
-    assert robot["prismatic_labels"] == ["drawer"]
+    assert robot["odom_frame"] == "odom"
     assert robot["tf_wait_s"] == 2.0
 
 

@@ -1,17 +1,11 @@
 """The analyzer node's sensor side: message converters and the buffers of an action window.
 
 :class:`WindowRecorder` keeps, per camera, colour frames with their registered depth and the
-newest camera info, and keeps gripper readings, fixture joint states and 3D detections; asked
-for a window it converts the buffered messages into the reasoning core's records, looking up
-camera and base poses in TF at each stamp.
-
-The analyzer reads fixture joint states on ``target_state`` (sensor_msgs/JointState) where the
-embodiment reports them: each entry's name is a memory node id (``cabinet_2``), its position the
-opening (door angle in rad, drawer travel in m; 0 = closed), the header stamp the time of the
-reading. The joint type follows the node's label (from memory; for ids memory does not hold yet,
-the id without its ``_<number>`` suffix): labels in ``prismatic_labels`` slide (metres), every
-other fixture turns on a hinge (radians). The samples inside a window become the analyzer's
-``FixtureStateSample``s, from which the reasoning core measures how far the fixture moved.
+newest camera info, and keeps what the robot contract reports (gripper position, achieved and
+commanded end-effector poses) and 3D detections; asked for a window it converts the buffered
+messages into the reasoning core's records, looking up camera and base poses in TF at each
+stamp (camera poses in ``map`` and in ``odom``: the latter does not jump when localisation
+corrects the base). Nothing here reads a simulator: no fixture joint, no entity id.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from scipy.spatial.transform import Rotation
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image
 
 from mimir.nodes.perception.messages import CameraInfoError, camera_info_to_intrinsics
 from mimir.nodes.planner.analyzer_params import AnalyzerNodeConfig
@@ -37,12 +31,10 @@ from mimir_planner.reasoning import (
     ActionWindow,
     CameraFrame,
     Detection3D,
-    FixtureStateSample,
     RobotStateSample,
 )
 from mimir_planner.reasoning.errors import EvidenceError
 from mimir_planner.reasoning.window import (
-    GripperReading,
     contract_gripper_readings,
     robot_states,
     spread,
@@ -51,60 +43,6 @@ from mimir_planner.reasoning.window import (
 #: colour frames of one camera with their depth images and camera info (messages)
 CameraStream = PairedFrames[Image, Image, CameraInfo]
 Warn = Callable[[str, str], None]
-
-
-def gripper_reading(msg: JointState, joint: str) -> GripperReading | None:
-    """The gripper joint of a joint state message; None when the message does not carry it.
-
-    Raises:
-        ValueError: the gripper entry is present but not finite or the opening is negative.
-    """
-    try:
-        index = list(msg.name).index(joint)
-    except ValueError:
-        return None
-    if index >= len(msg.position):
-        raise ValueError(f"joint state names '{joint}' but carries no position for it")
-    opening = float(msg.position[index])
-    effort = float(msg.effort[index]) if index < len(msg.effort) else 0.0
-    if not (math.isfinite(opening) and math.isfinite(effort)):
-        raise ValueError(f"gripper joint '{joint}' is not finite")
-    if opening < 0.0:
-        raise ValueError(f"gripper opening {opening} m is negative")
-    return GripperReading(opening, effort)
-
-
-def fixture_samples(
-    msg: JointState, joint_type: Callable[[str], str]
-) -> tuple[list[FixtureStateSample], list[str]]:
-    """Fixture joint readings of a ``target_state`` message.
-
-    Args:
-        msg: one entry per fixture: name = memory node id, position = opening (rad or m).
-        joint_type: ``prismatic`` or ``revolute`` for a node id.
-
-    Returns:
-        (samples, problems): the valid readings, and one text per entry left out (no name,
-        no position, a non-finite value).
-    """
-    stamp = to_seconds(msg.header.stamp)
-    samples: list[FixtureStateSample] = []
-    problems: list[str] = []
-    for index, name in enumerate(msg.name):
-        if not name.strip():
-            problems.append(f"entry {index} has no name")
-            continue
-        if index >= len(msg.position):
-            problems.append(f"'{name}' carries no position")
-            continue
-        kind = joint_type(name)
-        try:
-            samples.append(FixtureStateSample(
-                fixture_id=name.strip(), stamp=stamp, position=float(msg.position[index]),
-                joint_type="prismatic" if kind == "prismatic" else "revolute"))
-        except EvidenceError as err:
-            problems.append(f"'{name}': {err}")
-    return samples, problems
 
 
 def detections_from_msg(msg: ObjectObservationArray) -> tuple[list[Detection3D], int]:
@@ -150,10 +88,9 @@ class WindowRecorder:
             cam: PairedFrames(cfg.buffer_seconds, cfg.frame_min_period_s, cfg.depth_tolerance_s)
             for cam in cfg.cameras
         }
-        self.gripper: FrameBuffer[GripperReading] = FrameBuffer(cfg.buffer_seconds)
         self.gripper_position: FrameBuffer[float] = FrameBuffer(cfg.buffer_seconds)
         self.hand: FrameBuffer[np.ndarray] = FrameBuffer(cfg.buffer_seconds)
-        self.fixture_states: FrameBuffer[FixtureStateSample] = FrameBuffer(cfg.buffer_seconds)
+        self.hand_command: FrameBuffer[np.ndarray] = FrameBuffer(cfg.buffer_seconds)
         self.detections: FrameBuffer[Detection3D] = FrameBuffer(cfg.buffer_seconds)
 
     def on_color(self, camera: str, msg: Image) -> None:
@@ -171,16 +108,6 @@ class WindowRecorder:
             return
         self.streams[camera].add_depth(to_seconds(msg.header.stamp), msg)
 
-    def on_joint_state(self, msg: JointState) -> None:
-        """Buffers the gripper reading of a joint state, if it carries one."""
-        try:
-            reading = gripper_reading(msg, self.config.gripper_joint)
-        except ValueError as err:
-            self._warn("bad_joint_state", f"ignoring a joint state: {err}")
-            return
-        if reading is not None:
-            self.gripper.add(to_seconds(msg.header.stamp), reading)
-
     def on_gripper(self, stamp: float, position: float) -> None:
         """Buffers a contract gripper reading (0 open .. 1 closed) received at ``stamp``."""
         if not math.isfinite(position) or not -0.05 <= position <= 1.05:
@@ -190,17 +117,33 @@ class WindowRecorder:
 
     def on_hand(self, msg: PoseStamped) -> None:
         """Buffers the achieved end-effector position (robot contract, in the base frame)."""
+        self._add_hand(self.hand, msg, "achieved")
+
+    def on_hand_command(self, msg: PoseStamped) -> None:
+        """Buffers the commanded end-effector position (robot contract, in the base frame)."""
+        self._add_hand(self.hand_command, msg, "commanded")
+
+    def _add_hand(self, buffer: FrameBuffer[np.ndarray], msg: PoseStamped, kind: str) -> None:
         p = msg.pose.position
         point = np.array([p.x, p.y, p.z], dtype=np.float64)
         if not np.all(np.isfinite(point)) or (
                 msg.header.frame_id and msg.header.frame_id != self.config.base_frame):
-            self._warn("bad_hand_pose", f"ignoring a hand pose in {msg.header.frame_id!r}")
+            self._warn("bad_hand_pose", f"ignoring a {kind} hand pose in "
+                       f"{msg.header.frame_id!r}")
             return
-        self.hand.add(to_seconds(msg.header.stamp), point)
+        buffer.add(to_seconds(msg.header.stamp), point)
 
     def hand_position(self, stamp: float) -> tuple[float, float, float] | None:
         """The achieved hand position in the map near ``stamp`` (within 0.15 s), or None."""
-        near = self.hand.window(stamp - 0.15, stamp + 0.15)
+        return self._hand_in_map(self.hand, stamp)
+
+    def hand_commanded(self, stamp: float) -> tuple[float, float, float] | None:
+        """The commanded hand position in the map near ``stamp`` (within 0.15 s), or None."""
+        return self._hand_in_map(self.hand_command, stamp)
+
+    def _hand_in_map(self, buffer: FrameBuffer[np.ndarray],
+                     stamp: float) -> tuple[float, float, float] | None:
+        near = buffer.window(stamp - 0.15, stamp + 0.15)
         if not near:
             return None
         when, point = min(near, key=lambda entry: abs(entry[0] - stamp))
@@ -223,19 +166,20 @@ class WindowRecorder:
                 return
             time.sleep(0.02)
 
-    def camera_pose(self, camera: str, frame_id: str, stamp: float,
-                    deadline: float) -> np.ndarray | None:
-        """Pose of a frame's optical frame in the map at its stamp.
+    def camera_pose(self, camera: str, frame_id: str, stamp: float, deadline: float,
+                    fixed: str | None = None) -> np.ndarray | None:
+        """Pose of a frame's optical frame in ``fixed`` (the map by default) at its stamp.
 
         A stamp beyond the buffered transforms (TF of the newest frames can trail the images)
         is retried until ``deadline`` (monotonic s), which all frames of a window share.
         """
         frame = frame_id or f"{camera}{self.config.optical_frame_suffix}"
+        target = fixed or self.config.map_frame
         try:
-            return np.asarray(lookup_waiting(self.tf, self.config.map_frame, frame, stamp,
-                                             deadline=deadline))
+            return np.asarray(lookup_waiting(self.tf, target, frame, stamp, deadline=deadline))
         except TransformError as err:
-            self._warn("camera_pose_unavailable", f"no pose of {frame} at {stamp:.3f}: {err}")
+            self._warn("camera_pose_unavailable", f"no pose of {frame} in {target} at "
+                       f"{stamp:.3f}: {err}")
             return None
 
     def _intrinsics(self, camera: str, info: CameraInfo | None
@@ -289,6 +233,9 @@ class WindowRecorder:
                         intrinsics=k_matrix if size == image_size else None,
                         camera_to_map=self.camera_pose(camera, entry.color.header.frame_id,
                                                        entry.stamp, tf_deadline),
+                        camera_to_odom=self.camera_pose(camera, entry.color.header.frame_id,
+                                                        entry.stamp, tf_deadline,
+                                                        self.config.odom_frame),
                     ))
                 except EvidenceError as err:
                     self._warn("bad_image", f"ignoring a {camera} frame: {err}")
@@ -306,15 +253,11 @@ class WindowRecorder:
     def robot_states(self, lo: float, hi: float) -> list[RobotStateSample]:
         """Robot states of the gripper readings in ``[lo, hi]``."""
         cfg = self.config
-        if cfg.gripper_source == "contract":
-            readings = contract_gripper_readings(
-                self.gripper_position.window(lo, hi), stroke_m=cfg.gripper_stroke_m,
-                open_below=cfg.gripper_open_below, closed_empty=cfg.gripper_closed_empty)
-        else:
-            readings = list(self.gripper.window(lo, hi))
-        samples, missing = robot_states(readings, self.base_pose,
-                                        cfg.contact_effort_n, cfg.closed_opening_m,
-                                        self.hand_position)
+        readings = contract_gripper_readings(
+            self.gripper_position.window(lo, hi), stroke_m=cfg.gripper_stroke_m,
+            open_below=cfg.gripper_open_below, closed_empty=cfg.gripper_closed_empty)
+        samples, missing = robot_states(readings, self.base_pose, self.hand_position,
+                                        self.hand_commanded)
         if missing:
             self._warn("base_pose_unavailable",
                        f"no {cfg.map_frame} -> {cfg.base_frame} transform for {missing} "
@@ -330,5 +273,4 @@ class WindowRecorder:
         return ActionWindow(
             frames=tuple(frames),
             robot_states=tuple(self.robot_states(lo, hi)),
-            fixture_states=tuple(s for _, s in self.fixture_states.window(lo, hi)),
         ), detections

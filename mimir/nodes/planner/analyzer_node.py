@@ -5,14 +5,11 @@ Buffers, per camera ``<cam>``: ``cameras/<cam>/color/image_raw``, the registered
 ``cameras/<cam>/color/camera_info``; the camera pose in ``map_frame`` comes from TF at each
 frame's stamp, looked up when a window is analysed (after it ended; a frame slightly newer
 than the newest transform waits up to ``tf_wait_s`` for TF to catch up instead of being
-dropped). It also buffers the robot contract's gripper (``robot/gripper``, 0 open .. 1 closed;
-or, with ``gripper_source: joint_states``, the ``gripper_joint`` of ``joint_states`` with its
-opening in metres and grip force in newtons) and achieved hand pose, the base pose from TF,
-3D detections from ``observations`` and the latest latched ``scene_graph``, which backs the
-:class:`~mimir.nodes.planner.ros_world.SceneGraphWorld` the reasoning core reads.
-
-Fixture joint states come on ``target_state`` where the embodiment reports them (see
-:mod:`mimir.nodes.planner.analyzer_inputs`).
+dropped). It also buffers the robot contract's gripper (``robot/gripper``, 0 open .. 1 closed)
+and achieved and commanded hand poses, the base pose from TF, 3D detections from
+``observations`` and the latest latched ``scene_graph``, which backs the
+:class:`~mimir.nodes.planner.ros_world.SceneGraphWorld` the reasoning core reads. It reads no
+simulator interface: a robot has no fixture joints to report.
 
 ``analyze_interaction`` (mimir_msgs/AnalyzeInteraction) and, with ``auto_analyze``, every
 ENDED ``interaction_events`` message run one analysis per interaction id: gather the window
@@ -44,14 +41,10 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Float64
 
-from mimir.nodes.planner.analyzer_inputs import (
-    WindowRecorder,
-    detections_from_msg,
-    fixture_samples,
-)
+from mimir.nodes.planner.analyzer_inputs import WindowRecorder, detections_from_msg
 from mimir.nodes.planner.analyzer_memory import (
     MemoryClient,
     SentWrite,
@@ -90,17 +83,17 @@ from mimir_planner.reasoning.errors import (
     ReasoningError,
 )
 from mimir_planner.reasoning.jobs import AnalysisJob, AnalysisJobs
-from mimir_planner.reasoning.window import fixture_joint_type, recheck_evidence
+from mimir_planner.reasoning.window import recheck_evidence
 from mimir_planner.reasoning.writes import WriteContext, plan_writes
-from mimir_robot.contract import TOPIC_EE_ACHIEVED, TOPIC_GRIPPER
+from mimir_robot.contract import TOPIC_EE_ACHIEVED, TOPIC_EE_COMMANDED, TOPIC_GRIPPER
 
 __all__ = ["AnalyzerNode", "AnalyzerNodeConfig", "AnalyzerNodeError", "main"]
 
 _Response = AnalyzeInteraction.Response
 #: answers of finished analyses kept for repeated requests (oldest forgotten first)
 _KEEP_RESULTS = 500
-_WARN_KEYS = ("bad_image", "bad_depth", "bad_camera_info", "bad_joint_state",
-              "bad_fixture_state", "bad_observation", "bad_scene_graph",
+_WARN_KEYS = ("bad_image", "bad_depth", "bad_camera_info", "bad_gripper", "bad_hand_pose",
+              "bad_observation", "bad_scene_graph",
               "camera_pose_unavailable", "base_pose_unavailable", "keyframe_save_failed",
               "memory_write_failed")
 
@@ -132,8 +125,6 @@ class AnalyzerNode(Node):
             cfg, make_transform_source(self, cache_seconds=cfg.buffer_seconds + 10.0),
             self._warn, self.counters.add)
         self.streams = self.inputs.streams
-        self.fixture_states = self.inputs.fixture_states
-        self._prismatic = frozenset(label.strip().lower() for label in cfg.prismatic_labels)
         self._fresh_detections: list[Detection3D] = []
         self._fresh_lock = threading.Lock()
         self._jobs = AnalysisJobs(_KEEP_RESULTS)
@@ -154,17 +145,13 @@ class AnalyzerNode(Node):
                 CameraInfo, f"cameras/{cam}/color/camera_info",
                 lambda msg, cam=cam: self.streams[cam].set_info(msg), qos.SENSOR,
                 callback_group=sensor_group)
-        if cfg.gripper_source == "contract":
-            self.create_subscription(
-                Float64, TOPIC_GRIPPER, lambda msg: self.inputs.on_gripper(
-                    self.get_clock().now().nanoseconds * 1e-9, msg.data),
-                qos.EVENTS, callback_group=sensor_group)
-        else:
-            self.create_subscription(JointState, "joint_states", self.inputs.on_joint_state,
-                                     qos.SENSOR, callback_group=sensor_group)
-        self.create_subscription(JointState, "target_state", self._on_target_state, qos.EVENTS,
-                                 callback_group=sensor_group)
+        self.create_subscription(
+            Float64, TOPIC_GRIPPER, lambda msg: self.inputs.on_gripper(
+                self.get_clock().now().nanoseconds * 1e-9, msg.data),
+            qos.EVENTS, callback_group=sensor_group)
         self.create_subscription(PoseStamped, TOPIC_EE_ACHIEVED, self.inputs.on_hand,
+                                 qos.EVENTS, callback_group=sensor_group)
+        self.create_subscription(PoseStamped, TOPIC_EE_COMMANDED, self.inputs.on_hand_command,
                                  qos.EVENTS, callback_group=sensor_group)
         self.create_subscription(ObjectObservationArray, "observations", self._on_observations,
                                  qos.EVENTS, callback_group=sensor_group)
@@ -202,17 +189,6 @@ class AnalyzerNode(Node):
     def _warn(self, key: str, text: str) -> None:
         self.counters.add(key)
         self.get_logger().warning(text, throttle_duration_sec=5.0)
-
-    def joint_type(self, node_id: str) -> str:
-        """``prismatic`` or ``revolute`` for a fixture id (see ``analyzer_inputs``)."""
-        return fixture_joint_type(self.world, node_id, self._prismatic)
-
-    def _on_target_state(self, msg: JointState) -> None:
-        samples, problems = fixture_samples(msg, self.joint_type)
-        if problems:
-            self._warn("bad_fixture_state", f"ignoring fixture states: {'; '.join(problems)}")
-        for sample in samples:
-            self.fixture_states.add(sample.stamp, sample)
 
     def _on_observations(self, msg: ObjectObservationArray) -> None:
         frame = msg.header.frame_id or self.config.map_frame

@@ -41,37 +41,20 @@ class AnalyzerNodeConfig:
         read_only=True)
     rectified: bool = param(True, "camera infos describe rectified images", read_only=True)
     map_frame: str = param("map", "fixed frame of memory", read_only=True)
+    odom_frame: str = param(
+        "odom", "odometry frame: two frames of a camera are compared through their poses in it",
+        read_only=True)
     base_frame: str = param("base_link", "robot base frame", read_only=True)
     optical_frame_suffix: str = param(
         "_color_optical_frame",
         "camera optical frame is <cam><suffix> when an image header has no frame id",
         read_only=True)
-    gripper_source: str = param(
-        "contract",
-        "where the gripper is read: contract (robot/gripper, 0 open .. 1 closed, as the TidyBot++ "
-        "reports it) or joint_states (gripper_joint: opening in m and grip force in N)",
-        read_only=True)
     gripper_stroke_m: float = param(
-        0.085, "jaw opening of a fully open gripper (m; contract source)", read_only=True)
+        0.085, "jaw opening of a fully open gripper (m)", read_only=True)
     gripper_open_below: float = param(
-        0.05, "contract readings below this are an open gripper", read_only=True)
+        0.05, "robot/gripper readings below this are an open gripper", read_only=True)
     gripper_closed_empty: float = param(
-        0.93, "contract readings at or above this closed on nothing", read_only=True)
-    gripper_joint: str = param(
-        "gripper",
-        "joint of joint_states that reports the gripper (position = opening m, effort = grip "
-        "force N)",
-        read_only=True)
-    contact_effort_n: float = param(
-        5.0, "grip force above which the jaws touch something (N)", read_only=True)
-    closed_opening_m: float = param(
-        0.004, "jaw opening below which the gripper closed on nothing (m)", read_only=True)
-    prismatic_labels: tuple[str, ...] = param(
-        ("drawer",),
-        "fixture labels whose target_state position is a slide in metres; every other fixture's "
-        "is a hinge angle in radians (label of the memory node, else the id without its _<number> "
-        "suffix)",
-        read_only=True)
+        0.93, "robot/gripper readings at or above this closed on nothing", read_only=True)
     tf_wait_s: float = param(
         2.0,
         "how long one analysis waits, in all, for TF to reach the stamps of frames newer than the "
@@ -110,27 +93,20 @@ class AnalyzerNodeConfig:
             raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
         if len(set(self.cameras)) != len(self.cameras):
             raise ValueError(f"cameras repeat: {self.cameras!r}")
-        if self.gripper_source not in ("contract", "joint_states"):
-            raise ValueError(f"gripper_source must be contract or joint_states, got "
-                             f"{self.gripper_source!r}")
         if not (0.0 <= self.gripper_open_below < self.gripper_closed_empty <= 1.0
                 and self.gripper_stroke_m > 0.0):
             raise ValueError("need 0 <= gripper_open_below < gripper_closed_empty <= 1 and a "
                              "positive gripper_stroke_m")
-        if not self.map_frame or not self.base_frame or not self.gripper_joint:
-            raise ValueError("map_frame, base_frame and gripper_joint must be non-empty")
+        if not self.map_frame or not self.odom_frame or not self.base_frame:
+            raise ValueError("map_frame, odom_frame and base_frame must be non-empty")
         for name in ("buffer_seconds", "service_timeout_s", "analysis_timeout_s",
                      "recheck_period_s", "diagnostics_period_s"):
             if not getattr(self, name) > 0.0:
                 raise ValueError(f"{name} must be positive")
-        for name in ("frame_min_period_s", "depth_tolerance_s", "contact_effort_n",
-                     "closed_opening_m", "window_margin_s", "frame_wait_s",
+        for name in ("frame_min_period_s", "depth_tolerance_s", "window_margin_s", "frame_wait_s",
                      "keyframe_max_offset_s", "tf_wait_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"{name} must be finite and non-negative")
-        if any(not label.strip() for label in self.prismatic_labels):
-            raise ValueError(f"prismatic_labels must be non-empty labels, got "
-                             f"{self.prismatic_labels!r}")
         if self.max_frames_per_camera < 2:
             raise ValueError("max_frames_per_camera must be at least 2 (before and after)")
