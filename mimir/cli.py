@@ -151,6 +151,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         scenario=args.scenario, vlm_backend=args.vlm, run_root=Path(args.runs),
         seed=args.seed, step_budget=args.step_budget, params_file=args.params_file,
         instruction_timeout_s=args.instruction_timeout, quiet=args.quiet,
+        reasoner_faults=args.reasoner_faults, fault_seed=args.fault_seed,
+        verifiers_off=args.verifiers_off, hold_s=args.hold,
     )
     try:
         return run_sim_job(options, sys.argv)
@@ -322,6 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--instruction-timeout", type=float, default=600.0,
                      help="wall-clock limit per instruction (s)")
     sim.add_argument("--quiet", action="store_true", help="write the trace without printing it")
+    sim.add_argument("--reasoner-faults", type=float, default=0.0, metavar="P",
+                     help="corrupt this share of reasoner answers (0..1, seeded, each logged to "
+                          "reasoner_faults.jsonl) to test the verification harness")
+    sim.add_argument("--fault-seed", type=int, default=0, help="seed of --reasoner-faults")
+    sim.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+                     help="keep the node graph running this long after the instructions")
+    sim.add_argument("--verifiers-off", default="", metavar="KINDS",
+                     help="comma-separated verdict kinds to switch off, or 'all' (ablations)")
     sim.set_defaults(handler=_cmd_sim)
     doctor = sub.add_parser("doctor", help="check the installation")
     doctor.set_defaults(handler=_cmd_doctor)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -162,7 +163,9 @@ class SimClient:
         self._trace.record(
             "memory", f"      memory [{msg.verdict}] {msg.subject_id}: {detail}{reason}",
             instruction=self._current, event_id=msg.event_id, verdict=msg.verdict,
-            event_kind=msg.kind, subject=msg.subject_id, payload=payload)
+            event_kind=msg.kind, subject=msg.subject_id, payload=payload,
+            reason=msg.verdict_reason,
+            interactions=[r.id for r in msg.evidence if r.kind == "interaction"])
 
     def _on_interaction(self, msg: InteractionEvent) -> None:
         if msg.phase != InteractionEvent.PHASE_ENDED:
@@ -243,6 +246,40 @@ class SimClient:
             instruction=index, planner_progress=result.progress, steps=result.steps,
             answer=result.answer, judged=judged.success, details=judged.details_json)
         return report
+
+    def hold(self, seconds: float) -> None:
+        """Keeps the graph running for ``seconds`` after the instructions (to look at it, or
+        to send it primitives by hand); a node that dies meanwhile ends the run as a failure."""
+        domain = os.environ.get("ROS_DOMAIN_ID", "0")
+        self._trace.record("status", f"holding the graph for {seconds:.0f} s "
+                           f"(ROS_DOMAIN_ID={domain}); Ctrl-C ends it")
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline:
+                self._check_alive()
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            self._trace.record("status", "hold ended by Ctrl-C")
+
+    def graph_snapshot(self) -> dict[str, dict[str, list[str]]]:
+        """The running graph as DDS sees it: per node, what it publishes, subscribes to, serves
+        and calls (topic and service names), for the run folder's ``graph.json``."""
+        node = self.node
+        snapshot: dict[str, dict[str, list[str]]] = {}
+        for name, namespace in node.get_node_names_and_namespaces():
+            key = f"{namespace.rstrip('/')}/{name}"
+            snapshot[key] = {
+                "publishers": sorted(t for t, _ in node.get_publisher_names_and_types_by_node(
+                    name, namespace)),
+                "subscriptions": sorted(t for t, _ in
+                                        node.get_subscriber_names_and_types_by_node(
+                                            name, namespace)),
+                "services": sorted(t for t, _ in node.get_service_names_and_types_by_node(
+                    name, namespace)),
+                "clients": sorted(t for t, _ in node.get_client_names_and_types_by_node(
+                    name, namespace)),
+            }
+        return snapshot
 
     def memory_figures(self) -> dict[str, Any]:
         """Sizes of the memory after the run, read over ROS."""

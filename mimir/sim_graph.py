@@ -18,7 +18,7 @@ anywhere; the launch file turns each entry into a ``launch_ros`` node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -88,3 +88,59 @@ def graph_parameters(node: GraphNode, *, memory_dir: Any, use_sim_time: Any = Tr
         values[name] = inputs[name]
     values.update(node.fixed)
     return values
+
+
+# --------------------------------------------------------------------------- the running graph
+
+#: nodes of a simulation run that stand for the simulator or drive it; every other node is on
+#: the robot side and must work unchanged on the TidyBot++
+SIM_SIDE_NODES: tuple[str, ...] = ("/sim_bridge", "/mimir_sim_job")
+
+#: topics the simulator publishes that a robot has too: ROS's own, and perception's outputs,
+#: which the segmentation node publishes on the robot (the bridge stands in for it)
+_SHARED_TOPICS = ("/clock", "/rosout", "/parameter_events", "/tf_static", "/diagnostics")
+_PERCEPTION_OUTPUTS = ("segmentation", "parts")
+
+GraphSnapshot = Mapping[str, Mapping[str, Sequence[str]]]
+
+
+def robot_interfaces() -> frozenset[str]:
+    """Topic names (absolute, root namespace) a robot offers: the contract and the shared ones."""
+    from mimir_robot import contract  # noqa: PLC0415 - keeps this module light for launch files
+
+    names = {contract.TOPIC_TF, contract.TOPIC_ODOM, contract.TOPIC_EE_COMMANDED,
+             contract.TOPIC_EE_ACHIEVED, contract.TOPIC_GRIPPER,
+             contract.TOPIC_INTERACTION_EVENTS, contract.TOPIC_DIAGNOSTICS, *_SHARED_TOPICS}
+    for camera in contract.CAMERAS:
+        topics = contract.camera_topics(camera)
+        names |= {topics.color, topics.depth, topics.camera_info}
+        names |= {f"cameras/{camera}/{kind}" for kind in _PERCEPTION_OUTPUTS}
+    return frozenset(n if n.startswith("/") else f"/{n}" for n in names)
+
+
+def sim_only_interfaces(graph: GraphSnapshot) -> frozenset[str]:
+    """What the simulation side offers that no robot does: topics it publishes beyond the robot
+    interfaces and services it serves (node parameter services aside)."""
+    allowed = robot_interfaces()
+    robot_offers = {name for node, entry in graph.items() if node not in SIM_SIDE_NODES
+                    for name in (*entry.get("publishers", ()), *entry.get("services", ()))}
+    offered: set[str] = set()
+    for node in SIM_SIDE_NODES:
+        entry = graph.get(node, {})
+        offered |= {t for t in entry.get("publishers", ()) if t not in allowed}
+        offered |= {s for s in entry.get("services", ()) if not s.startswith(f"{node}/")}
+    return frozenset(offered - robot_offers)
+
+
+def robot_side_violations(graph: GraphSnapshot) -> list[str]:
+    """Every subscription or client of a robot-side node to a simulation-only interface."""
+    only = sim_only_interfaces(graph)
+    found: list[str] = []
+    for node, entry in sorted(graph.items()):
+        if node in SIM_SIDE_NODES:
+            continue
+        for what in ("subscriptions", "clients"):
+            for name in entry.get(what, ()):
+                if name in only or any(name.startswith(f"{sim}/") for sim in SIM_SIDE_NODES):
+                    found.append(f"{node} {what[:-1]} {name}")
+    return found

@@ -20,6 +20,7 @@ the bridge to judge every instruction from simulator state; and it writes a run 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -63,6 +64,10 @@ class SimJobOptions:
     params_file: str = ""
     extra_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     quiet: bool = False
+    reasoner_faults: float = 0.0
+    fault_seed: int = 0
+    verifiers_off: str = ""
+    hold_s: float = 0.0
 
 
 
@@ -88,6 +93,12 @@ def check_options(options: SimJobOptions) -> None:
     if options.step_budget < 1:
         raise SimJobError(f"--step-budget must be at least 1, got {options.step_budget}",
                           "give the number of planner calls allowed per instruction")
+    if not (math.isfinite(options.reasoner_faults) and 0.0 <= options.reasoner_faults <= 1.0):
+        raise SimJobError(f"--reasoner-faults must lie in [0, 1], got {options.reasoner_faults}",
+                          "give the share of reasoner answers to corrupt")
+    if not (math.isfinite(options.hold_s) and options.hold_s >= 0.0):
+        raise SimJobError(f"--hold must be a non-negative number of seconds, got "
+                          f"{options.hold_s}", "give how long to keep the graph up after the run")
     limits = (("--instruction-timeout", options.instruction_timeout_s),
               ("the start-up timeout", options.startup_timeout_s))
     for what, value in limits:
@@ -193,6 +204,12 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
         (run_dir / "robot_trace.jsonl").resolve())
     data[section_key("sim_bridge")]["ros__parameters"]["seed"] = options.seed
     data[section_key("planner")]["ros__parameters"]["step_budget"] = options.step_budget
+    data[section_key("sim_bridge")]["ros__parameters"]["audit_file"] = str(
+        (run_dir / "audit.jsonl").resolve())
+    data[section_key("analyzer")]["ros__parameters"].update(
+        reasoner_faults=float(options.reasoner_faults), reasoner_fault_seed=options.fault_seed,
+        fault_log=str((run_dir / "reasoner_faults.jsonl").resolve()),
+        verifiers_off=options.verifiers_off)
     for name, values in options.extra_params.items():
         data[section_key(name)]["ros__parameters"].update(values)
     return data
@@ -342,11 +359,15 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
             nodes.start()
             with SimClient(trace, nodes.dead) as client:
                 client.wait_ready(options.startup_timeout_s)
+                (run_dir / "graph.json").write_text(json.dumps(client.graph_snapshot(),
+                                                               indent=1, sort_keys=True))
                 for index, text in enumerate(instructions):
                     report = client.run_instruction(index, text, options.step_budget,
                                                     options.instruction_timeout_s)
                     reports.append(report)
                 figures = client.memory_figures()
+                if options.hold_s > 0.0:
+                    client.hold(options.hold_s)
         except SimJobError as err:
             failure = err
             # the command line prints the error itself; the trace keeps it with the log tails
@@ -386,6 +407,39 @@ def _remove_unused_run_folder(run_dir: Path) -> None:
             folder.rmdir()  # only succeeds when empty
 
 
+def audit_lines(run_dir: Path) -> list[str]:
+    """The report's harness audit: memory's verdicts graded by the judge, and reasoner faults.
+
+    Also writes ``audit_summary.json`` beside ``audit.jsonl`` for evaluations to read.
+    """
+    from mimir_sim.audit import summarize  # noqa: PLC0415 - the judge's module, job only
+
+    grades = _json_lines(run_dir / "audit.jsonl")
+    faults = _json_lines(run_dir / "reasoner_faults.jsonl")
+    audit = summarize(grades)
+    refutable = sum(bool(f.get("refutable")) for f in faults)
+    summary = {**dataclasses.asdict(audit), "wrong_admitted_rate": audit.wrong_admitted_rate,
+               "true_held_rate": audit.true_held_rate, "faults": len(faults),
+               "refutable_faults": refutable}
+    (run_dir / "audit_summary.json").write_text(json.dumps(summary, indent=1))
+    return [
+        "Harness audit (memory's verdicts graded against simulator truth by the judge):",
+        f"- facts admitted: {audit.admitted}, of which wrong: {audit.wrong_admitted} "
+        f"({audit.wrong_admitted_rate:.0%})",
+        f"- true facts: {audit.true_facts}, of which left deferred or rejected: "
+        f"{audit.true_held} ({audit.true_held_rate:.0%})",
+        f"- facts that could not be graded: {audit.ungraded}",
+        f"- reasoner faults injected: {len(faults)} ({refutable} refutable, "
+        f"{len(faults) - refutable} not refutable)",
+    ]
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
                  reports: list[InstructionReport], figures: dict[str, Any], wall: float) -> str:
     """Write report.md and return its text."""
@@ -408,6 +462,7 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
                      f" | {r.steps} | {', '.join(r.primitives)} | {r.answer} |")
     lines += ["", "Memory after the run:"]
     lines += [f"- {key}: {value}" for key, value in figures.items()]
+    lines += ["", *audit_lines(run_dir)]
     text = "\n".join(lines) + "\n"
     (run_dir / "report.md").write_text(text)
     return text

@@ -72,6 +72,11 @@ class SimBridgeConfig:
         "vocabulary whose labels ground-truth labels map to (name or YAML path); empty keeps the "
         "simulator's labels",
         read_only=True)
+    audit_file: str = param(
+        "",
+        "judging: JSON-lines file that receives a grade (true, false, ungradable) of every "
+        "memory event with a verdict, against simulator truth; empty: no audit",
+        read_only=True)
     segmentation: bool = param(True, "publish ground-truth segmentation", read_only=True)
     min_segment_pixels: int = param(
         20, "instances with fewer pixels are left out (px)", read_only=True)

@@ -38,6 +38,15 @@ class LabelMap:
         self._entries = [(label_text(lab), label_text(p), lab) for lab, p in vocabulary]
         self._cache: dict[str, str] = {}
 
+    def in_vocabulary(self, sim_label: str) -> str | None:
+        """Vocabulary label of a simulator label; None when the vocabulary has no word for it
+        (an empty map keeps every label). SAM3 prompted with the vocabulary would not name it
+        either, so such entities are left out of segmentation and never reach memory."""
+        if not self._entries:
+            return sim_label
+        mapped = self.map(sim_label)
+        return mapped if any(mapped == lab for _, _, lab in self._entries) else None
+
     def map(self, sim_label: str) -> str:
         """Vocabulary label of a simulator label (the label itself when nothing matches)."""
         if sim_label in self._cache:

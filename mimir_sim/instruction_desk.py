@@ -145,15 +145,17 @@ class InstructionDesk:
             ids.append(sim_id)
         return ids, bound
 
-    def judge(
-        self, index: int, answer: Sequence[str], entities: Sequence[NamedEntity] = ()
-    ) -> JudgeResult:
-        """Judge instruction ``index`` from simulator state, the execution log and visibility."""
+    def judge(self, index: int, entities: Sequence[NamedEntity] = ()) -> JudgeResult:
+        """Judge instruction ``index`` from simulator state, the execution log and visibility.
+
+        What the answer names reaches the judge only through binding: each remembered entity
+        (label and position) binds to a simulated entity, so no caller can hand the judge a
+        simulator id.
+        """
         instruction = self.instruction(index)
         if instruction is None:
             return JudgeResult(UNKNOWN_INSTRUCTION, self._missing(index))
-        bound_ids, bound = self.bind_answer(entities)
-        names = [str(a) for a in answer] + bound_ids
+        names, bound = self.bind_answer(entities)
         visible = (
             self.visibility.visible(index, self.discover_min_pixels)
             if self.discover_min_pixels > 0

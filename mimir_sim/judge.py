@@ -138,7 +138,11 @@ def object_discovered(
     index: int | None = None,
     visible: Mapping[str, int] | None = None,
 ) -> bool:
-    """Inspected in its open fixture, or clearly in view (``visible``: id -> peak pixels)."""
+    """Inspected in its open fixture, or clearly in view (``visible``: id -> peak pixels).
+
+    This is the physical discovery only; the ``object_discovered`` criterion also needs the
+    answer to name the object.
+    """
     return inspected_open(sim, object_id, index) or object_id in (visible or {})
 
 
@@ -165,16 +169,19 @@ def check_criterion(
         ok = sim.max_opening.get(criterion.fixture, 0.0) > 0.0 and sim.is_open(criterion.fixture)
         return ok, f"{criterion.fixture} open: {ok}"
     if ctype == "object_discovered":
+        # the robot found it (inspected its open fixture, or had it clearly in view) and the
+        # answer names it (bound by remembered label and position)
         assert criterion.object is not None
         inspected = inspected_open(sim, criterion.object, index)
         pixels = (visible or {}).get(criterion.object)
-        ok = inspected or pixels is not None
-        how = []
+        named = criterion.object in answer
+        ok = (inspected or pixels is not None) and named
+        how = ["named in the answer" if named else "not named in the answer"]
         if inspected:
             how.append("inspected while open")
         if pixels is not None:
             how.append(f"in view with {pixels} px")
-        return ok, f"{criterion.object} discovered: {ok}" + (f" ({', '.join(how)})" if how else "")
+        return ok, f"{criterion.object} discovered: {ok} ({', '.join(how)})"
     if ctype == "open_attempted":
         tried = _open_tried(_records(sim, index), criterion.fixture)
         return tried, f"open attempted on {criterion.fixture}: {tried}"
@@ -200,8 +207,9 @@ def check_criterion(
         where = sim.object_fixture(criterion.object)
         return where != criterion.fixture, f"{criterion.object} is on/in {where}"
     if ctype == "destination_selected":
-        ok = criterion.fixture in answer
-        return ok, f"selected {list(answer)}, expected {criterion.fixture}"
+        # exactly one fixture: an answer that lists several has not selected one
+        ok = set(answer) == {criterion.fixture}
+        return ok, f"selected {list(answer)}, expected {criterion.fixture} alone"
     if ctype == "answer_objects":
         ok = set(criterion.answer) == set(answer)
         return ok, f"answered {sorted(answer)}, expected {sorted(criterion.answer)}"

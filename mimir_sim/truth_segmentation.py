@@ -34,7 +34,8 @@ def segmentation_tables(
 
     Render index ``i`` is ``entity_ids[i]`` (the renderer's entity order). Fixture parts (door,
     drawer box, handle) take their fixture's label and join its instance; walls, floor and the
-    robot are left out (background).
+    robot are left out (background), and so is an entity whose label the vocabulary has no word
+    for.
 
     Returns:
         ``(labels, groups)``: render index -> label, render index -> instance key.
@@ -49,7 +50,12 @@ def segmentation_tables(
         if owner is None or owner not in entities:
             continue
         label = entities[owner].label
-        labels[index] = label_map.map(label) if label_map is not None else label
+        if label_map is not None:
+            mapped = label_map.in_vocabulary(label)
+            if mapped is None:
+                continue  # outside the robot's vocabulary: background, as SAM3 would leave it
+            label = mapped
+        labels[index] = label
         groups[index] = owner
     return labels, groups
 

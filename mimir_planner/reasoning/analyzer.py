@@ -267,8 +267,8 @@ class InteractionAnalyzer:
     ) -> Evidence:
         """Mechanical evidence of a window from the robot's signals.
 
-        Fixture motion is measured twice: the depth change in each fixture's image region
-        (per camera, first against last frame) and, for an open or close, how far the hand
+        The target's motion is measured twice: the depth change in its image region (per
+        camera, first against last frame) and, for an open or close, how far the hand
         travelled while the jaws held the handle, with how far it was commanded to go. A
         fixture's interior counts as observed only where the cameras could see into it: it
         was opened now, memory holds it open, or its label is open-top. Inspecting a closed
@@ -281,7 +281,9 @@ class InteractionAnalyzer:
             if len(frames) < 2:
                 continue
             for node in fixtures:
-                if node.bbox is None:
+                # only the action's target can have moved; another fixture's image region
+                # changes when the target's door or the arm passes in front of it
+                if node.bbox is None or node.node_id != primitive.target_id:
                     continue
                 measure = depth_change(frames[0], frames[-1], node.node_id, node.bbox, percepts)
                 best = depth.get(node.node_id)
@@ -322,6 +324,7 @@ class InteractionAnalyzer:
             observed_interiors=frozenset(interiors),
             visible_frames=visible,
             refs=refs[-6:],
+            target_id=primitive.target_id,
         )
 
     def _gripper_text(self, evidence: Evidence, start: float) -> str:

@@ -258,6 +258,8 @@ class Evidence:
         observed_interiors: fixtures whose inside the cameras could see (open or open-top).
         visible_frames: frames in which the action's target lay in view with depth.
         refs: evidence references of the frames.
+        target_id: the node the action was about; the gripper, the pull and the view count
+            are evidence about it alone.
     """
 
     gripper: tuple[RobotStateSample, ...] = ()
@@ -268,6 +270,26 @@ class Evidence:
     observed_interiors: frozenset[str] = frozenset()
     visible_frames: int = 0
     refs: tuple[str, ...] = ()
+    target_id: str = ""
+
+    def about(self, node_ids: Iterable[str]) -> Evidence:
+        """Only what this evidence says about ``node_ids``: the action's own signals (gripper,
+        pull, views, measured motion) where its target is one of them, and everything seen
+        (detections, open interiors), which is about whatever it shows. Only an action's
+        target can have moved in it, so no other node's motion is taken from it."""
+        ids = set(node_ids)
+        own = not self.target_id or self.target_id in ids
+        return Evidence(
+            gripper=self.gripper if own else (),
+            displacements={k: v for k, v in self.displacements.items() if own and k in ids},
+            depth_changes={k: v for k, v in self.depth_changes.items() if own and k in ids},
+            pull=self.pull if own else None,
+            detections=self.detections,
+            observed_interiors=self.observed_interiors,
+            visible_frames=self.visible_frames if own else 0,
+            refs=self.refs,
+            target_id=self.target_id if own else "",
+        )
 
     def merged(self, other: Evidence) -> Evidence:
         """Evidence of both; the newer (``other``) measurement of a fixture wins."""
@@ -283,6 +305,7 @@ class Evidence:
             observed_interiors=self.observed_interiors | other.observed_interiors,
             visible_frames=max(self.visible_frames, other.visible_frames),
             refs=tuple(refs),
+            target_id=self.target_id or other.target_id,
         )
 
     @staticmethod

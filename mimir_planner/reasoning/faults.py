@@ -137,8 +137,9 @@ def applicable(answer: dict[str, Any], inputs: OfflineInputs) -> list[str]:
     if any(f.fixture_id not in ev.observed_interiors and f.bbox is not None
            for f in inputs.fixtures):
         kinds.append("occluded_content")
-    if answer.get("task_success") is False and ev.visible_frames < 2:
-        kinds.append("unseen_success")
+    if (answer.get("task_success") is False and ev.visible_frames < 2
+            and ctx.intent not in ("open", "close", "pick", "inspection")):
+        kinds.append("unseen_success")  # an intent no mechanical predicate decides
     return kinds
 
 

@@ -128,12 +128,17 @@ class GraspHoldExtractor:
 
 @dataclass
 class PendingClaim:
-    """A deferred claim waiting for evidence."""
+    """A deferred claim waiting for evidence.
+
+    ``reason`` is why it was last deferred; a re-check that defers it for the same reason (the
+    new evidence did not bear on it) does not count against ``max_rechecks``.
+    """
 
     claim: Claim
     ctx: ClaimContext
     evidence: Evidence
     rechecks: int = 0
+    reason: str = ""
 
 
 class PendingQueue:
@@ -252,7 +257,7 @@ class Harness:
                     judged.append((verdict, ctx))
         for verdict, _ in judged:
             if verdict.decision is Decision.DEFER:
-                self.pending.add(PendingClaim(verdict.claim, ctx, evidence))
+                self.pending.add(PendingClaim(verdict.claim, ctx, evidence, 0, verdict.reason))
             LOG.info(
                 "verdict %s on %s (%s): %s",
                 verdict.decision,
@@ -265,16 +270,19 @@ class Harness:
     def recheck(self, new_evidence: Evidence) -> HarnessResult:
         """Re-judges every pending claim with the evidence that has arrived since.
 
-        Claims still unsupported stay pending; after ``max_rechecks`` they are rejected.
+        Claims still unsupported stay pending; after ``max_rechecks`` re-checks whose evidence
+        bore on them (the reason for deferring changed) they are rejected.
         """
         judged: list[tuple[Verdict, ClaimContext]] = []
         for item in self.pending.take_all():
-            evidence = item.evidence.merged(new_evidence)
+            # another action's gripper and motion say nothing about this claim's fixture
+            concerned = {*item.claim.subject_ids, item.ctx.target_id}
+            evidence = item.evidence.merged(new_evidence.about(concerned))
             verdicts = self._judge(item.claim, item.ctx, evidence, set())
             for judged_verdict in verdicts:
                 verdict = judged_verdict
                 if verdict.decision is Decision.DEFER and verdict.claim == item.claim:
-                    rechecks = item.rechecks + 1
+                    rechecks = item.rechecks + (verdict.reason != item.reason)
                     if rechecks >= self._cfg.max_rechecks:
                         verdict = dataclasses.replace(
                             judged_verdict,
@@ -283,7 +291,8 @@ class Harness:
                             + verdict.reason,
                         )
                     else:
-                        self.pending.add(PendingClaim(item.claim, item.ctx, evidence, rechecks))
+                        self.pending.add(PendingClaim(item.claim, item.ctx, evidence, rechecks,
+                                                      verdict.reason))
                 judged.append((verdict, item.ctx))
         return self._result(judged)
 
@@ -408,9 +417,9 @@ class Harness:
         if isinstance(claim, PropertyClaim):
             return self._verify_property(claim, ctx, ev)
         if isinstance(claim, ContentClaim):
-            return self._verify_content(claim, ev), "contains"
+            return self._verify_content(claim, ctx, ev), "contains"
         if isinstance(claim, EmptyClaim):
-            return self._verify_empty(claim, ev), "empty"
+            return self._verify_empty(claim, ctx, ev), "empty"
         if isinstance(claim, OutcomeClaim):
             return self._verify_outcome(claim, ctx, ev), "outcome"
         return _Check(Decision.ADMIT, "id exists in memory"), "grounding"
@@ -527,13 +536,30 @@ class Harness:
             return _Check(Decision.DEFER, f"the interior of '{fixture_id}' was not observed open")
         return node.bbox
 
-    def _verify_content(self, claim: ContentClaim, ev: Evidence) -> _Check:
+    def _looked(self, fixture_id: str, ctx: ClaimContext, ev: Evidence) -> _Check | None:
+        """None when the cameras looked well enough to call something absent, else the check
+        that holds the claim: the look failed, or the fixture was hardly in view."""
+        if fixture_id != ctx.target_id:
+            return None  # seen in passing: detections decide, nothing is called absent here
+        if ctx.intent == "inspection" and ctx.reported_success is False:
+            return _Check(Decision.DEFER, f"the look at '{fixture_id}' failed "
+                          f"({ctx.reported_message or 'no reason given'}): absence is not shown")
+        need = self._percepts.min_visible_frames
+        if ev.visible_frames < need:
+            return _Check(Decision.DEFER, f"'{fixture_id}' was in view in {ev.visible_frames} "
+                          f"frame(s) (need {need}): absence is not shown")
+        return None
+
+    def _verify_content(self, claim: ContentClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         box = self._observed_volume(claim.fixture_id, ev)
         if isinstance(box, _Check):
             return box
         inside = detections_inside(ev.detections, box, self._percepts)
         hits = [d for d in inside if names_match(claim.name, d.label, self._vocab.synonyms)]
         if not hits:
+            held = self._looked(claim.fixture_id, ctx, ev)
+            if held is not None:
+                return held
             return _Check(
                 Decision.REJECT,
                 f"no detection of '{claim.name}' inside '{claim.fixture_id}'",
@@ -545,7 +571,7 @@ class Harness:
             tuple(d.ref for d in hits),
         )
 
-    def _verify_empty(self, claim: EmptyClaim, ev: Evidence) -> _Check:
+    def _verify_empty(self, claim: EmptyClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         box = self._observed_volume(claim.fixture_id, ev)
         if isinstance(box, _Check):
             return box
@@ -557,11 +583,19 @@ class Harness:
                 f"detections inside '{claim.fixture_id}' contradict empty: {labels}",
                 tuple(d.ref for d in inside),
             )
-        return _Check(Decision.ADMIT, "interior observed with no detection inside", ev.refs)
+        if claim.fixture_id != ctx.target_id:
+            return _Check(Decision.DEFER, f"'{claim.fixture_id}' was not the fixture looked at")
+        held = self._looked(claim.fixture_id, ctx, ev)
+        if held is not None:
+            return held
+        return _Check(Decision.ADMIT, f"interior observed in {ev.visible_frames} frame(s) with "
+                      "no detection inside", ev.refs)
 
     def _verify_outcome(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         if ctx.intent in ("open", "close"):
             return self._outcome_of_fixture_action(claim, ev)
+        if ctx.intent == "inspection" and self._is_fixture(ctx.target_id):
+            return self._outcome_of_inspection(claim, ctx, ev)
         if ctx.intent == "pick":
             summary = contact_summary(ev.gripper, self._percepts)
             if summary is None:
@@ -581,6 +615,21 @@ class Harness:
                 )
             return _Check(Decision.ADMIT, "consistent with the gripper state", refs)
         return self._outcome_by_report(claim, ctx, ev)
+
+    def _is_fixture(self, node_id: str) -> bool:
+        node = self._world.node(node_id)
+        return node is not None and node.label in self._vocab.fixture_labels
+
+    def _outcome_of_inspection(self, claim: OutcomeClaim, ctx: ClaimContext,
+                               ev: Evidence) -> _Check:
+        """Looking into a fixture succeeds only where its inside was in view."""
+        if ctx.target_id in ev.observed_interiors:
+            return self._outcome_by_report(claim, ctx, ev)
+        why = f"interior not observed: '{ctx.target_id}' was closed (or not known open)"
+        if not claim.success:
+            return _Check(Decision.ADMIT, why)
+        return _Check(Decision.CORRECT, why, (), dataclasses.replace(
+            claim, success=False, category="other", failure_reason=why))
 
     def _outcome_by_report(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         """An outcome no mechanical predicate decides: the executor's report, then the views."""

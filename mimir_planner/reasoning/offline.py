@@ -160,6 +160,9 @@ class OfflineReasoner:
             return False, f"{OFFLINE_NAME}: '{ctx.target_id}' has no volume to look into", []
         if fixture.fixture_id not in ev.observed_interiors:
             return False, f"{OFFLINE_NAME}: interior not observed - '{ctx.target_id}' is closed", []
+        if ctx.reported_success is False:
+            return False, (f"{OFFLINE_NAME}: the look failed ({ctx.reported_message}); nothing "
+                           "said about the inside"), []
         parts = set(self._vocab.fixture_labels)
         lo, hi = fixture.bbox.lower, fixture.bbox.upper
         inside = [d for d in ev.detections

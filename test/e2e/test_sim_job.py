@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from mimir.sim_graph import robot_side_violations, sim_only_interfaces
+
 # the robot runs in real time (about 150 s of wall time for the scenario): past the default limit
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -63,4 +65,17 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     parts = {s["part"] for s in samples}
     assert {"base", "arm", "gripper"} <= parts, parts
     assert all(len(s["commanded"]) == len(s["achieved"]) for s in samples)
+    # The analyzer decided the lock from the robot's own signals, and says which values
+    lock = next(t for t in admitted if t["event_kind"] == "property_set"
+                and t["payload"].get("name") == "locked")
+    for signal in ("gripper: closed on something", "end effector: moved", "depth: the region"):
+        assert signal in lock["reason"], lock["reason"]
+    # No robot-side node subscribed to or called anything only the simulator offers
+    graph = json.loads((run / "graph.json").read_text())
+    assert "/joint_states" in sim_only_interfaces(graph)
+    assert robot_side_violations(graph) == []
+    assert "/robot/gripper" in graph["/analyzer"]["subscriptions"]
+    # On noise-free inputs with an honest reasoner the judge finds no wrong fact in memory
+    audit = json.loads((run / "audit_summary.json").read_text())
+    assert audit["admitted"] > 0 and audit["wrong_admitted"] == 0, audit
     print(proc.stdout[-4000:])

@@ -119,12 +119,16 @@ def test_requests_and_segmentation_tables() -> None:
         "wall": Entity("wall", "structure", "wall"),
     }
     ids = sorted(entities)
-    labels, groups = segmentation_tables(ids, entities, LabelMap([("cabinet", "cabinet")]))
+    labels, groups = segmentation_tables(
+        ids, entities, LabelMap([("cabinet", "cabinet"), ("ketchup", "ketchup bottle")]))
     by_id = {ids[i]: (labels[i], groups[i]) for i in labels}
     assert by_id["cab_1_door"] == ("cabinet", "cab_1")
     assert by_id["cab_1_handle"] == ("cabinet", "cab_1")
-    assert by_id["ketchup_1"] == ("ketchup bottle", "ketchup_1")
+    assert by_id["ketchup_1"] == ("ketchup", "ketchup_1")
     assert "robot" not in by_id and "wall" not in by_id
+    # a label the vocabulary has no word for never leaves the simulator
+    labels, _ = segmentation_tables(ids, entities, LabelMap([("cabinet", "cabinet")]))
+    assert "ketchup_1" not in {ids[i] for i in labels}
     # the parts segmentation: each handle its own instance, labelled "handle"; nothing else
     labels, groups = part_tables(ids, entities)
     parts = {ids[i]: (labels[i], groups[i]) for i in labels}
@@ -427,7 +431,8 @@ def test_instructions_are_begun_and_judged_from_the_simulator(
     assert wait_for(lambda: sim.time > shown, timeout=30.0)
     judged = call(wait_for, judge, JudgeInstruction.Request(index=0))
     details = json.loads(judged.details_json)
-    assert judged.success and judged.progress == 1.0, details
+    # seen, but an answer that names nothing has not found it
+    assert not judged.success and judged.progress == 0.0, details
     assert details["visible_objects"].get("banana_1", 0) >= 20
     assert "in view with" in details["criteria"][0]["reason"]
     # what an answer names is bound to simulated entities by remembered label and position
@@ -438,11 +443,15 @@ def test_instructions_are_begun_and_judged_from_the_simulator(
         AnswerEntity(node_id="mug_9", label="mug", position=Point(x=-1.0, y=-1.2, z=0.4),
                      has_position=True),
         AnswerEntity(label="cabinet"),  # no position, several cabinets: cannot be bound
+        AnswerEntity(node_id="banana_1"),  # a simulator id alone binds to nothing
     ]
     judged = call(wait_for, judge, JudgeInstruction.Request(index=0, answer_entities=named))
-    bound = json.loads(judged.details_json)["answer_bound"]
+    details = json.loads(judged.details_json)
+    assert judged.success and judged.progress == 1.0, details
+    bound = details["answer_bound"]
     assert bound["banana_4"] == "banana_1"
     assert bound["mug_9"].startswith("unbound:") and bound["cabinet"].startswith("unbound:")
+    assert bound["banana_1"].startswith("unbound:")
 
     # instruction 1 starts back at cab_1: the bridge puts the base there (no motion)
     assert node._thread.submit(sim.base_pose)[1] == pytest.approx(

@@ -109,11 +109,20 @@ def test_deferred_claims_expire_after_max_rechecks() -> None:
     with serve([ok("analyzer_opened_with_contents.json")]) as srv:
         analyzer = _analyzer(srv.vlm_config())
         analyzer.analyze(make_window(contact=True, opened_m=0.2, depth=False), primitive())
-    rejected = []
+    pending = len(analyzer.harness.pending)
+    # evidence that does not bear on the claims (nothing new about the drawer) costs nothing
     for _ in range(10):
-        rejected += analyzer.harness.recheck(Evidence()).rejected
-    assert len(analyzer.harness.pending) == 0
+        assert analyzer.harness.recheck(Evidence()).rejected == ()
+    assert len(analyzer.harness.pending) == pending > 0
+    # new measurements that still do not support the open count, and expire it
+    rejected = []
+    for i in range(10):
+        still = DisplacementMeasurement("drawer_3", 0.001 * (i + 1), "m", "depth")
+        rejected += analyzer.harness.recheck(
+            Evidence(displacements={"drawer_3": still})).rejected
     assert any("re-checks" in v.reason for v in rejected)
+    assert all(getattr(p.claim, "name", None) != "openable"
+               for p in analyzer.harness.pending.items())
 
 
 def test_instructions_in_image_change_nothing_beyond_schema() -> None:

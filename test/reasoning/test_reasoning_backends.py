@@ -202,11 +202,16 @@ def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> N
     analyzer = InteractionAnalyzer(make_backend(cfg), opened, cfg)
     window = make_window(contact=False, opened_m=None)
     own_door = type(scissors())("drawer", np.array([1.0, 0.1, 0.5]), 0.9, 102.0, "wrist", "d:4")
-    seen = analyzer.analyze(window, primitive("Inspect"), [scissors(), own_door])
+    inspect = replace(primitive("Inspect"), reported_success=True)
+    seen = analyzer.analyze(window, inspect, [scissors(), own_door])
     (update,) = seen.contents_updates
     assert update.fixture_id == "drawer_3" and [i.name for i in update.contents] == ["scissors"]
-    empty = analyzer.analyze(window, primitive("Inspect"))
+    empty = analyzer.analyze(window, inspect)
     assert empty.contents_updates[0].is_empty
+    # a look the executor reports failed says nothing about the inside
+    failed = analyzer.analyze(window, replace(inspect, reported_message="NO_VIEW",
+                                              reported_success=False), [scissors()])
+    assert failed.contents_updates == () and failed.answer.contents_updates == ()
     # driving past the open drawer (or opening it) claims nothing about what it holds
     passing = analyzer.analyze(window, primitive("MoveTo"), [scissors()])
     assert passing.contents_updates == () and passing.answer.contents_updates == ()

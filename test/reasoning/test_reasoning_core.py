@@ -287,8 +287,19 @@ def test_empty_ignores_the_fixtures_own_parts_but_not_objects() -> None:
     looked = frozenset({"drawer_3"})
     empty = EmptyClaim("drawer_3", "nothing inside")
     only_front = harness.evaluate(
-        [empty], ctx, Evidence(detections=(front,), observed_interiors=looked))
+        [empty], ctx, Evidence(detections=(front,), observed_interiors=looked, visible_frames=3))
     assert [v.decision for v in only_front.verdicts] == [Decision.ADMIT]
+    # hardly in view, or the look failed: emptiness is not shown either way
+    glimpse = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier).evaluate(
+        [empty], ctx, Evidence(detections=(front,), observed_interiors=looked, visible_frames=1))
+    assert [v.decision for v in glimpse.verdicts] == [Decision.DEFER]
+    failed = ClaimContext("i4", "Inspect", "inspection", "drawer_3", "drawer",
+                          np.array([1.0, 0.0, 0.5]), 103.0, reported_success=False,
+                          reported_message="NO_VIEW")
+    blind = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier).evaluate(
+        [empty], failed, Evidence(observed_interiors=looked, visible_frames=5))
+    assert [v.decision for v in blind.verdicts] == [Decision.DEFER]
+    assert "NO_VIEW" in blind.verdicts[0].reason
     with_mug = harness.evaluate(
         [empty], ctx, Evidence(detections=(front, mug), observed_interiors=looked))
     assert [v.decision for v in with_mug.verdicts] == [Decision.REJECT]
@@ -466,3 +477,32 @@ def test_outcomes_without_a_predicate_follow_the_executor_and_need_views() -> No
     seen = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
     (ok,) = seen.evaluate([claim], unknown, Evidence(visible_frames=3)).verdicts
     assert ok.decision is Decision.ADMIT
+
+
+def test_another_actions_signals_never_decide_a_pending_claim() -> None:
+    from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
+
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    window = make_window(contact=True, opened_m=None)
+    # drawer_3 was pulled with the hand barely held back: "locked" waits for more
+    timid = Evidence(gripper=window.robot_states, pull=PullTracking(0.02, 0.0, 5),
+                     displacements={"drawer_3": DisplacementMeasurement("drawer_3", 0.0, "m",
+                                                                         "depth")},
+                     target_id="drawer_3")
+    claim = PropertyClaim("drawer_3", "locked", True, 0.9, "stuck")
+    assert harness.evaluate([claim], _ctx(), timid).verdicts[0].decision is Decision.DEFER
+    # the next action pulls hard on drawer_4 and moves nothing; its door also sweeps through
+    # drawer_3's image region: none of that is evidence about drawer_3
+    other = Evidence(gripper=window.robot_states, pull=PullTracking(0.3, 0.0, 8),
+                     displacements={"drawer_4": DisplacementMeasurement("drawer_4", 0.0, "m",
+                                                                         "depth"),
+                                    "drawer_3": DisplacementMeasurement("drawer_3", 0.4, "m",
+                                                                         "depth")},
+                     target_id="drawer_4")
+    assert other.about({"drawer_3"}).pull is None and other.about({"drawer_3"}).gripper == ()
+    result = harness.recheck(other.about({"drawer_4"}))
+    assert [v.decision for v in result.verdicts] == [Decision.DEFER]
+    result = harness.recheck(other)
+    assert [v.decision for v in result.verdicts] == [Decision.DEFER]
+    assert "not held back" in result.verdicts[0].reason or "moved" in result.verdicts[0].reason

@@ -4,6 +4,7 @@ others are held back."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from reasoning_scene import config, make_window, make_world, primitive, scissors
@@ -11,6 +12,7 @@ from reasoning_scene import config, make_window, make_world, primitive, scissors
 from mimir_planner.reasoning import Decision, InteractionAnalyzer, make_backend
 from mimir_planner.reasoning.errors import BackendConfigError
 from mimir_planner.reasoning.faults import REFUTABLE, UNREFUTABLE, Corruption, FaultyBackend
+from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
 from mimir_planner.reasoning.world_view import InMemoryWorld
 
 
@@ -82,13 +84,37 @@ def test_unrefutable_corruptions_are_held_not_admitted() -> None:
               and v.claim.fixture_id != "drawer_3"]
     assert hidden and all(v.decision is Decision.DEFER for v in hidden)
 
-    # a look into the closed drawer with no depth: the reasoner says the interior was not
-    # observed; success claimed instead cannot be checked from what the cameras saw
+    # a push the model judged failed, with no depth to see the target: success claimed
+    # instead cannot be checked (no mechanical predicate, no view, no report from the executor)
     blind = make_window(contact=False, opened_m=None, depth=False)
-    result, seen = _run("unseen_success", blind, inspect, _world())
+    push = dataclasses.replace(primitive("PushDrawer"), reported_success=None)
+    cfg = config(backend="offline")
+    seen: list[Corruption] = []
+    faulty = FaultyBackend(_FailedAnswer(), 1.0, seed=3, sink=seen.append,
+                           kinds=("unseen_success",))
+    result = InteractionAnalyzer(faulty, _world(), cfg).analyze(blind, push)
     assert [c.kind for c in seen] == ["unseen_success"]
     (outcome,) = [v for v in result.verdicts if v.verifier == "outcome"]
     assert outcome.decision is Decision.DEFER and "0 frame(s)" in outcome.reason
+
+    # the same lie about a look into a closed drawer is refuted: its inside was not in view
+    inspect_closed = make_window(contact=False, opened_m=None)
+    result, _ = _run("false_success", inspect_closed,
+                     dataclasses.replace(primitive("Inspect"), reported_success=False), _world())
+    (outcome,) = [v for v in result.verdicts if v.verifier == "outcome"]
+    assert outcome.decision is Decision.CORRECT and "interior not observed" in outcome.reason
+
+
+class _FailedAnswer:
+    """A model that judged the action failed (recorded answer shape)."""
+
+    name = "recorded"
+
+    def complete(self, request: VlmRequest) -> VlmResponse:
+        text = json.dumps({"task_success": False, "failure_reason": "it did not move",
+                           "property_updates": [], "new_properties": [],
+                           "contents_updates": [], "confidence": 0.6})
+        return VlmResponse(text, "recorded", "recorded", 0.01)
 
 
 def test_rate_zero_changes_nothing_and_bad_settings_are_refused() -> None:

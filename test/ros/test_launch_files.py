@@ -149,3 +149,26 @@ def test_the_job_and_the_launch_file_share_one_graph() -> None:
     from mimir.sim_job import SIM_NODES
 
     assert [(n.executable, n.name) for n in SIM_GRAPH] == list(SIM_NODES)
+
+
+def test_robot_side_violations_find_subscriptions_and_calls_to_simulator_interfaces() -> None:
+    from mimir.sim_graph import robot_side_violations, sim_only_interfaces
+
+    graph = {
+        "/sim_bridge": {
+            "publishers": ["/cameras/base/color/image_raw", "/clock", "/joint_states",
+                           "/cameras/base/segmentation", "/tf"],
+            "services": ["/sim/judge_instruction", "/sim_bridge/get_parameters"],
+        },
+        "/mimir_sim_job": {"clients": ["/sim/judge_instruction"]},
+        "/executor": {"publishers": ["/robot/gripper", "/tf"], "services": ["/robot/reset"]},
+        "/analyzer": {"subscriptions": ["/cameras/base/color/image_raw", "/robot/gripper",
+                                        "/clock", "/cameras/base/segmentation"]},
+    }
+    assert sim_only_interfaces(graph) == {"/joint_states", "/sim/judge_instruction"}
+    assert robot_side_violations(graph) == []
+    graph["/analyzer"]["subscriptions"].append("/joint_states")
+    graph["/planner"] = {"clients": ["/sim/judge_instruction", "/sim_bridge/get_parameters"]}
+    assert robot_side_violations(graph) == [
+        "/analyzer subscription /joint_states", "/planner client /sim/judge_instruction",
+        "/planner client /sim_bridge/get_parameters"]

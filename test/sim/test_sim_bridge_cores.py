@@ -17,6 +17,7 @@ import pytest
 
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 from mimir_sim.answer_binding import EntityResolver
+from mimir_sim.audit import MemoryAuditor, summarize
 from mimir_sim.bridge_config import (
     BridgeStartupError,
     SimBridgeConfig,
@@ -235,7 +236,7 @@ def test_instruction_desk_checks_index_and_text(sim: KitchenSim) -> None:
     assert wrong.code == MISMATCH and "Find the ketchup." in wrong.message
     assert desk.begin(0, "  look into upper cabinets and find the BANANA. ", False).code == NONE
     assert sim.instruction == 0
-    missing = desk.judge(9, [])
+    missing = desk.judge(9)
     assert missing.code == UNKNOWN_INSTRUCTION and missing.details_json == ""
     assert returns.poses == []  # neither a refusal nor a begin without reset moves the robot
     assert desk.begin(5, "", True).code == UNKNOWN_INSTRUCTION
@@ -267,9 +268,8 @@ def test_instruction_desk_judges_and_binds_named_entities(sim: KitchenSim) -> No
     banana = _at(sim, "banana_1")
     result = desk.judge(
         0,
-        ["banana"],
         [NamedEntity("obj_7", "banana", banana), NamedEntity("", "spaceship", (9.0, 9.0, 9.0)),
-         NamedEntity("", "cabinet")],
+         NamedEntity("", "cabinet"), NamedEntity("banana_1", "", None)],
     )
     assert isinstance(result, JudgeResult) and result.code == NONE
     details = json.loads(result.details_json)
@@ -277,6 +277,8 @@ def test_instruction_desk_judges_and_binds_named_entities(sim: KitchenSim) -> No
     assert details["answer_bound"]["obj_7"] == "banana_1"
     assert details["answer_bound"]["spaceship"].startswith("unbound: ")
     assert details["answer_bound"]["cabinet"].startswith("unbound: ")  # three cabinets
+    # a simulator id given as a name binds to nothing: only label and position bind
+    assert details["answer_bound"]["banana_1"].startswith("unbound: ")
     assert [c["type"] for c in details["criteria"]] == ["object_discovered"]
     assert result.progress == (1.0 if result.success else 0.0)
 
@@ -338,13 +340,14 @@ def test_truth_segmenter_maps_labels_and_groups_parts(sim: KitchenSim) -> None:
     result = segmenter.segment(frame, "base")
     assert result is not None and result.instances
     labels = {i.label for i in result.instances}
-    assert "worktop" in labels and "counter" not in labels
-    owners = {
-        label_map.map(e.label)
-        for e in sim.scene.entities.values()
-        if e.kind in ("fixture", "object")
-    }
-    assert labels <= owners  # parts carry their fixture's label; walls and robot are background
+    # the one-word vocabulary names only the counter: every other entity is background, as
+    # SAM3 prompted with that vocabulary would leave it
+    assert labels == {"worktop"}
+    full = TruthSegmenter(sim.scene.entities, LabelMap(), min_pixels=20).segment(frame, "base")
+    assert full is not None
+    owners = {e.label for e in sim.scene.entities.values() if e.kind in ("fixture", "object")}
+    labels = {i.label for i in full.instances}
+    assert labels and labels <= owners  # parts carry their fixture's label
     assert segmenter.segment(sim.render("base", 320, 240, segmentation=False), "base") is None
 
 
@@ -402,3 +405,40 @@ def test_bridge_settings_turn_failures_into_startup_errors() -> None:
     assert kitchen is not None
     assert isinstance(label_map_for(kitchen), LabelMap)
     assert isinstance(label_map_for(None), LabelMap)
+
+
+def test_memory_auditor_grades_claims_against_the_simulator(sim: KitchenSim) -> None:
+    auditor = MemoryAuditor(EntityResolver(sim, 0.6))
+    cab_1, cab_2 = _at(sim, "cab_1"), _at(sim, "cab_2")
+
+    def grade(kind: str, payload: dict, where, verdict: str = "admit", subject="cabinet_1"):
+        return auditor.grade(kind, subject, verdict, payload, label="cabinet", position=where)
+
+    locked = grade("property_set", {"name": "locked", "value": True}, cab_1)
+    assert locked is not None and locked.truth is True and locked.fact == "cabinet_1 locked=true"
+    assert grade("property_set", {"name": "locked", "value": True}, cab_2).truth is False
+    assert grade("property_set", {"name": "openable", "value": True}, cab_2).truth is True
+    assert grade("property_set", {"name": "openable", "value": True}, cab_1).truth is False
+    assert grade("property_set", {"name": "material", "value": "oak"}, cab_1).truth is None
+    fruit = grade("contents_set", {"contents": [{"name": "banana"}, {"name": "apple"}]}, cab_2)
+    assert fruit is not None and fruit.truth is True
+    invented = grade("contents_set", {"contents": [{"name": "mug"}]}, cab_2)
+    assert invented is not None and invented.truth is False and "mug" in invented.why
+    assert grade("contents_set", {"contents": [], "is_empty": True}, cab_2).truth is False
+    closed = grade("task_outcome_recorded", {"primitive": "open", "success": True}, cab_1)
+    assert closed is not None and closed.truth is False and "closed" in closed.why
+    lost = grade("property_set", {"name": "locked", "value": True}, (9.0, 9.0, 0.5))
+    assert lost is not None and lost.truth is None and lost.why.startswith("not bound")
+    assert auditor.grade("node_created", "cabinet_1", "admit", {}, label="cabinet",
+                         position=cab_1) is None
+    # a fact deferred, then admitted, counts once with its last verdict
+    summary = summarize([
+        {"fact": "a", "verdict": "defer", "truth": True},
+        {"fact": "a", "verdict": "admit", "truth": True},
+        {"fact": "b", "verdict": "admit", "truth": False},
+        {"fact": "c", "verdict": "reject", "truth": True},
+        {"fact": "d", "verdict": "admit", "truth": None},
+    ])
+    assert (summary.admitted, summary.wrong_admitted) == (2, 1)
+    assert (summary.true_facts, summary.true_held, summary.ungraded) == (2, 1, 1)
+    assert summary.wrong_admitted_rate == 0.5 and summary.true_held_rate == 0.5

@@ -215,7 +215,7 @@ def test_locked_door_resists_and_unlocked_door_opens(sim, scenario) -> None:  # 
     assert sim.time - start < 0.1 and sim.fixture_opening("cab_2") == pytest.approx(angle)
     inspect = sim.inspect("cab_2")
     assert inspect.frames and "banana_1" in inspect.outcome
-    assert judge_instruction(sim, scenario.instructions[0], 0).success
+    assert judge_instruction(sim, scenario.instructions[0], 0, ["banana_1"]).success
     # second instruction: re-attempting the locked cabinet is a failure
     sim.begin_instruction(1)
     assert sim.move_to("cab_1").reached

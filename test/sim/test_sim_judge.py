@@ -93,16 +93,21 @@ def test_rendered_view_of_the_banana_counts_as_discovered(opened_sim: KitchenSim
     assert {"banana_1", "apple_1"} <= set(peak) and "ketchup_1" not in peak
     assert peak["banana_1"] > 50
     visible = log.visible(0, 40)
-    assert judge_instruction(sim, instruction, 0, visible=visible).success
-    hit, reason = check_criterion(sim, instruction.success[0], 0, visible=visible)
-    assert hit and "in view with" in reason
+    named = ["banana_1"]
+    assert judge_instruction(sim, instruction, 0, named, visible=visible).success
+    hit, reason = check_criterion(sim, instruction.success[0], 0, named, visible=visible)
+    assert hit and "in view with" in reason and "named in the answer" in reason
+    # seen but not named in the answer, or named without being seen, is no discovery
+    assert not judge_instruction(sim, instruction, 0, visible=visible).success
+    assert not judge_instruction(sim, instruction, 0, ["apple_1"], visible=visible).success
+    assert not judge_instruction(sim, instruction, 0, named).success
     # a threshold above the peak, or another instruction's view, does not count
-    assert not judge_instruction(sim, instruction, 0, visible=log.visible(0, 5000)).success
-    assert not judge_instruction(sim, instruction, 0, visible=log.visible(1, 40)).success
+    assert not judge_instruction(sim, instruction, 0, named, visible=log.visible(0, 5000)).success
+    assert not judge_instruction(sim, instruction, 0, named, visible=log.visible(1, 40)).success
     # an inspection of the open cabinet still counts on its own
     assert sim.inspect("cab_2").success
-    assert judge_instruction(sim, instruction, 0).success
-    hit, reason = check_criterion(sim, instruction.success[0], 0)
+    assert judge_instruction(sim, instruction, 0, named).success
+    hit, reason = check_criterion(sim, instruction.success[0], 0, named)
     assert hit and "inspected while open" in reason
 
 
@@ -135,15 +140,17 @@ def test_open_attempted_reads_the_handle_grasps(opened_sim: KitchenSim) -> None:
         hit, reason = check_criterion(sim, attempted, 1)
         assert hit and reason == "open attempted on cab_1: True"
         assert check_criterion(sim, attempted, None)[0]  # over all instructions
-        verdict = judge_instruction(sim, instruction, 1, visible={"ketchup_1": 500})
+        verdict = judge_instruction(sim, instruction, 1, ["ketchup_1"],
+                                    visible={"ketchup_1": 500})
         assert not verdict.success  # found, but cab_1 was tried
         assert any(r.startswith("failure condition open attempted") for r in verdict.reasons)
         # judged over instruction 3's records (none), no attempt counts
-        assert judge_instruction(sim, instruction, 3, visible={"ketchup_1": 500}).success
+        assert judge_instruction(sim, instruction, 3, ["ketchup_1"],
+                                 visible={"ketchup_1": 500}).success
     finally:
         del sim.log[before:]
     # without the grasp the same view succeeds
-    assert judge_instruction(sim, instruction, 1, visible={"ketchup_1": 500}).success
+    assert judge_instruction(sim, instruction, 1, ["ketchup_1"], visible={"ketchup_1": 500}).success
 
 
 def test_reopening_a_fixture_tried_in_an_earlier_instruction_is_the_failure() -> None:

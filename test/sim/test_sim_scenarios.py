@@ -304,7 +304,8 @@ def test_long_horizon_first_task_judged_from_physics(horizon_sim: KitchenSim) ->
     assert sim.open("cab_10").success
     seen = sim.inspect("cab_10")
     assert "teapot_1" in seen.outcome
-    assert judge_instruction(sim, first, 0).success
+    assert not judge_instruction(sim, first, 0).success  # found, but not named
+    assert judge_instruction(sim, first, 0, ["teapot_1"]).success
     # answers are judged too: naming the wrong instance fails a matching task (judged here
     # over the whole log, index None, since the Trix box shares cab_10 with the teapot)
     matching = sim.scene.scenario.instructions[22]

@@ -32,6 +32,7 @@ inside a callback.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import threading
 import uuid
@@ -76,12 +77,14 @@ from mimir_planner.reasoning import (
     load_reasoning_config,
     make_backend,
 )
+from mimir_planner.reasoning.config import VERIFIERS
 from mimir_planner.reasoning.errors import (
     AnswerRetriesExhaustedError,
     BackendError,
     EvidenceError,
     ReasoningError,
 )
+from mimir_planner.reasoning.faults import Corruption, FaultyBackend
 from mimir_planner.reasoning.jobs import AnalysisJob, AnalysisJobs
 from mimir_planner.reasoning.window import recheck_evidence
 from mimir_planner.reasoning.writes import WriteContext, plan_writes
@@ -117,6 +120,9 @@ class AnalyzerNode(Node):
         self.world = SceneGraphWorld()
         try:
             self.backend = backend or make_backend(self.reasoning)
+            if cfg.reasoner_faults > 0.0:
+                self.backend = FaultyBackend(self.backend, cfg.reasoner_faults,
+                                             cfg.reasoner_fault_seed, self._log_fault)
             self.analyzer = InteractionAnalyzer(self.backend, self.world, self.reasoning)
         except ReasoningError as err:
             raise AnalyzerNodeError(f"cannot build the reasoning backend: {err}") from err
@@ -174,16 +180,28 @@ class AnalyzerNode(Node):
         )
 
     def _load_reasoning(self) -> ReasoningConfig:
+        cfg = self.config
         try:
-            reasoning = load_reasoning_config(
-                config_file("reasoning.yaml", self.config.reasoning_config))
-            if self.config.vlm_backend:
+            reasoning = load_reasoning_config(config_file("reasoning.yaml", cfg.reasoning_config))
+            if cfg.vlm_backend:
                 reasoning = dataclasses.replace(
-                    reasoning, vlm=dataclasses.replace(reasoning.vlm,
-                                                       backend=self.config.vlm_backend))
+                    reasoning, vlm=dataclasses.replace(reasoning.vlm, backend=cfg.vlm_backend))
+            off = [v.strip() for v in cfg.verifiers_off.split(",") if v.strip()]
+            if off:
+                switched = VERIFIERS if off == ["all"] else tuple(off)
+                reasoning = dataclasses.replace(reasoning, verifier=dataclasses.replace(
+                    reasoning.verifier, switched_off=switched))
         except (ConfigFileNotFoundError, ReasoningError) as err:
             raise AnalyzerNodeError(f"cannot load the reasoning config: {err}") from err
         return reasoning
+
+    def _log_fault(self, fault: Corruption) -> None:
+        """Every reasoner fault goes to the log and, where one is named, to the fault file."""
+        self.get_logger().warning(f"reasoner fault on {fault.interaction_id}: {fault.kind} - "
+                                  f"{fault.detail}")
+        if self.config.fault_log:
+            with open(self.config.fault_log, "a", encoding="utf-8") as out:
+                out.write(json.dumps(fault.as_dict()) + "\n")
 
     # ------------------------------------------------------------------ sensor input
     def _warn(self, key: str, text: str) -> None:

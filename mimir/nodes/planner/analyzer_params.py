@@ -22,6 +22,20 @@ class AnalyzerNodeConfig:
         "",
         "offline, openai or transformers; empty to use the backend named in the reasoning config",
         read_only=True)
+    reasoner_faults: float = param(
+        0.0,
+        "share of reasoner answers corrupted on purpose (0..1), to test the harness; 0 in "
+        "operation",
+        read_only=True)
+    reasoner_fault_seed: int = param(0, "seed of the reasoner faults", read_only=True)
+    fault_log: str = param(
+        "", "JSON-lines file that receives every reasoner fault; empty: the log only",
+        read_only=True)
+    verifiers_off: str = param(
+        "",
+        "comma-separated verdict kinds switched off for ablations (see config/reasoning.yaml "
+        "verifier.switched_off; 'all' for no harness); empty in operation",
+        read_only=True)
     cameras: tuple[str, ...] = param(
         ("base", "pole", "wrist"), "cameras whose frames form the action window", read_only=True)
     buffer_seconds: float = param(20.0, "history kept of every buffered stream (s)", read_only=True)
@@ -91,6 +105,8 @@ class AnalyzerNodeConfig:
             raise ValueError(f"vlm_backend must be one of {_BACKENDS[1:]} or empty")
         if not self.cameras or any(not c or "/" in c for c in self.cameras):
             raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
+        if not (math.isfinite(self.reasoner_faults) and 0.0 <= self.reasoner_faults <= 1.0):
+            raise ValueError(f"reasoner_faults must lie in [0, 1], got {self.reasoner_faults}")
         if len(set(self.cameras)) != len(self.cameras):
             raise ValueError(f"cameras repeat: {self.cameras!r}")
         if not (0.0 <= self.gripper_open_below < self.gripper_closed_empty <= 1.0

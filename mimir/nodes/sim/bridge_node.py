@@ -47,6 +47,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from mimir.nodes.perception.messages import segmentation_to_msg
 from mimir.nodes.sim import messages as conv
+from mimir.nodes.sim.audit import MemoryAuditSink
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
@@ -57,6 +58,7 @@ from mimir_msgs.msg import Segmentation
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction
 from mimir_perception.errors import SegmentationError
 from mimir_sim.answer_binding import EntityResolver
+from mimir_sim.audit import MemoryAuditor
 from mimir_sim.bridge_config import (
     BridgeStartupError,
     SimBridgeConfig,
@@ -144,6 +146,9 @@ class SimBridgeNode(Node):
         self.create_service(
             JudgeInstruction, "sim/judge_instruction", self._on_judge, callback_group=group
         )
+        if cfg.audit_file:
+            MemoryAuditSink(self, MemoryAuditor(self.resolver), self._thread.submit,
+                            cfg.audit_file, self._warn)
         self.create_timer(cfg.diagnostics_period, self._report)
         self._thread.start()
         scene = self.sim.scene
@@ -275,8 +280,7 @@ class SimBridgeNode(Node):
         self, request: JudgeInstruction.Request, response: JudgeInstruction.Response
     ) -> JudgeInstruction.Response:
         entities = conv.answer_entities(request.answer_entities)
-        answer = list(request.answer)
-        result = self._serve(lambda: self.instructions.judge(request.index, answer, entities))
+        result = self._serve(lambda: self.instructions.judge(request.index, entities))
         if result.code == NONE:
             self.counters.add("instructions.judged")
         return conv.judge_response(response, result)
