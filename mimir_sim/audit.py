@@ -111,8 +111,10 @@ class MemoryAuditor:
     def _outcome(self, entity: str, payload: Mapping[str, Any]) -> tuple[bool | None, str]:
         primitive = str(payload.get("primitive") or payload.get("action") or "")
         success = payload.get("success")
-        if not isinstance(success, bool) or "open" not in primitive.lower():
-            return None, "only opens are graded"
+        name = primitive.lower()
+        if not isinstance(success, bool) or not ("open" in name or "inspect" in name):
+            return None, "only opens and looks inside are graded"
+        # an open succeeded, and a look inside could see in, exactly when the fixture is open
         opened = self._sim.is_open(entity)
         return success == opened, f"{entity} is {'open' if opened else 'closed'} now"
 

@@ -16,9 +16,10 @@
 #   2. builds composition_interfaces with cmake into $WORK/prefix (about 20 s);
 #   3. installs launch, launch_xml, launch_yaml, launch_ros, ros2launch from the sources with
 #      `pip install --no-deps`, plus osrf_pycommon and colcon-common-extensions from the registry;
-#   4. copies the checkout (tracked and untracked, not ignored files) to $WORK/ws/src/mimir and
-#      runs `colcon build --symlink-install --packages-select mimir` there (mimir_msgs is already
-#      built into .venv, so only the ament_python package mimir is built);
+#   4. copies the checkout (tracked and untracked, not ignored files) to $WORK/ws/src/mimir,
+#      checks that colcon finds mimir and mimir_msgs with the README's --base-paths, and runs
+#      `colcon build --symlink-install --base-paths ... --packages-select mimir` there
+#      (mimir_msgs is already built into .venv, so only the ament_python package is built);
 #   5. for bringup, sim and replay, each with and without namespace:=robot1, finds the launch
 #      file through the ament index (ros2launch's get_share_file_path_from_package, as
 #      `ros2 launch mimir <file>` does), runs it through launch.LaunchService for
@@ -130,7 +131,12 @@ else
   (cd "$REPO" && tar --exclude=./.venv --exclude=./build --exclude=./install --exclude=./log \
      --exclude=./runs --exclude='*/__pycache__' -cf - .) | tar -x -C "$WS/src/mimir"
 fi
-if ! (cd "$WS" && "$VENV/bin/colcon" build --symlink-install --packages-select mimir \
+# the README's paths: colcon stops below a folder that is a package, so both are named
+found="$(cd "$WS" && "$VENV/bin/colcon" list --names-only \
+           --base-paths src/mimir src/mimir/mimir_msgs | sort | tr '\n' ' ')"
+[[ "$found" == "mimir mimir_msgs " ]] || die "colcon finds '$found' with the README's base paths"
+if ! (cd "$WS" && "$VENV/bin/colcon" build --symlink-install \
+        --base-paths src/mimir src/mimir/mimir_msgs --packages-select mimir \
         >"$WORK/logs/colcon.log" 2>&1); then
   tail -n 30 "$WORK/logs/colcon.log" >&2
   die "colcon build failed; full log in $WORK/logs/colcon.log"

@@ -264,6 +264,8 @@ class InteractionAnalyzer:
         fixtures: Sequence[NodeView],
         detections: Sequence[Detection3D] = (),
         intent: str = "other",
+        *,
+        target: NodeView | None = None,
     ) -> Evidence:
         """Mechanical evidence of a window from the robot's signals.
 
@@ -309,7 +311,8 @@ class InteractionAnalyzer:
             opened_now = intent == "open" and moved(displacements.get(node.node_id), percepts)
             if opened_now or is_opened(node) or node.label in open_top:
                 interiors.add(node.node_id)
-        target = next((n for n in fixtures if n.node_id == primitive.target_id), None)
+        if target is None:
+            target = next((n for n in fixtures if n.node_id == primitive.target_id), None)
         visible = 0
         if target is not None and target.bbox is not None:
             visible = sum(in_view(f, target.bbox, percepts) for f in window.frames
@@ -356,7 +359,8 @@ class InteractionAnalyzer:
         intent = primitive_intent(primitive.name, self._cfg.vocabulary)
         mode = "inspection" if intent == "inspection" else "manipulation"
         fixtures = self._nearby_fixtures(target)
-        evidence = self.build_evidence(window, primitive, fixtures, detections, intent)
+        evidence = self.build_evidence(window, primitive, fixtures, detections, intent,
+                                       target=target)
         ctx = ClaimContext(
             interaction_id=interaction_id or uuid.uuid4().hex[:12],
             primitive=primitive.name,
