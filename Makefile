@@ -4,7 +4,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch clean
+.PHONY: setup test demo lint bench check-launch harness-faults clean
 
 setup:
 	bash scripts/setup.sh
@@ -29,6 +29,12 @@ bench: setup
 LAUNCH_SOURCES ?=
 check-launch: setup
 	bash scripts/check_launch.sh $(LAUNCH_SOURCES)
+
+# The propose-verify harness under a faulty reasoner (about 30 minutes; not part of `make test`):
+# mimir sim on both scenarios at fault rates 0, 0.2, 0.4, full harness and none; prints the table.
+HARNESS_RUNS ?= runs/harness
+harness-faults: setup
+	MUJOCO_GL=egl $(PY) benchmarks/harness_faults.py --runs $(HARNESS_RUNS)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache
