@@ -114,9 +114,15 @@ class MemoryAuditor:
         name = primitive.lower()
         if not isinstance(success, bool) or not ("open" in name or "inspect" in name):
             return None, "only opens and looks inside are graded"
-        # an open succeeded, and a look inside could see in, exactly when the fixture is open
         opened = self._sim.is_open(entity)
-        return success == opened, f"{entity} is {'open' if opened else 'closed'} now"
+        state = f"{entity} is {'open' if opened else 'closed'} now"
+        if "open" in name:
+            return success == opened, state  # an open succeeded exactly when it stands open
+        # a look inside that succeeded needs an open fixture; one that failed at an open fixture
+        # may have failed for reasons the judge does not see (no view reached)
+        if success or not opened:
+            return success == opened, state
+        return None, state + "; a failed look at an open fixture is not graded"
 
 
 def _fact(kind: str, subject: str, payload: Mapping[str, Any]) -> str | None:

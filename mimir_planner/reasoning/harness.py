@@ -464,11 +464,25 @@ class Harness:
             f"confidence {claim.confidence:.2f} below {self._cfg.min_confidence:.2f}",
         ), "confidence"
 
+    def _held_back_against_depth(self, fixture_id: str, ev: Evidence) -> _Check | None:
+        """A depth change the held hand contradicts: the hand was held back from its pull, so
+        the change is likelier the arm in front of the door than the door; held for more."""
+        measure = ev.displacements.get(fixture_id)
+        pull = ev.pull
+        if (measure is None or measure.source != "depth" or pull is None
+                or pull.held_back_m < self._percepts.held_back_m):
+            return None
+        return _Check(Decision.DEFER, "depth changed but the hand was held back from its pull, "
+                      "so the change may be the arm, not the door; "
+                      + signals_text(fixture_id, ev, self._percepts), measure.refs)
+
     def _check_motion(self, fixture_id: str, ev: Evidence) -> _Check:
         measure = ev.displacements.get(fixture_id)
         state = moved(measure, self._percepts)
         if measure is None or state is None:
             return _Check(Decision.DEFER, f"no measured motion of '{fixture_id}' yet")
+        if state and (conflict := self._held_back_against_depth(fixture_id, ev)) is not None:
+            return conflict
         if not state:
             return _Check(
                 Decision.DEFER,
@@ -663,6 +677,9 @@ class Harness:
             _refs_of_contact(summary) if summary is not None else ()
         )
         signals = signals_text(claim.target_id, ev, self._percepts)
+        if state is True and (conflict := self._held_back_against_depth(
+                claim.target_id, ev)) is not None:
+            return conflict
         if state is True:
             if claim.success:
                 return _Check(Decision.ADMIT, f"the fixture moved as intended; {signals}", refs)

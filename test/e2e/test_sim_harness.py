@@ -30,7 +30,9 @@ from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import MemoryEvent
 from mimir_msgs.srv import GetSceneGraph
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(1200)]
+# one simulation at a time: both end-to-end tests share the "sim" group (one xdist worker)
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(1200),
+              pytest.mark.xdist_group("sim")]
 
 #: fault rate and seed of the run; the seed is fixed so the test sees the same corruptions
 RATE, SEED = 0.6, 4
@@ -177,4 +179,9 @@ def test_harness_rejects_corrects_and_defers_corrupted_claims_in_a_running_graph
     assert {"reject", "correct", "defer"} <= verdicts, (verdicts, faults)
     audit = json.loads((run / "audit_summary.json").read_text())
     assert audit["faults"] == len(faults)
-    assert audit["wrong_admitted"] == 0, audit
+    # no corruption got through: no fact of a corrupted interaction that took effect is wrong
+    # (event ids are analyzer:<interaction>:...; the judge graded every verdict in audit.jsonl)
+    grades = [json.loads(line) for line in (run / "audit.jsonl").read_text().splitlines()]
+    leaked = [g for g in grades if g["verdict"] in ("admit", "correct") and g["truth"] is False
+              and g["event_id"].split(":")[1] in corrupted]
+    assert leaked == [], leaked

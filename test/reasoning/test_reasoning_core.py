@@ -506,3 +506,22 @@ def test_another_actions_signals_never_decide_a_pending_claim() -> None:
     result = harness.recheck(other)
     assert [v.decision for v in result.verdicts] == [Decision.DEFER]
     assert "not held back" in result.verdicts[0].reason or "moved" in result.verdicts[0].reason
+
+
+def test_depth_motion_against_a_held_back_hand_is_held() -> None:
+    from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
+
+    cfg = config()
+    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    window = make_window(contact=True, opened_m=None)
+    # the door region changed in depth, but the hand made 5 of 12 commanded cm: the arm in
+    # front of a door that did not open looks like this
+    covered = DisplacementMeasurement("drawer_3", 0.077, "m", "depth")
+    ev = Evidence(gripper=window.robot_states, displacements={"drawer_3": covered},
+                  depth_changes={"drawer_3": covered}, pull=PullTracking(0.116, 0.051, 9),
+                  target_id="drawer_3")
+    opened = PropertyClaim("drawer_3", "openable", True, 0.9, "it opened", is_opened=True)
+    success = OutcomeClaim("drawer_3", "OpenDrawer", True, None, "success", 0.9)
+    verdicts = harness.evaluate([opened, success], _ctx(), ev).verdicts
+    assert [v.decision for v in verdicts] == [Decision.DEFER, Decision.DEFER]
+    assert all("held back" in v.reason for v in verdicts)

@@ -427,6 +427,10 @@ def test_memory_auditor_grades_claims_against_the_simulator(sim: KitchenSim) -> 
     assert grade("contents_set", {"contents": [], "is_empty": True}, cab_2).truth is False
     closed = grade("task_outcome_recorded", {"primitive": "open", "success": True}, cab_1)
     assert closed is not None and closed.truth is False and "closed" in closed.why
+    looked = grade("task_outcome_recorded", {"primitive": "inspect", "success": True}, cab_1)
+    assert looked is not None and looked.truth is False  # nothing to see into a closed cabinet
+    blind = grade("task_outcome_recorded", {"primitive": "inspect", "success": False}, cab_1)
+    assert blind is not None and blind.truth is True
     lost = grade("property_set", {"name": "locked", "value": True}, (9.0, 9.0, 0.5))
     assert lost is not None and lost.truth is None and lost.why.startswith("not bound")
     assert auditor.grade("node_created", "cabinet_1", "admit", {}, label="cabinet",
