@@ -30,12 +30,19 @@ from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import MemoryEvent
 from mimir_msgs.srv import GetSceneGraph
 
-# one simulation at a time: both end-to-end tests share the "sim" group (one xdist worker)
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(1200),
-              pytest.mark.xdist_group("sim")]
+              pytest.mark.usefixtures("one_simulation_at_a_time")]
 
 #: fault rate and seed of the run; the seed is fixed so the test sees the same corruptions
 RATE, SEED = 0.6, 4
+
+#: the memory events each corruption kind can put wrong facts into
+_EVENTS_OF = {
+    "flip_locked": ("property_set",), "flip_openable": ("property_set",),
+    "invent_content": ("contents_set",), "occluded_content": ("contents_set",),
+    "wrong_id": ("property_set", "contents_set"),
+    "false_success": ("task_outcome_recorded",), "unseen_success": ("task_outcome_recorded",),
+}
 
 
 def _mimir() -> str:
@@ -179,9 +186,10 @@ def test_harness_rejects_corrects_and_defers_corrupted_claims_in_a_running_graph
     assert {"reject", "correct", "defer"} <= verdicts, (verdicts, faults)
     audit = json.loads((run / "audit_summary.json").read_text())
     assert audit["faults"] == len(faults)
-    # no corruption got through: no fact of a corrupted interaction that took effect is wrong
-    # (event ids are analyzer:<interaction>:...; the judge graded every verdict in audit.jsonl)
+    # no corruption got through: no fact of the corrupted kind, from a corrupted interaction,
+    # took effect wrong (event ids are analyzer:<interaction>:...; the judge graded every verdict)
     grades = [json.loads(line) for line in (run / "audit.jsonl").read_text().splitlines()]
+    touched = {(f["interaction_id"], kind) for f in faults for kind in _EVENTS_OF[f["kind"]]}
     leaked = [g for g in grades if g["verdict"] in ("admit", "correct") and g["truth"] is False
-              and g["event_id"].split(":")[1] in corrupted]
+              and (g["event_id"].split(":")[1], g["kind"]) in touched]
     assert leaked == [], leaked

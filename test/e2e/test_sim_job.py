@@ -19,9 +19,8 @@ import pytest
 from mimir.sim_graph import robot_side_violations, sim_only_interfaces
 
 # the robot runs in real time (about 150 s of wall time for the scenario): past the default limit
-# one simulation at a time: both end-to-end tests share the "sim" group (one xdist worker)
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(900),
-              pytest.mark.xdist_group("sim")]
+              pytest.mark.usefixtures("one_simulation_at_a_time")]
 
 
 def _mimir() -> str:
