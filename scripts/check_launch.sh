@@ -18,7 +18,7 @@
 #      `pip install --no-deps`, plus osrf_pycommon and colcon-common-extensions from the registry;
 #   4. copies the checkout (tracked and untracked, not ignored files) to $WORK/ws/src/mimir,
 #      checks that colcon finds mimir and mimir_msgs with the README's --base-paths, and runs
-#      `colcon build --symlink-install --base-paths ... --packages-select mimir` there
+#      `colcon build --symlink-install --base-paths ... --packages-ignore mimir_msgs` there
 #      (mimir_msgs is already built into .venv, so only the ament_python package is built);
 #   5. for bringup, sim and replay, each with and without namespace:=robot1, finds the launch
 #      file through the ament index (ros2launch's get_share_file_path_from_package, as
@@ -136,7 +136,7 @@ found="$(cd "$WS" && "$VENV/bin/colcon" list --names-only \
            --base-paths src/mimir src/mimir/mimir_msgs | sort | tr '\n' ' ')"
 [[ "$found" == "mimir mimir_msgs " ]] || die "colcon finds '$found' with the README's base paths"
 if ! (cd "$WS" && "$VENV/bin/colcon" build --symlink-install \
-        --base-paths src/mimir src/mimir/mimir_msgs --packages-select mimir \
+        --base-paths src/mimir src/mimir/mimir_msgs --packages-ignore mimir_msgs \
         >"$WORK/logs/colcon.log" 2>&1); then
   tail -n 30 "$WORK/logs/colcon.log" >&2
   die "colcon build failed; full log in $WORK/logs/colcon.log"
