@@ -143,9 +143,7 @@ class Bounds:
             raise BoundsError(f"{name} must be a string, got {type(value).__name__}")
         if not allow_empty and not value.strip():
             raise BoundsError(f"{name} must not be empty")
-        if len(value) > self.max_id_chars:
-            raise BoundsError(f"{name} is {len(value)} characters long (at most "
-                              f"{self.max_id_chars})")
+        _no_longer(value, name, self.max_id_chars)
         if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
             raise BoundsError(f"{name} holds control characters")
         return value
@@ -154,10 +152,7 @@ class Bounds:
         """Free text of bounded length."""
         if not isinstance(value, str):
             raise BoundsError(f"{name} must be a string, got {type(value).__name__}")
-        if len(value) > self.max_text_chars:
-            raise BoundsError(f"{name} is {len(value)} characters long (at most "
-                              f"{self.max_text_chars})")
-        return value
+        return _no_longer(value, name, self.max_text_chars)
 
     def items(self, value: object, name: str) -> list[Any]:
         """A list of bounded length."""
@@ -207,9 +202,7 @@ class Bounds:
         """Parse JSON text of bounded size and nesting (never a RecursionError)."""
         if not isinstance(text, str):
             raise BoundsError(f"{name} must be JSON text, got {type(text).__name__}")
-        if len(text) > self.max_json_chars:
-            raise BoundsError(f"{name} is {len(text)} characters long (at most "
-                              f"{self.max_json_chars})")
+        _no_longer(text, name, self.max_json_chars)
         if _text_depth(text) > self.max_json_depth:
             raise BoundsError(f"{name} is nested deeper than {self.max_json_depth}")
         try:
@@ -218,6 +211,13 @@ class Bounds:
             raise BoundsError(f"{name} is not JSON ({err})") from err
         self.json_value(value, name)
         return value
+
+
+def _no_longer(text: str, name: str, limit: int) -> str:
+    """``text`` unless it is longer than ``limit`` characters."""
+    if len(text) > limit:
+        raise BoundsError(f"{name} is {len(text)} characters long (at most {limit})")
+    return text
 
 
 def _no_constant(token: str) -> Any:

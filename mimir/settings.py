@@ -4,9 +4,10 @@ Every core keeps its settings in frozen dataclasses whose defaults match the shi
 (``config/memory.yaml``, ``planner.yaml``, ``reasoning.yaml``, ``sim.yaml``). This module reads
 such a file and builds one dataclass per section: unknown keys are refused, every value must
 have the type of its default (an int is accepted for a float), lists become tuples, and each
-dataclass's ``__post_init__`` checks its own ranges with the validators below. Errors are raised
-as the caller's error class (a subclass of ``ValueError``), so each core keeps its own typed
-error while the rules are written once.
+dataclass checks its own ranges: it derives from :class:`Checked` and lists its rules as a table
+in its class line, instead of checking field by field. Errors are raised as the caller's error
+class (a subclass of ``ValueError``), so each core keeps its own typed error while the rules are
+written once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
@@ -151,5 +152,83 @@ def positive_int(name: str, value: object, error: ErrorType = SettingsError) -> 
     return value
 
 
-__all__ = ["SettingsError", "coerce", "non_negative", "param", "positive", "positive_int",
-           "read_mapping", "refuse_unknown", "section", "strings"]
+def within(name: str, value: object, low: float, high: float,
+           error: ErrorType = SettingsError, *, integer: bool = False) -> float:
+    """A number in ``[low, high]`` (an integer when ``integer``)."""
+    kind = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
+        what = "an integer" if integer else "a number"
+        raise error(f"{name} must be {what} in [{low:g}, {high:g}], got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """The range rules of one settings section (see :class:`Checked`)."""
+
+    section: str = ""
+    error: ErrorType = SettingsError
+    positive: tuple[str, ...] = ()
+    non_negative: tuple[str, ...] = ()
+    positive_int: tuple[str, ...] = ()
+    within: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    choices: Mapping[str, tuple[object, ...]] = dataclasses.field(default_factory=dict)
+
+    def where(self, name: str) -> str:
+        """The name of a field in messages: ``section.field`` (or the bare field name)."""
+        return f"{self.section}.{name}" if self.section else name
+
+    def check(self, obj: object) -> None:
+        """Raise ``error`` when a field of ``obj`` breaks a rule."""
+        for names, rule in ((self.positive, positive), (self.non_negative, non_negative),
+                            (self.positive_int, positive_int)):
+            for name in names:
+                rule(self.where(name), getattr(obj, name), self.error)
+        for name, allowed in self.choices.items():
+            if getattr(obj, name) not in allowed:
+                raise self.error(f"{self.where(name)} must be one of {allowed}, got "
+                                 f"{getattr(obj, name)!r}")
+        if self.within:
+            types = {f.name: f.type for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
+            for name, (low, high) in self.within.items():
+                within(self.where(name), getattr(obj, name), low, high, self.error,
+                       integer=types.get(name) in ("int", int))
+
+
+class Checked:
+    """Base of a settings dataclass whose range rules are a table in its class line.
+
+    For example::
+
+        @dataclass(frozen=True)
+        class GateConfig(settings.Checked, section="gate", error=PlannerConfigError,
+                         positive=("timeout_s",)):
+            timeout_s: float = 120.0
+
+    checks ``timeout_s`` whenever a ``GateConfig`` is built and raises
+    ``PlannerConfigError("gate.timeout_s must be a finite number > 0, got -1.0")``. The rules
+    are those of :class:`Rules`: ``positive`` and ``non_negative`` (finite numbers),
+    ``positive_int``, ``within`` (name -> closed interval; an integer where the field is
+    annotated ``int``) and ``choices`` (name -> allowed values). A class with checks beyond the
+    table defines ``__post_init__`` and calls ``super().__post_init__()`` first. The table is
+    not inherited: a subclass of such a class states its whole table again.
+    """
+
+    rules: ClassVar[Rules] = Rules()
+
+    def __init_subclass__(cls, *, section: str = "", error: ErrorType = SettingsError,
+                          positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = (),
+                          positive_int: tuple[str, ...] = (),
+                          within: Mapping[str, tuple[float, float]] | None = None,
+                          choices: Mapping[str, tuple[object, ...]] | None = None,
+                          **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.rules = Rules(section, error, positive, non_negative, positive_int,
+                          dict(within or {}), dict(choices or {}))
+
+    def __post_init__(self) -> None:
+        self.rules.check(self)
+
+
+__all__ = ["Checked", "Rules", "SettingsError", "coerce", "non_negative", "param", "positive",
+           "positive_int", "read_mapping", "refuse_unknown", "section", "strings", "within"]

@@ -5,7 +5,6 @@ Defaults below match the shipped YAML so the core also works without the file (t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,20 +17,10 @@ SYNCHRONOUS_LEVELS = ("FULL", "NORMAL", "EXTRA")
 IMAGE_FORMATS = ("jpg", "png")
 
 
-def _positive(name: str, value: float) -> float:
-    return settings.positive(name, value, ConfigError)
-
-
-def _nonneg(name: str, value: float) -> float:
-    return settings.non_negative(name, value, ConfigError)
-
-
-def _posint(name: str, value: int) -> int:
-    return settings.positive_int(name, value, ConfigError)
-
-
 @dataclass(frozen=True)
-class AssociationConfig:
+class AssociationConfig(settings.Checked, section="association", error=ConfigError,
+                        positive=("default_radius_m", "hypothesis_factor"),
+                        non_negative=("box_tolerance_m",), within={"box_overlap": (0.0, 1.0)}):
     """Association radii of the scene graph.
 
     Attributes:
@@ -53,23 +42,17 @@ class AssociationConfig:
     box_tolerance_m: float = 0.03
 
     def __post_init__(self) -> None:
-        _positive("association.default_radius_m", self.default_radius_m)
+        super().__post_init__()
         if not isinstance(self.label_radius_m, dict):
             raise ConfigError("association.label_radius_m must be a mapping")
         cleaned = {
-            label_key(str(k)): _positive(f"association.label_radius_m.{k}", v)
+            label_key(str(k)): settings.positive(f"association.label_radius_m.{k}", v,
+                                                 ConfigError)
             for k, v in self.label_radius_m.items()
         }
         object.__setattr__(self, "label_radius_m", cleaned)
-        if _positive("association.hypothesis_factor", self.hypothesis_factor) < 1.0:
+        if self.hypothesis_factor < 1.0:
             raise ConfigError("association.hypothesis_factor must be >= 1")
-        for name, value in (("box_overlap", self.box_overlap),
-                            ("box_tolerance_m", self.box_tolerance_m)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value >= 0.0):
-                raise ConfigError(f"association.{name} must be a number >= 0, got {value!r}")
-        if self.box_overlap > 1.0:
-            raise ConfigError("association.box_overlap must lie in [0, 1]")
 
     def radius(self, label: str) -> float:
         """Association radius of ``label`` (m)."""
@@ -77,23 +60,29 @@ class AssociationConfig:
 
 
 @dataclass(frozen=True)
-class StorageConfig:
+class StorageConfig(settings.Checked, section="storage", error=ConfigError,
+                    positive_int=("busy_timeout_ms",)):
     """SQLite settings shared by the world and keyframe databases."""
 
     synchronous: str = "FULL"
     busy_timeout_ms: int = 5000
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not isinstance(self.synchronous, str) or self.synchronous.upper() not in (
             SYNCHRONOUS_LEVELS
         ):
             raise ConfigError(f"storage.synchronous must be one of {SYNCHRONOUS_LEVELS}")
         object.__setattr__(self, "synchronous", self.synchronous.upper())
-        _posint("storage.busy_timeout_ms", self.busy_timeout_ms)
 
 
 @dataclass(frozen=True)
-class KeyframeConfig:
+class KeyframeConfig(settings.Checked, section="keyframes", error=ConfigError,
+                     positive_int=("max_pixels", "thumbnail_width", "dedup_recent_count"),
+                     non_negative=("blank_std_threshold", "blur_threshold", "dedup_window_s"),
+                     within={"jpeg_quality": (1, 100), "thumbnail_quality": (1, 100),
+                             "dedup_hamming_threshold": (0, 64)},
+                     choices={"image_format": IMAGE_FORMATS}):
     """Keyframe store settings (filters, image encoding, limits)."""
 
     max_pixels: int = 3840 * 2160
@@ -107,32 +96,13 @@ class KeyframeConfig:
     dedup_window_s: float = 60.0
     dedup_recent_count: int = 64
 
-    def __post_init__(self) -> None:
-        _posint("keyframes.max_pixels", self.max_pixels)
-        _posint("keyframes.thumbnail_width", self.thumbnail_width)
-        if self.image_format not in IMAGE_FORMATS:
-            raise ConfigError(f"keyframes.image_format must be one of {IMAGE_FORMATS}")
-        for name in ("jpeg_quality", "thumbnail_quality"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
-                raise ConfigError(f"keyframes.{name} must be an integer in [1, 100]")
-        _nonneg("keyframes.blank_std_threshold", self.blank_std_threshold)
-        _nonneg("keyframes.blur_threshold", self.blur_threshold)
-        value = self.dedup_hamming_threshold
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
-            raise ConfigError("keyframes.dedup_hamming_threshold must be an integer in [0, 64]")
-        _nonneg("keyframes.dedup_window_s", self.dedup_window_s)
-        _posint("keyframes.dedup_recent_count", self.dedup_recent_count)
-
 
 @dataclass(frozen=True)
-class RenderConfig:
+class RenderConfig(settings.Checked, section="render", error=ConfigError,
+                   positive_int=("max_chars",)):
     """Bounds of the planner-prompt rendering."""
 
     max_chars: int = 6000
-
-    def __post_init__(self) -> None:
-        _posint("render.max_chars", self.max_chars)
 
 
 @dataclass(frozen=True)

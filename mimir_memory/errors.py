@@ -6,9 +6,23 @@ place and turn it into an error code, while tests can check for the precise caus
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class MemoryStoreError(Exception):
     """Base class of every error raised by ``mimir_memory``."""
+
+
+class _UnknownIdError(KeyError):
+    """What the unknown-id errors (node, keyframe, goal) share.
+
+    Unlike a plain ``KeyError``, the message prints as written, without quotes.
+    """
+
+    what: ClassVar[str] = "id"
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else f"unknown {self.what}"
 
 
 class InvalidEventError(MemoryStoreError, ValueError):
@@ -19,11 +33,10 @@ class DuplicateEventError(MemoryStoreError):
     """An event id that is already in the log with different content."""
 
 
-class UnknownNodeError(MemoryStoreError, KeyError):
+class UnknownNodeError(MemoryStoreError, _UnknownIdError):
     """A node id that is not in the scene graph."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown node"
+    what = "node"
 
 
 class InvalidValueError(MemoryStoreError, ValueError):
@@ -58,18 +71,16 @@ class ImageTooLargeError(InvalidImageError):
     """An image with more pixels than the configured maximum."""
 
 
-class UnknownKeyframeError(MemoryStoreError, KeyError):
+class UnknownKeyframeError(MemoryStoreError, _UnknownIdError):
     """A keyframe id that is not in the keyframe index."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown keyframe"
+    what = "keyframe"
 
 
-class UnknownGoalError(MemoryStoreError, KeyError):
+class UnknownGoalError(MemoryStoreError, _UnknownIdError):
     """A goal id that is not in task memory."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown goal"
+    what = "goal"
 
 
 class InvalidGoalError(MemoryStoreError, ValueError):

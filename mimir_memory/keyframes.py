@@ -116,23 +116,43 @@ class KeyframeRecord:
     height: int
     bytes: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form with the B.2 field names."""
+    def _shared_fields(self) -> dict[str, Any]:
+        """The JSON fields that the B.2 form and the index form name alike."""
         return {
             "frame_id": self.frame_id,
             "timestamp": self.timestamp,
-            "session_id": self.session,
             "camera": self.camera,
             "trigger": self.trigger.value,
             "action": self.action,
             "parent_frame": self.parent_frame,
-            "scene_graph_nodes": list(self.node_ids),
             "robot_pose": list(self.robot_pose) if self.robot_pose else None,
             "tags": list(self.tags),
             "labels": [lab.to_dict() for lab in self.labels],
             "caption": self.caption,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form with the B.2 field names."""
+        return {
+            **self._shared_fields(),
+            "session_id": self.session,
+            "scene_graph_nodes": list(self.node_ids),
             "image_path": str(self.image_path),
             "thumb_path": str(self.thumb_path),
+        }
+
+    def index_entry(self, dhash_hex: str) -> dict[str, Any]:
+        """The record as the ``keyframe_saved`` event logs it (see ``index_from_log``)."""
+        return {
+            **self._shared_fields(),
+            "session": self.session,
+            "node_ids": list(self.node_ids),
+            "image_file": self.image_path.name,
+            "thumb_file": self.thumb_path.name,
+            "width": self.width,
+            "height": self.height,
+            "dhash": dhash_hex,
+            "bytes": self.bytes,
         }
 
 
@@ -923,27 +943,7 @@ class KeyframeStore(Store):
             "SELECT frame_id, dhash FROM keyframes ORDER BY seq"
         ).fetchall()
         for frame_id, hash_hex in rows:
-            record = self.get(frame_id)
-            out[frame_id] = {
-                "frame_id": frame_id,
-                "timestamp": record.timestamp,
-                "session": record.session,
-                "camera": record.camera,
-                "trigger": record.trigger.value,
-                "action": record.action,
-                "parent_frame": record.parent_frame,
-                "node_ids": list(record.node_ids),
-                "robot_pose": list(record.robot_pose) if record.robot_pose else None,
-                "tags": list(record.tags),
-                "labels": [lab.to_dict() for lab in record.labels],
-                "caption": record.caption,
-                "image_file": record.image_path.name,
-                "thumb_file": record.thumb_path.name,
-                "width": record.width,
-                "height": record.height,
-                "dhash": hash_hex,
-                "bytes": record.bytes,
-            }
+            out[frame_id] = self.get(frame_id).index_entry(hash_hex)
         return out
 
 

@@ -20,13 +20,18 @@ class InvalidObservationError(ValueError):
     """An observation whose fields are missing, non-finite or inconsistent."""
 
 
-def _vec3(value: object, name: str) -> Vec3:
+def finite_vec3(value: object, name: str,
+                error: type[Exception] = InvalidObservationError) -> Vec3:
+    """``value`` as three finite floats; otherwise raises ``error`` saying what is wrong.
+
+    The reasoning core checks its boxes and positions with this too, passing its own error.
+    """
     try:
         arr = np.asarray(value, dtype=np.float64).reshape(3)
     except (TypeError, ValueError) as err:
-        raise InvalidObservationError(f"{name} must be three numbers, got {value!r}") from err
+        raise error(f"{name} must be three numbers, got {value!r}") from err
     if not np.all(np.isfinite(arr)):
-        raise InvalidObservationError(f"{name} must be finite, got {arr.tolist()}")
+        raise error(f"{name} must be finite, got {arr.tolist()}")
     return arr
 
 
@@ -67,9 +72,9 @@ class ObjectObservation:
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label.strip():
             raise InvalidObservationError("label must be a non-empty string")
-        object.__setattr__(self, "centroid", _vec3(self.centroid, "centroid"))
-        lo = _vec3(self.bbox_min, "bbox_min")
-        hi = _vec3(self.bbox_max, "bbox_max")
+        object.__setattr__(self, "centroid", finite_vec3(self.centroid, "centroid"))
+        lo = finite_vec3(self.bbox_min, "bbox_min")
+        hi = finite_vec3(self.bbox_max, "bbox_max")
         if np.any(lo > hi):
             raise InvalidObservationError(f"bbox_min {lo.tolist()} exceeds bbox_max {hi.tolist()}")
         object.__setattr__(self, "bbox_min", lo)
@@ -81,9 +86,9 @@ class ObjectObservation:
         if int(self.point_count) < 0:
             raise InvalidObservationError("point_count must be >= 0")
         if self.obb_center is not None:
-            object.__setattr__(self, "obb_center", _vec3(self.obb_center, "obb_center"))
+            object.__setattr__(self, "obb_center", finite_vec3(self.obb_center, "obb_center"))
         if self.obb_extent is not None:
-            object.__setattr__(self, "obb_extent", _vec3(self.obb_extent, "obb_extent"))
+            object.__setattr__(self, "obb_extent", finite_vec3(self.obb_extent, "obb_extent"))
         if self.obb_rotation is not None:
             rot = np.asarray(self.obb_rotation, dtype=np.float64)
             if rot.shape != (3, 3) or not np.all(np.isfinite(rot)):

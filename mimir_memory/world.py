@@ -410,15 +410,8 @@ class WorldMemory(Store):
         event_id: str | None = None,
     ) -> MemoryEvent:
         """Set a seeded or open-vocabulary property; newer admitted evidence overwrites."""
-        payload: dict[str, Any] = {
-            "node_id": node_id,
-            "name": name,
-            "value": value,
-            "confidence": confidence,
-            "reasoning": reasoning,
-        }
-        if is_opened is not None:
-            payload["is_opened"] = is_opened
+        payload = _property_payload(node_id, name, value, confidence=confidence,
+                                    reasoning=reasoning, is_opened=is_opened)
         return self._one(EventKind.PROPERTY_SET, payload, stamp=stamp, source=source,
                          evidence=evidence, verdict=verdict, event_id=event_id)
 
@@ -444,13 +437,7 @@ class WorldMemory(Store):
             if not isinstance(item, Mapping):
                 raise InvalidValueError(f"content item must be a mapping, got {item!r}")
             items.append(dict(item))
-        payload = {
-            "node_id": node_id,
-            "contents": items,
-            "is_empty": is_empty,
-            "source_action": source_action,
-            "reasoning": reasoning,
-        }
+        payload = _contents_payload(node_id, items, is_empty, source_action, reasoning)
         return self._one(EventKind.CONTENTS_SET, payload, stamp=stamp, source=source,
                          evidence=evidence, verdict=verdict, event_id=event_id)
 
@@ -485,12 +472,7 @@ class WorldMemory(Store):
         event_id: str | None = None,
     ) -> MemoryEvent:
         """Append a task outcome to a node's task history."""
-        payload = {
-            "node_id": node_id,
-            "task": task,
-            "success": success,
-            "failure_reason": failure_reason,
-        }
+        payload = _outcome_payload(node_id, task, success, failure_reason)
         return self._one(EventKind.TASK_OUTCOME_RECORDED, payload, stamp=stamp, source=source,
                          evidence=evidence, verdict=verdict, event_id=event_id)
 
@@ -560,36 +542,20 @@ class WorldMemory(Store):
                 raise InvalidValueError(f"property {name!r} update must be a mapping")
             if "value" not in spec:
                 raise InvalidValueError(f"property {name!r} update needs a value")
-            payload: dict[str, Any] = {
-                "node_id": node_id,
-                "name": name,
-                "value": spec.get("value"),
-                "confidence": spec.get("confidence"),
-                "reasoning": spec.get("reasoning", ""),
-            }
-            if spec.get("is_opened") is not None:
-                payload["is_opened"] = spec["is_opened"]
-            updates.append((EventKind.PROPERTY_SET, payload))
+            updates.append((EventKind.PROPERTY_SET, _property_payload(
+                node_id, name, spec.get("value"), confidence=spec.get("confidence"),
+                reasoning=spec.get("reasoning", ""), is_opened=spec.get("is_opened"))))
         if contents is not None:
-            updates.append((EventKind.CONTENTS_SET, {
-                "node_id": node_id,
-                "contents": [
-                    dict(i) if isinstance(i, Mapping) else i for i in contents.get("contents", [])
-                ],
-                "is_empty": contents.get("is_empty"),
-                "source_action": contents.get("source_action"),
-                "reasoning": contents.get("reasoning", ""),
-            }))
+            items = [dict(i) if isinstance(i, Mapping) else i for i in contents.get("contents", [])]
+            updates.append((EventKind.CONTENTS_SET, _contents_payload(
+                node_id, items, contents.get("is_empty"), contents.get("source_action"),
+                contents.get("reasoning", ""))))
         if parent is not None:
             updates.append((EventKind.PARENT_CHANGED,
                             {"node_id": node_id, "parent_id": parent[0], "relation": parent[1]}))
         if outcome is not None:
-            payload = {
-                "node_id": node_id,
-                "task": outcome.get("task"),
-                "success": outcome.get("success"),
-                "failure_reason": outcome.get("failure_reason"),
-            }
+            payload = _outcome_payload(node_id, outcome.get("task"), outcome.get("success"),
+                                       outcome.get("failure_reason"))
             for key in ("primitive", "interaction_id"):
                 if outcome.get(key):
                     payload[key] = outcome[key]
@@ -781,6 +747,44 @@ class WorldMemory(Store):
     def render(self, max_chars: int | None = None, focus: Iterable[str] = ()) -> str:
         """Bounded planner-prompt text of the graph (see :func:`render_graph`)."""
         return render_graph(self.state, max_chars or self.config.render.max_chars, focus)
+
+
+def _property_payload(node_id: str, name: str, value: Any, *, confidence: Any,
+                      reasoning: Any, is_opened: Any) -> dict[str, Any]:
+    """Payload of a ``property_set`` event (``is_opened`` only when given)."""
+    payload: dict[str, Any] = {
+        "node_id": node_id,
+        "name": name,
+        "value": value,
+        "confidence": confidence,
+        "reasoning": reasoning,
+    }
+    if is_opened is not None:
+        payload["is_opened"] = is_opened
+    return payload
+
+
+def _contents_payload(node_id: str, items: list[Any], is_empty: Any, source_action: Any,
+                      reasoning: Any) -> dict[str, Any]:
+    """Payload of a ``contents_set`` event."""
+    return {
+        "node_id": node_id,
+        "contents": items,
+        "is_empty": is_empty,
+        "source_action": source_action,
+        "reasoning": reasoning,
+    }
+
+
+def _outcome_payload(node_id: str, task: Any, success: Any,
+                     failure_reason: Any) -> dict[str, Any]:
+    """Payload of a ``task_outcome_recorded`` event (callers may add optional keys)."""
+    return {
+        "node_id": node_id,
+        "task": task,
+        "success": success,
+        "failure_reason": failure_reason,
+    }
 
 
 def _inside_share(lo: Sequence[float], hi: Sequence[float], outer_lo: Sequence[float],

@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from mimir import settings
 from mimir.bounds import DEFAULT_BOUNDS
 from mimir_memory.observations import ObjectObservation
 from mimir_perception.camera import Intrinsics, as_transform
@@ -68,7 +69,12 @@ class SkipReason(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class DeprojectionConfig:
+class DeprojectionConfig(settings.Checked, section="deprojection", error=PerceptionError,
+                         positive=("workspace_m",),
+                         non_negative=("erode_px", "outlier_mad_k", "outlier_min_band"),
+                         positive_int=("pixel_stride", "min_points", "max_instances"),
+                         within={"sample_size": (8, math.inf), "obb_sample_size": (8, math.inf)},
+                         choices={"centroid": ("median", "mean", "trimmed_mean")}):
     """Settings of the deprojection.
 
     Attributes:
@@ -113,31 +119,17 @@ class DeprojectionConfig:
     workspace_m: float = DEFAULT_BOUNDS.workspace_m
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.depth_unit not in ("mm", "m"):
             raise DepthError(f"depth_unit must be 'mm' or 'm', got {self.depth_unit!r}")
         if not (0.0 <= self.min_depth < self.max_depth and math.isfinite(self.max_depth)):
             raise DepthError(
                 f"need 0 <= min_depth < max_depth, got {self.min_depth}, {self.max_depth}"
             )
-        if self.erode_px < 0 or self.pixel_stride < 1:
-            raise PerceptionError("erode_px must be >= 0 and pixel_stride >= 1")
-        if (
-            self.min_points < 1
-            or self.max_instances < 1
-            or self.sample_size < 8
-            or self.obb_sample_size < 8
-        ):
-            raise PerceptionError("min_points, max_instances must be >= 1 and sample sizes >= 8")
-        if self.outlier_mad_k < 0.0 or self.outlier_min_band < 0.0:
-            raise PerceptionError("outlier settings must be non-negative")
-        if self.centroid not in ("median", "mean", "trimmed_mean"):
-            raise PerceptionError(f"unknown centroid method {self.centroid!r}")
         if not 0.0 <= self.trim_fraction < 0.5:
             raise PerceptionError("trim_fraction must lie in [0, 0.5)")
         if not self.map_frame:
             raise PerceptionError("map_frame must be non-empty")
-        if not (math.isfinite(self.workspace_m) and self.workspace_m > 0.0):
-            raise PerceptionError("workspace_m must be a finite positive number")
 
 
 @dataclass(frozen=True)
@@ -279,6 +271,22 @@ def _surviving(mask: npt.NDArray[np.uint8]) -> npt.NDArray[np.intp]:
     return np.flatnonzero(mask.view(np.bool_))
 
 
+def _required_geometry(intrinsics: Intrinsics | None, camera_to_map: npt.ArrayLike | None
+                       ) -> tuple[Intrinsics, FloatArray]:
+    """A frame's intrinsics and checked camera-to-map pose, both of which must be known.
+
+    Raises:
+        MissingIntrinsicsError: ``intrinsics`` is None.
+        MissingTransformError: ``camera_to_map`` is None.
+        TransformError: The transform is not rigid or not finite.
+    """
+    if intrinsics is None:
+        raise MissingIntrinsicsError("no camera intrinsics for this frame")
+    if camera_to_map is None:
+        raise MissingTransformError("no camera-to-map transform at the image stamp")
+    return intrinsics, as_transform(camera_to_map, "camera_to_map")
+
+
 class Deprojector:
     """Turns segmentation + registered depth + camera pose into map-frame observations.
 
@@ -345,11 +353,7 @@ class Deprojector:
             ImageSizeMismatchError: Segmentation, depth and intrinsics disagree on image size.
         """
         cfg = self._config
-        if intrinsics is None:
-            raise MissingIntrinsicsError("no camera intrinsics for this frame")
-        if camera_to_map is None:
-            raise MissingTransformError("no camera-to-map transform at the image stamp")
-        pose = as_transform(camera_to_map, "camera_to_map")
+        intrinsics, pose = _required_geometry(intrinsics, camera_to_map)
         position = pose[:3, 3]
         if np.max(np.abs(position)) > cfg.workspace_m:
             raise PoseOutOfWorkspaceError(
@@ -423,11 +427,7 @@ class Deprojector:
         Returns:
             Instance id -> (N, 3) float32 points in the map frame (possibly empty).
         """
-        if intrinsics is None:
-            raise MissingIntrinsicsError("no camera intrinsics for this frame")
-        if camera_to_map is None:
-            raise MissingTransformError("no camera-to-map transform at the image stamp")
-        pose = as_transform(camera_to_map, "camera_to_map")
+        intrinsics, pose = _required_geometry(intrinsics, camera_to_map)
         self._check_frame(segmentation, depth, intrinsics)
         infos = list(segmentation.instances)
         if not infos:

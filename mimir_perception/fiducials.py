@@ -164,7 +164,10 @@ class TagObservation:
 
 
 @dataclass(frozen=True)
-class LocalizationConfig:
+class LocalizationConfig(settings.Checked, section="localization", error=FiducialError,
+                         positive=("max_translation_disagreement", "max_rotation_disagreement",
+                                   "max_reprojection_error", "max_hold"),
+                         non_negative=("min_tag_pixels",)):
     """Settings of the fiducial localiser.
 
     Attributes:
@@ -186,16 +189,6 @@ class LocalizationConfig:
     max_hold: float = 5.0
     planar: bool = True
     refine_corners: bool = True
-
-    def __post_init__(self) -> None:
-        values = (
-            self.max_translation_disagreement,
-            self.max_rotation_disagreement,
-            self.max_reprojection_error,
-            self.max_hold,
-        )
-        if any(not (math.isfinite(v) and v > 0) for v in values) or self.min_tag_pixels < 0:
-            raise FiducialError("localisation thresholds must be positive and finite")
 
 
 @dataclass(frozen=True)

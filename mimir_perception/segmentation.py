@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from mimir import settings
 from mimir_perception.errors import SegmentationError
 from mimir_perception.vocabulary import Vocabulary
 
@@ -211,7 +212,8 @@ def compose_instances(
 
 
 @dataclass(frozen=True)
-class SegmenterConfig:
+class SegmenterConfig(settings.Checked, section="segmenter", error=SegmentationError,
+                      positive_int=("min_pixels",), within={"max_instances": (1, MAX_INSTANCES)}):
     """Settings common to every segmentation backend.
 
     Attributes:
@@ -221,12 +223,6 @@ class SegmenterConfig:
 
     min_pixels: int = 50
     max_instances: int = 256
-
-    def __post_init__(self) -> None:
-        if self.min_pixels < 1:
-            raise SegmentationError("min_pixels must be >= 1")
-        if not 1 <= self.max_instances <= MAX_INSTANCES:
-            raise SegmentationError("max_instances must lie in 1..65535")
 
 
 def check_rgb(image: npt.NDArray[np.generic]) -> npt.NDArray[np.uint8]:

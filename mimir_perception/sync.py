@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mimir import settings
 from mimir_perception.camera import Intrinsics
 from mimir_perception.errors import SynchronizationError
 from mimir_perception.frames import FrameBuffer
@@ -40,7 +41,8 @@ STREAMS = ("segmentation", "depth", "camera_info")
 
 
 @dataclass(frozen=True)
-class SyncConfig:
+class SyncConfig(settings.Checked, section="sync", error=SynchronizationError,
+                 non_negative=("tolerance",), positive_int=("max_queue",)):
     """Settings of the synchroniser.
 
     Attributes:
@@ -60,12 +62,9 @@ class SyncConfig:
     in_order: bool = True
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.tolerance) and self.tolerance >= 0.0):
-            raise SynchronizationError("tolerance must be finite and >= 0")
+        super().__post_init__()
         if not (math.isfinite(self.max_age) and self.max_age > self.tolerance):
-            raise SynchronizationError("max_age must be finite and larger than tolerance")
-        if self.max_queue < 1:
-            raise SynchronizationError("max_queue must be >= 1")
+            raise SynchronizationError("sync.max_age must be finite and larger than tolerance")
 
 
 @dataclass(frozen=True)

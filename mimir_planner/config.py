@@ -16,16 +16,12 @@ ABSTRACT_PRIMITIVES = ("move_to", "open", "close", "inspect", "pick", "place")
 """The embodiment-independent action space (mimir.md: A-bar)."""
 
 
-def _positive(name: str, value: float) -> None:
-    settings.positive(name, value, PlannerConfigError)
-
-
-def _non_negative(name: str, value: float) -> None:
-    settings.non_negative(name, value, PlannerConfigError)
-
-
 @dataclass(frozen=True)
-class RecallConfig:
+class RecallConfig(settings.Checked, section="recall", error=PlannerConfigError,
+                   positive=("max_candidates",),
+                   non_negative=("label_weight", "synonym_weight", "contents_weight",
+                                 "embedding_weight", "source_weight",
+                                 "embedding_min_similarity")):
     """Goal-conditioned recall (mimir.md eq. 9).
 
     Attributes:
@@ -48,15 +44,11 @@ class RecallConfig:
     embedding_weight: float = 0.6
     source_weight: float = 0.3
 
-    def __post_init__(self) -> None:
-        _positive("recall.max_candidates", self.max_candidates)
-        for name in ("label_weight", "synonym_weight", "contents_weight", "embedding_weight",
-                     "source_weight", "embedding_min_similarity"):
-            _non_negative(f"recall.{name}", getattr(self, name))
-
 
 @dataclass(frozen=True)
-class RetrievalConfig:
+class RetrievalConfig(settings.Checked, section="retrieval", error=PlannerConfigError,
+                      positive=("node_cap", "label_cap", "recent_cap", "shortlist_k", "final_k",
+                                "catalog_max_labels", "stage_attempts")):
     """Keyframe retriever (messymem.md §3.4): pool caps and stage sizes."""
 
     node_cap: int = 12
@@ -70,15 +62,16 @@ class RetrievalConfig:
     stage2_prompt: str = "retrieval_stage2"
 
     def __post_init__(self) -> None:
-        for name in ("node_cap", "label_cap", "recent_cap", "shortlist_k", "final_k",
-                     "catalog_max_labels", "stage_attempts"):
-            _positive(f"retrieval.{name}", getattr(self, name))
+        super().__post_init__()
         if self.final_k > self.shortlist_k:
             raise PlannerConfigError("retrieval.final_k must not exceed retrieval.shortlist_k")
 
 
 @dataclass(frozen=True)
-class LoopConfig:
+class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
+                 positive=("step_budget", "answer_attempts", "scene_graph_chars",
+                           "history_steps"),
+                 non_negative=("max_retries", "holder_margin_m", "holder_max_distance_m")):
     """Closed-loop planning.
 
     Attributes:
@@ -122,29 +115,18 @@ class LoopConfig:
     holder_max_distance_m: float = 0.75
 
     def __post_init__(self) -> None:
-        for name in ("step_budget", "answer_attempts", "scene_graph_chars", "history_steps"):
-            _positive(f"planner.{name}", getattr(self, name))
-        _non_negative("planner.max_retries", self.max_retries)
-        for name in ("holder_margin_m", "holder_max_distance_m"):
-            _non_negative(f"planner.{name}", getattr(self, name))
-        persistent = self.persistent_failures
-        if isinstance(persistent, str) or not isinstance(persistent, list | tuple) or not all(
-                isinstance(p, str) and p.strip() for p in persistent):
-            raise PlannerConfigError(
-                "planner.persistent_failures must be a list of non-empty strings")
-        object.__setattr__(self, "persistent_failures",
-                           tuple(p.strip().upper() for p in persistent))
+        super().__post_init__()
+        persistent = _strings("planner.persistent_failures", self.persistent_failures)
+        object.__setattr__(self, "persistent_failures", tuple(p.upper() for p in persistent))
 
 
 @dataclass(frozen=True)
-class GateConfig:
+class GateConfig(settings.Checked, section="gate", error=PlannerConfigError,
+                 positive=("timeout_s",)):
     """Operator gate: every primitive waits for approval when enabled."""
 
     enabled: bool = False
     timeout_s: float = 120.0
-
-    def __post_init__(self) -> None:
-        _positive("gate.timeout_s", self.timeout_s)
 
 
 @dataclass(frozen=True)

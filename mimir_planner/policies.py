@@ -24,8 +24,9 @@ from mimir_planner.grounding import Blocked, Exploration, GroundedGoal, Groundin
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.overlay import Mark
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
+from mimir_planner.prompted import PromptedVlm
 from mimir_planner.reasoning.prompts import PromptLibrary
-from mimir_planner.reasoning.vlm import ChatMessage, ImagePart, TextPart, VlmBackend, VlmRequest
+from mimir_planner.reasoning.vlm import ImagePart, TextPart, VlmBackend
 from mimir_planner.recall import Candidate, GoalRecall
 from mimir_planner.retrieval import RetrievedFrame
 
@@ -303,19 +304,14 @@ def grounding_text(grounding: GroundingResult | None) -> str:
     return json.dumps({"blocked": grounding.reason})
 
 
-class VlmPlanner:
+class VlmPlanner(PromptedVlm):
     """Pi through a VLM backend and the ``planner`` prompt template."""
 
     def __init__(self, backend: VlmBackend, prompts: PromptLibrary, prompt: str = "planner",
                  robot_description: str = "a mobile manipulator") -> None:
-        self.backend = backend
-        self.prompts = prompts
+        super().__init__(backend, prompts)
         self.prompt = prompt
         self.robot_description = robot_description
-
-    @property
-    def name(self) -> str:
-        return self.backend.name
 
     def render(self, ctx: PlanningContext) -> str:
         """The prompt text for a context."""
@@ -351,5 +347,4 @@ class VlmPlanner:
                 f"Memory frame {i + 1} ({frame.entry.trigger}, {frame.entry.camera}): "
                 f"{frame.reason}"))
             parts.append(ImagePart(image, name=f"memory_{i + 1}"))
-        request = VlmRequest(messages=(ChatMessage("user", tuple(parts)),), purpose="planner")
-        return self.backend.complete(request).text
+        return self.ask(parts, "planner")

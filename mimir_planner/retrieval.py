@@ -34,10 +34,11 @@ from mimir_memory.errors import MemoryStoreError
 from mimir_memory.keyframes import KeyframeStore, dhash
 from mimir_planner.config import RetrievalConfig
 from mimir_planner.errors import PlanAnswerError, RetrievalError
+from mimir_planner.prompted import PromptedVlm
 from mimir_planner.reasoning.answer_schema import extract_json
 from mimir_planner.reasoning.errors import ReasoningError
 from mimir_planner.reasoning.prompts import PromptLibrary
-from mimir_planner.reasoning.vlm import ChatMessage, ImagePart, TextPart, VlmBackend, VlmRequest
+from mimir_planner.reasoning.vlm import ImagePart, TextPart, VlmBackend
 from mimir_planner.recall import canon
 
 LOG = logging.getLogger(__name__)
@@ -368,19 +369,14 @@ class OfflineRetrievalReasoner:
         return json.dumps({"selected": selected})
 
 
-class VlmRetrievalReasoner:
+class VlmRetrievalReasoner(PromptedVlm):
     """Both stages through a VLM backend and the retrieval prompt templates."""
 
     def __init__(
         self, backend: VlmBackend, prompts: PromptLibrary, config: RetrievalConfig
     ) -> None:
-        self.backend = backend
-        self.prompts = prompts
+        super().__init__(backend, prompts)
         self.config = config
-
-    @property
-    def name(self) -> str:
-        return self.backend.name
 
     def stage_one(self, request: StageOneRequest) -> str:
         text = self.prompts.render(self.config.stage1_prompt, {
@@ -389,8 +385,7 @@ class VlmRetrievalReasoner:
             "catalog": request.catalog,
             "max_k": request.max_k,
         })
-        req = VlmRequest(messages=(ChatMessage.text("user", text),), purpose="retrieval_stage1")
-        return self.backend.complete(req).text
+        return self.ask([TextPart(text)], "retrieval_stage1")
 
     def stage_two(self, request: StageTwoRequest) -> str:
         listing = []
@@ -409,8 +404,7 @@ class VlmRetrievalReasoner:
             if thumb is not None:
                 parts.append(TextPart(f"frame {choice.idx}:"))
                 parts.append(ImagePart(thumb, name=f"frame_{choice.idx}"))
-        req = VlmRequest(messages=(ChatMessage("user", tuple(parts)),), purpose="retrieval_stage2")
-        return self.backend.complete(req).text
+        return self.ask(parts, "retrieval_stage2")
 
 
 # ---------------------------------------------------------------------- label index

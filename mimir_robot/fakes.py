@@ -95,22 +95,74 @@ def _wrap(angle: float) -> float:
     return (angle + math.pi) % (2.0 * math.pi) - math.pi
 
 
-class FakeBase:
+class _FakeController:
+    """The life cycle both fake controllers share.
+
+    Building one counts it; every call may be made to hang (:class:`_Faults`); ``reset()`` puts
+    the controller at its home state and starts it; ``close()`` is counted and stops it. A
+    subclass names its ``typeid`` and ``part`` (for messages) and supplies ``_home()``,
+    ``_advance()`` and ``_take()``.
+    """
+
+    typeid: ClassVar[str]
+    part: ClassVar[str]
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        _Faults.count(self.typeid)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running = False
+        self._t = self._clock()
+
+    def _home(self) -> None:
+        """Put the controller where a reset leaves it, with no target (lock held)."""
+        raise NotImplementedError
+
+    def _advance(self) -> None:
+        """Move toward the target by the time passed since the last call (lock held)."""
+        raise NotImplementedError
+
+    def _take(self, action: dict[str, Any]) -> None:
+        """Make the target of an ``execute_action`` call the new target (lock held)."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        _Faults.maybe_hang()
+        with self._lock:
+            self._home()
+            self._running = True
+            self._t = self._clock()
+
+    def execute_action(self, action: dict[str, Any]) -> None:
+        _Faults.maybe_hang()
+        with self._lock:
+            if not self._running:
+                raise RuntimeError(f"{self.part} control is not running: call reset() first")
+            self._advance()
+            self._take(action)
+
+    def close(self) -> None:
+        _Faults.count(self.typeid, _Faults.closed)
+        with self._lock:
+            self._advance()
+            self._running = False
+
+
+class FakeBase(_FakeController):
     """Base controller: tracks ``base_pose`` targets; reports odometry zeroed at reset."""
+
+    typeid = c.BASE_TYPEID
+    part = "base"
 
     def __init__(self, max_vel: tuple[float, float, float] = (0.5, 0.5, 1.57),
                  max_accel: tuple[float, float, float] = (0.25, 0.25, 0.79),
                  rate: float = 4.0, clock: Callable[[], float] = time.monotonic) -> None:
-        _Faults.count(c.BASE_TYPEID)
-        self._clock = clock
+        super().__init__(clock)
         self.max_vel = np.asarray(max_vel, dtype=np.float64)
         self.max_accel = max_accel  # accepted for signature compatibility; first order ignores it
         self.rate = rate
-        self._lock = threading.Lock()
         self._pose: np.ndarray | None = None  # None until the first reset
         self._target: np.ndarray | None = None
-        self._running = False
-        self._t = self._clock()
 
     def _advance(self) -> None:
         now = self._clock()
@@ -123,21 +175,12 @@ class FakeBase:
         step = np.clip(step, -self.max_vel * dt, self.max_vel * dt)
         self._pose = self._pose + step
 
-    def reset(self) -> None:
-        _Faults.maybe_hang()
-        with self._lock:
-            self._pose = np.zeros(3)
-            self._target = None
-            self._running = True
-            self._t = self._clock()
+    def _home(self) -> None:
+        self._pose = np.zeros(3)
+        self._target = None
 
-    def execute_action(self, action: dict[str, Any]) -> None:
-        _Faults.maybe_hang()
-        with self._lock:
-            if self._pose is None or not self._running:
-                raise RuntimeError("base control is not running: call reset() first")
-            self._advance()
-            self._target = np.asarray(action[c.KEY_BASE_POSE], dtype=np.float64).reshape(3).copy()
+    def _take(self, action: dict[str, Any]) -> None:
+        self._target = np.asarray(action[c.KEY_BASE_POSE], dtype=np.float64).reshape(3).copy()
 
     def get_state(self) -> dict[str, np.ndarray]:
         _Faults.maybe_hang()
@@ -146,12 +189,6 @@ class FakeBase:
                 raise RuntimeError("base control was never started: call reset() first")
             self._advance()
             return {c.KEY_BASE_POSE: self._pose.copy()}
-
-    def close(self) -> None:
-        _Faults.count(c.BASE_TYPEID, _Faults.closed)
-        with self._lock:
-            self._advance()
-            self._running = False
 
 
 def _nlerp(q: np.ndarray, target: np.ndarray, t: float) -> np.ndarray:
@@ -167,7 +204,7 @@ def _tool_z(q: np.ndarray) -> np.ndarray:
     return np.array([2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)])
 
 
-class FakeArm:
+class FakeArm(_FakeController):
     """Arm controller: tracks end-effector and gripper targets; reports pose and gripper only.
 
     Args:
@@ -181,13 +218,15 @@ class FakeArm:
             tool's z axis (m); the pads, not the tool point, must reach the thing.
     """
 
+    typeid = c.ARM_TYPEID
+    part = "arm"
+
     def __init__(self, rate: float = 6.0, gripper_rate: float = 8.0,
                  clock: Callable[[], float] = time.monotonic, *,
                  thing: tuple[float, float, float] | np.ndarray | None = None,
                  thing_width: float = 0.45, thing_locked: bool = False,
                  pad_offset: float = 0.0) -> None:
-        _Faults.count(c.ARM_TYPEID)
-        self._clock = clock
+        super().__init__(clock)
         self.rate = rate
         self.gripper_rate = gripper_rate
         self.thing = (None if thing is None
@@ -196,13 +235,10 @@ class FakeArm:
         self.thing_locked = bool(thing_locked)
         self.pad_offset = float(pad_offset)
         self.gripped = False  # the fingers are closed on the thing
-        self._lock = threading.Lock()
         self._pos = RETRACT_POS.copy()
         self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
         self._grip = 0.0
         self._target: tuple[np.ndarray, np.ndarray, float] | None = None
-        self._running = False
-        self._t = self._clock()
 
     def _advance(self) -> None:
         now = self._clock()
@@ -233,29 +269,20 @@ class FakeArm:
             if n > THING_LOCK_SLACK:
                 self._pos = self.thing + d / n * THING_LOCK_SLACK - ahead
 
-    def reset(self) -> None:
-        _Faults.maybe_hang()
-        with self._lock:
-            self._grip = c.GRIPPER_OPEN
-            self.gripped = False
-            self._pos = RETRACT_POS.copy()
-            self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
-            self._target = None
-            self._running = True
-            self._t = self._clock()
+    def _home(self) -> None:
+        self._grip = c.GRIPPER_OPEN
+        self.gripped = False
+        self._pos = RETRACT_POS.copy()
+        self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
+        self._target = None
 
-    def execute_action(self, action: dict[str, Any]) -> None:
-        _Faults.maybe_hang()
-        with self._lock:
-            if not self._running:
-                raise RuntimeError("arm control is not running: call reset() first")
-            self._advance()
-            quat = np.asarray(action[c.KEY_ARM_QUAT], dtype=np.float64).reshape(4)
-            self._target = (
-                np.asarray(action[c.KEY_ARM_POS], dtype=np.float64).reshape(3).copy(),
-                quat / np.linalg.norm(quat),
-                float(np.asarray(action[c.KEY_GRIPPER_POS]).item()),
-            )
+    def _take(self, action: dict[str, Any]) -> None:
+        quat = np.asarray(action[c.KEY_ARM_QUAT], dtype=np.float64).reshape(4)
+        self._target = (
+            np.asarray(action[c.KEY_ARM_POS], dtype=np.float64).reshape(3).copy(),
+            quat / np.linalg.norm(quat),
+            float(np.asarray(action[c.KEY_GRIPPER_POS]).item()),
+        )
 
     def get_state(self) -> dict[str, np.ndarray]:
         _Faults.maybe_hang()
@@ -269,12 +296,6 @@ class FakeArm:
                 c.KEY_ARM_QUAT: quat,
                 c.KEY_GRIPPER_POS: np.array([self._grip]),
             }
-
-    def close(self) -> None:
-        _Faults.count(c.ARM_TYPEID, _Faults.closed)
-        with self._lock:
-            self._advance()
-            self._running = False
 
 
 def start_fake_server(

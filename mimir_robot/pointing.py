@@ -336,26 +336,6 @@ class PointingResult:
     n_normal_inliers: int
     stamp: float
 
-    @property
-    def grasp_position(self) -> Vector3:
-        """Grasp position (m)."""
-        return self.grasp.position
-
-    @property
-    def grasp_quat(self) -> Quaternion:
-        """Grasp orientation (x, y, z, w)."""
-        return self.grasp.quat_xyzw
-
-    @property
-    def pregrasp_position(self) -> Vector3:
-        """Pre-grasp position (m)."""
-        return self.pregrasp.position
-
-    @property
-    def pregrasp_quat(self) -> Quaternion:
-        """Pre-grasp orientation (x, y, z, w)."""
-        return self.pregrasp.quat_xyzw
-
 
 @dataclass(frozen=True)
 class FrontFace:

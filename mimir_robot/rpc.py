@@ -345,28 +345,14 @@ class _Channel:
         fut = worker.submit(open_session)
         try:
             manager, proxy = fut.result(timeout=self.connect_timeout_s)
-        except FutureTimeout:
-            abandoned.set()
-            worker.stop()
-            self._failed(f"no answer within {self.connect_timeout_s:.2f} s")
-            raise RobotUnreachableError(
-                f"{self.name} server at {self.address} did not answer within "
-                f"{self.connect_timeout_s:.2f} s") from None
-        except AuthenticationError as exc:
-            worker.stop()
-            self._failed(f"authkey refused: {exc}")
-            raise RobotAuthError(f"{self.name} server at {self.address} refused the authkey") \
-                from exc
-        except LOST_CONNECTION_ERRORS as exc:
-            worker.stop()
-            self._failed(f"unreachable: {exc!r}")
-            raise RobotUnreachableError(
-                f"{self.name} server at {self.address} unreachable: {exc!r}") from exc
         except Exception as exc:
+            abandoned.set()  # after a timeout the connect may still finish: it must build nothing
             worker.stop()
-            self._failed(f"controller creation failed: {exc!r}")
-            raise RobotRemoteError(f"{self.name}: creating the controller failed: {exc!r}") \
-                from exc
+            note, error = self._open_failure(exc)
+            self._failed(note)
+            if isinstance(exc, FutureTimeout):
+                raise error from None
+            raise error from exc
         self.session = _Session(manager, proxy, worker)
         if self.ever_connected:
             self.reconnects += 1
@@ -375,6 +361,19 @@ class _Channel:
         self.delay_s = 0.0
         self.next_attempt_at = 0.0
         return self.session
+
+    def _open_failure(self, exc: Exception) -> tuple[str, RobotLinkError]:
+        """Why opening a session failed: the note kept for diagnostics and the error to raise."""
+        server = f"{self.name} server at {self.address}"
+        if isinstance(exc, FutureTimeout):
+            within = f"within {self.connect_timeout_s:.2f} s"
+            return f"no answer {within}", RobotUnreachableError(f"{server} did not answer {within}")
+        if isinstance(exc, AuthenticationError):
+            return f"authkey refused: {exc}", RobotAuthError(f"{server} refused the authkey")
+        if isinstance(exc, LOST_CONNECTION_ERRORS):
+            return f"unreachable: {exc!r}", RobotUnreachableError(f"{server} unreachable: {exc!r}")
+        return (f"controller creation failed: {exc!r}",
+                RobotRemoteError(f"{self.name}: creating the controller failed: {exc!r}"))
 
     def _failed(self, error: str) -> None:
         self.last_error = error

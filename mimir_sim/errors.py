@@ -15,12 +15,17 @@ class UnknownScenarioError(ScenarioError):
     """No scenario file carries the requested name."""
 
 
-class MalformedScenarioError(ScenarioError):
-    """A scenario file is not valid; the message names the offending key."""
+class KeyedError(SimError):
+    """An error about one entry of a file or mapping; ``key`` names the entry and starts the
+    message."""
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
+
+
+class MalformedScenarioError(ScenarioError, KeyedError):
+    """A scenario file is not valid; the message names the offending key."""
 
 
 class ModelDirError(SimError):
@@ -47,12 +52,8 @@ class PrimitiveError(SimError):
     """A primitive was called with arguments it cannot act on."""
 
 
-class SimConfigError(SimError):
+class SimConfigError(KeyedError):
     """A simulation settings file or mapping is invalid; ``key`` names the offending entry."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
 
 
 class StepListenerError(SimError):

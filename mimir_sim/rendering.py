@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import mujoco
 import numpy as np
@@ -23,6 +24,14 @@ from mimir_sim.scene_layout import KitchenScene
 
 CAMERAS = ("base", "wrist", "pole")
 OPTICAL_FROM_MUJOCO = np.diag([1.0, -1.0, -1.0])
+
+
+class Channels(TypedDict, total=False):
+    """Which images a render fills: each is on unless set false (:meth:`SceneRenderer.render`)."""
+
+    color: bool
+    depth: bool
+    segmentation: bool
 
 
 @dataclass(frozen=True)
@@ -237,21 +246,12 @@ class Cameras:
         return self._renderers[key]
 
     def render(
-        self,
-        camera: str,
-        width: int = 640,
-        height: int = 480,
-        *,
-        color: bool = True,
-        depth: bool = True,
-        segmentation: bool = True,
+        self, camera: str, width: int = 640, height: int = 480, **channels: Unpack[Channels]
     ) -> Frame:
         """Render ``camera`` (base, wrist or pole) from the current state."""
         if camera not in CAMERAS:
             raise UnknownEntityError(f"unknown camera {camera!r}; known: {', '.join(CAMERAS)}")
-        return self.renderer(width, height).render(
-            self._data, camera, color=color, depth=depth, segmentation=segmentation
-        )
+        return self.renderer(width, height).render(self._data, camera, **channels)
 
     def close(self) -> None:
         """Release every renderer's GL context."""

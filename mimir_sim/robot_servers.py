@@ -83,7 +83,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.managers import BaseManager
-from typing import Any, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import mujoco
 import numpy as np
@@ -676,22 +676,57 @@ class SimRobotDrives:
 
 
 # --- Controllers --------------------------------------------------------------------------------
-class SimBase:
+_DriveT = TypeVar("_DriveT", _BaseDrive, _ArmDrive)
+
+
+class _SimController(Generic[_DriveT]):
+    """What the base and arm controllers share: the drive they own until a newer controller of
+    the same part takes it over, and closing it."""
+
+    _part: ClassVar[str]  # "base" or "arm": the drive's attribute on SimRobotDrives
+    _upstream: ClassVar[str]  # the upstream class a client constructs: "Base" or "Arm"
+    _typeid: ClassVar[str]  # the served type id, for the closed-controller counters
+
+    def __init__(self, drives: SimRobotDrives) -> None:
+        self._drives = drives
+
+    def _current(self) -> _DriveT:
+        return cast(_DriveT, getattr(self._drives, self._part))
+
+    def _drive(self) -> _DriveT:
+        drive = self._current()
+        if drive.owner is not self:
+            raise ControllerSupersededError(
+                f"this {self._part} controller was superseded by a newer one "
+                f"(a new {self._upstream}() was created)")
+        return drive
+
+    def close(self) -> None:
+        """Stop control; the part holds at its last set-points."""
+        self._drives._count(self._drives._closed, self._typeid)
+        with self._drives.lock:
+            drive = self._current()
+            if drive.owner is self:
+                drive.stop()
+
+    def superseded(self) -> bool:
+        """Whether a newer controller of this part took over (in-process helper, not served)."""
+        return self._current().owner is not self
+
+
+class SimBase(_SimController[_BaseDrive]):
     """Base controller on the simulated robot: same methods and keys as upstream ``Base``."""
+
+    _part = "base"
+    _upstream = "Base"
+    _typeid = c.BASE_TYPEID
 
     def __init__(self, drives: SimRobotDrives, max_vel: FloatArray,
                  max_accel: FloatArray) -> None:
-        self._drives = drives
+        super().__init__(drives)
         self._max_vel = max_vel
         self._max_accel = max_accel
         self._reset_once = False
-
-    def _drive(self) -> _BaseDrive:
-        drive = self._drives.base
-        if drive.owner is not self:
-            raise ControllerSupersededError(
-                "this base controller was superseded by a newer one (a new Base() was created)")
-        return drive
 
     def reset(self) -> None:
         """Start control; the base's current pose becomes the odometry origin."""
@@ -718,30 +753,13 @@ class SimBase:
                     "call reset() first")
             return {c.KEY_BASE_POSE: drive.odometry()}
 
-    def close(self) -> None:
-        """Stop control; the base holds at its last set-point."""
-        self._drives._count(self._drives._closed, c.BASE_TYPEID)
-        with self._drives.lock:
-            if self._drives.base.owner is self:
-                self._drives.base.stop()
 
-    def superseded(self) -> bool:
-        """Whether a newer base controller took over (in-process helper, not served)."""
-        return self._drives.base.owner is not self
-
-
-class SimArm:
+class SimArm(_SimController[_ArmDrive]):
     """Arm controller on the simulated robot: same methods and keys as upstream ``Arm``."""
 
-    def __init__(self, drives: SimRobotDrives) -> None:
-        self._drives = drives
-
-    def _drive(self) -> _ArmDrive:
-        drive = self._drives.arm
-        if drive.owner is not self:
-            raise ControllerSupersededError(
-                "this arm controller was superseded by a newer one (a new Arm() was created)")
-        return drive
+    _part = "arm"
+    _upstream = "Arm"
+    _typeid = c.ARM_TYPEID
 
     def reset(self) -> None:
         """Open the gripper and retract the arm; waits ``reset_wait_s`` (wall) at most for it."""
@@ -785,21 +803,10 @@ class SimArm:
         with self._drives.lock:
             return self._drive().state()
 
-    def close(self) -> None:
-        """Stop control; the arm holds at its last set-points."""
-        self._drives._count(self._drives._closed, c.ARM_TYPEID)
-        with self._drives.lock:
-            if self._drives.arm.owner is self:
-                self._drives.arm.stop()
-
     def ik_misses(self) -> int:
         """Targets refused because IK did not converge (in-process helper, not served)."""
         with self._drives.lock:
             return self._drives.arm.ik_misses
-
-    def superseded(self) -> bool:
-        """Whether a newer arm controller took over (in-process helper, not served)."""
-        return self._drives.arm.owner is not self
 
 
 # --- Hosting --------------------------------------------------------------------------------------

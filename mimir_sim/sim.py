@@ -20,9 +20,9 @@ use the part directly (``sim.truth``, ``sim.body``, ``sim.cameras``...).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Unpack
 
 import numpy as np
 
@@ -34,14 +34,14 @@ from mimir_sim.geometry import FloatArray
 from mimir_sim.grasping import GraspAssist
 from mimir_sim.physics import PhysicsWorld
 from mimir_sim.recording import PrimitiveRecord, Recorder
-from mimir_sim.rendering import Cameras, Frame, SceneRenderer
+from mimir_sim.rendering import Cameras, Channels, Frame, SceneRenderer
 from mimir_sim.robot import HOME_ARM, FingerContact, RobotBody, RobotState
 from mimir_sim.scenario import Scenario
 from mimir_sim.scene import build_scene
 from mimir_sim.scene_layout import KitchenScene, start_pose_for
 from mimir_sim.sim_primitives import MoveResult, Primitives
 from mimir_sim.skills import RobotParts
-from mimir_sim.truth import EntityState, SceneTruth
+from mimir_sim.truth import EntitySearch, EntityState, SceneTruth
 
 
 class KitchenSim:
@@ -197,17 +197,11 @@ class KitchenSim:
         return self.truth.entity_states(kinds)
 
     def nearest_entity(
-        self,
-        point: Sequence[float] | FloatArray,
-        *,
-        labels: Sequence[str] | None = None,
-        kinds: Sequence[str] = ("fixture", "object"),
-        max_distance: float = math.inf,
+        self, point: Sequence[float] | FloatArray, **search: Unpack[EntitySearch]
     ) -> EntityState | None:
-        """The entity whose current box lies nearest to a world point."""
-        return self.truth.nearest_entity(
-            point, labels=labels, kinds=kinds, max_distance=max_distance
-        )
+        """The entity whose current box lies nearest to a world point (see
+        :meth:`SceneTruth.nearest_entity`)."""
+        return self.truth.nearest_entity(point, **search)
 
     def object_position(self, object_id: str) -> FloatArray:
         """World position of an object's body."""
@@ -252,19 +246,10 @@ class KitchenSim:
         return self.cameras.renderer(width, height)
 
     def render(
-        self,
-        camera: str,
-        width: int = 640,
-        height: int = 480,
-        *,
-        color: bool = True,
-        depth: bool = True,
-        segmentation: bool = True,
+        self, camera: str, width: int = 640, height: int = 480, **channels: Unpack[Channels]
     ) -> Frame:
         """Render ``camera`` (base, wrist or pole) from the current state."""
-        return self.cameras.render(
-            camera, width, height, color=color, depth=depth, segmentation=segmentation
-        )
+        return self.cameras.render(camera, width, height, **channels)
 
     # ------------------------------------------------------------------ primitives
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -19,6 +20,14 @@ from mimir_sim.geometry import FloatArray
 from mimir_sim.physics import PhysicsWorld
 
 BOXED_KINDS = ("fixture", "door", "drawer", "handle", "object")
+
+
+class EntitySearch(TypedDict, total=False):
+    """The filters of :meth:`SceneTruth.nearest_entity`, for callers that pass them on."""
+
+    labels: Sequence[str] | None
+    kinds: Sequence[str]
+    max_distance: float
 
 
 @dataclass(frozen=True)

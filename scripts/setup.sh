@@ -15,14 +15,12 @@
 # A second run only checks the stamps and prints "up to date".
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "[setup] " "[setup] error: "
 VENV="${MIMIR_VENV:-$ROOT/.venv}"
 STAMPS="$VENV/.mimir-stamps"
 BUILD="$ROOT/build"
 JOBS="${MIMIR_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
-
-say() { printf '[setup] %s\n' "$*"; }
-die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 stamp_ok() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
@@ -163,11 +161,7 @@ build_interfaces() {  # name source_dir
   rm -rf "${BUILD:?}/$name"
   local log="$BUILD/$name.log"
   mkdir -p "$BUILD"
-  if ! { cmake -S "$src" -B "$BUILD/$name" \
-           -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" \
-           -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release &&
-         cmake --build "$BUILD/$name" -j "$JOBS" &&
-         cmake --install "$BUILD/$name"; } >"$log" 2>&1; then
+  if ! cmake_install "$src" "$BUILD/$name" "$VENV" "$VENV" "$PY" "$JOBS" "$log"; then
     tail -n 40 "$log" >&2
     die "building $name failed; full log in $log"
   fi

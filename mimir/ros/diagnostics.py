@@ -89,3 +89,31 @@ class NodeCounters:
         return counter_diagnostics(
             name, hardware_id, counts, warn=bool(grown), message=message, header=header
         )
+
+
+class SkipReasons:
+    """The counter each kind of error that makes a node skip an input is counted under.
+
+    Built from ``(exception type, counter key)`` entries; the first entry the error is an instance
+    of names its counter, so a subclass goes before its base. ``errors`` is the tuple to catch:
+
+        try:
+            rgb = image_to_rgb(msg)
+        except IMAGE_SKIPS.errors as err:
+            skip(IMAGE_SKIPS.key(err), f"skipping frame: {err}")
+    """
+
+    def __init__(self, *entries: tuple[type[Exception], str]) -> None:
+        self._entries = entries
+        self.errors: tuple[type[Exception], ...] = tuple(kind for kind, _ in entries)
+
+    def key(self, err: Exception) -> str:
+        """The counter key of ``err``.
+
+        Raises:
+            TypeError: ``err`` is none of the listed types.
+        """
+        for kind, key in self._entries:
+            if isinstance(err, kind):
+                return key
+        raise TypeError(f"no skip counter for {type(err).__name__}")

@@ -15,6 +15,8 @@ import numpy.typing as npt
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 
+from mimir.ros.diagnostics import SkipReasons
+
 
 class ImageConversionError(ValueError):
     """An image message that cannot be converted (encoding, size or buffer length)."""
@@ -22,6 +24,13 @@ class ImageConversionError(ValueError):
 
 class UnsupportedEncodingError(ImageConversionError):
     """An encoding this module does not convert."""
+
+
+IMAGE_SKIPS = SkipReasons(
+    (UnsupportedEncodingError, "unsupported_encoding"),
+    (ImageConversionError, "bad_image"),
+)
+"""Counters of a colour image a node skips because it cannot be converted."""
 
 
 @dataclass(frozen=True)

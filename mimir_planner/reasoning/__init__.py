@@ -32,7 +32,7 @@ from mimir_planner.reasoning.claims import (
     PropertyUpdate,
     Verdict,
 )
-from mimir_planner.reasoning.config import ReasoningConfig, load_reasoning_config
+from mimir_planner.reasoning.config import ReasoningConfig, load_reasoning_config, with_model
 from mimir_planner.reasoning.evidence import (
     ActionWindow,
     CameraFrame,
@@ -117,4 +117,5 @@ __all__ = [
     "load_reasoning_config",
     "make_backend",
     "parse_analyzer_answer",
+    "with_model",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,7 +16,11 @@ BACKEND_KINDS = ("openai", "transformers", "offline")
 
 
 @dataclass(frozen=True)
-class VlmConfig:
+class VlmConfig(settings.Checked, section="vlm", error=ReasoningConfigError,
+                positive=("timeout_s", "max_tokens", "max_attempts"),
+                non_negative=("backoff_initial_s", "backoff_max_s", "temperature"),
+                within={"jpeg_quality": (1, 100)},
+                choices={"backend": BACKEND_KINDS, "image_format": ("png", "jpeg")}):
     """Settings of the vision-language model backend."""
 
     backend: str = "offline"
@@ -35,19 +39,13 @@ class VlmConfig:
     image_format: str = "jpeg"
     jpeg_quality: int = 90
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKEND_KINDS:
-            raise ReasoningConfigError(f"vlm.backend must be one of {BACKEND_KINDS}")
-        if self.image_format not in ("png", "jpeg"):
-            raise ReasoningConfigError("vlm.image_format must be 'png' or 'jpeg'")
-        _check(self, "vlm", positive=("timeout_s", "max_tokens", "max_attempts"),
-               non_negative=("backoff_initial_s", "backoff_max_s", "temperature"))
-        if not 1 <= self.jpeg_quality <= 100:
-            raise ReasoningConfigError("vlm.jpeg_quality must lie in [1, 100]")
-
 
 @dataclass(frozen=True)
-class AnalyzerConfig:
+class AnalyzerConfig(settings.Checked, section="analyzer", error=ReasoningConfigError,
+                     positive=("answer_attempts", "full_image_max_side", "collage_columns",
+                               "collage_tile_width"),
+                     non_negative=("collage_label_width", "collage_header_height",
+                                   "window_margin_s", "nearby_fixture_radius_m")):
     """Settings of the interaction analyzer (evidence building and prompting)."""
 
     prompt_dir: str = "prompts"
@@ -64,13 +62,6 @@ class AnalyzerConfig:
     collage_header_height: int = 24
     window_margin_s: float = 1.0
     nearby_fixture_radius_m: float = 2.0
-
-    def __post_init__(self) -> None:
-        _check(self, "analyzer",
-               positive=("answer_attempts", "full_image_max_side", "collage_columns",
-                         "collage_tile_width"),
-               non_negative=("collage_label_width", "collage_header_height", "window_margin_s",
-                             "nearby_fixture_radius_m"))
 
 
 @dataclass(frozen=True)
@@ -108,7 +99,13 @@ class VocabularyConfig:
 
 
 @dataclass(frozen=True)
-class PerceptConfig:
+class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigError,
+                    positive=("min_contact_samples", "open_displacement_m", "open_hand_travel_m",
+                              "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
+                              "min_visible_frames", "depth_change_quantile"),
+                    non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
+                                  "registration_max_m", "registration_max_rad"),
+                    within={"depth_change_quantile": (0.0, 1.0)}):
     """Thresholds of the generic percepts that verifiers and the offline reasoner use."""
 
     min_grip_effort_n: float = 5.0
@@ -126,16 +123,6 @@ class PerceptConfig:
     min_visible_frames: int = 2
     box_margin_m: float = 0.03
 
-    def __post_init__(self) -> None:
-        _check(self, "percepts",
-               positive=("min_contact_samples", "open_displacement_m", "open_hand_travel_m",
-                         "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
-                         "min_visible_frames"),
-               non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
-                             "registration_max_m", "registration_max_rad"))
-        if not 0.0 < self.depth_change_quantile <= 1.0:
-            raise ReasoningConfigError("percepts.depth_change_quantile must lie in (0, 1]")
-
 
 #: every verdict kind of the harness, each of which can be switched off (its claims then pass
 #: unchecked): ids must exist, no claim twice, extractor-owned types, properties only of the
@@ -146,7 +133,9 @@ VERIFIERS = ("grounding", "dedup", "ownership", "target", "opened", "locked", "l
 
 
 @dataclass(frozen=True)
-class VerifierConfig:
+class VerifierConfig(settings.Checked, section="verifier", error=ReasoningConfigError,
+                     positive=("max_rechecks",), non_negative=("rebind_radius_m",),
+                     within={"min_confidence": (0.0, 1.0)}):
     """Settings of the propose-verify harness."""
 
     min_confidence: float = 0.5
@@ -156,13 +145,11 @@ class VerifierConfig:
     switched_off: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.min_confidence <= 1.0:
-            raise ReasoningConfigError("verifier.min_confidence must lie in [0, 1]")
+        super().__post_init__()
         unknown = sorted(set(self.switched_off) - set(VERIFIERS))
         if unknown:
             raise ReasoningConfigError(
                 f"verifier.switched_off names unknown verifiers {unknown}; known: {VERIFIERS}")
-        _check(self, "verifier", positive=("max_rechecks",), non_negative=("rebind_radius_m",))
 
 
 @dataclass(frozen=True)
@@ -181,15 +168,6 @@ class ReasoningConfig:
         """Absolute folder of the prompt templates."""
         path = Path(self.analyzer.prompt_dir)
         return path if path.is_absolute() else self.base_dir / path
-
-
-def _check(obj: object, section: str, positive: tuple[str, ...] = (),
-           non_negative: tuple[str, ...] = ()) -> None:
-    """Range checks of a section's fields: ``positive`` ones > 0, ``non_negative`` ones >= 0."""
-    for name in positive:
-        settings.positive(f"{section}.{name}", getattr(obj, name), ReasoningConfigError)
-    for name in non_negative:
-        settings.non_negative(f"{section}.{name}", getattr(obj, name), ReasoningConfigError)
 
 
 _T = TypeVar("_T")
@@ -217,3 +195,20 @@ def load_reasoning_config(path: Path | str | None = None) -> ReasoningConfig:
         verifier=_build(VerifierConfig, "verifier", raw.get("verifier")),
         base_dir=cfg_path.resolve().parent,
     )
+
+
+def with_model(config: ReasoningConfig, *, backend: str = "", base_url: str = "",
+               model: str = "") -> ReasoningConfig:
+    """``config`` with the model choices an operator gave (launch arguments, node parameters).
+
+    An empty value keeps the file's. The result is validated as the file's values are.
+
+    Raises:
+        ReasoningConfigError: an unknown backend.
+    """
+    if not (backend or base_url or model):
+        return config
+    vlm = config.vlm
+    return replace(config, vlm=replace(vlm, backend=backend or vlm.backend,
+                                       base_url=base_url or vlm.base_url,
+                                       model=model or vlm.model))

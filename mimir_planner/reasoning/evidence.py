@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 
+from mimir_memory.observations import finite_vec3
 from mimir_planner.reasoning.errors import EvidenceError
 
 
@@ -138,12 +139,7 @@ class Detection3D:
     def __post_init__(self) -> None:
         if not self.label:
             raise EvidenceError("a detection needs a label")
-        try:
-            pos = np.asarray(self.position, dtype=np.float64).reshape(3)
-        except (TypeError, ValueError) as err:
-            raise EvidenceError("detection position must be three numbers") from err
-        if not np.all(np.isfinite(pos)):
-            raise EvidenceError("detection position must be finite")
+        pos = finite_vec3(self.position, "detection position", EvidenceError)
         object.__setattr__(self, "position", pos)
         if not 0.0 <= _finite("detection score", self.score) <= 1.0:
             raise EvidenceError("detection score must lie in [0, 1]")

@@ -14,17 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
+from mimir_memory.observations import finite_vec3
 from mimir_planner.reasoning.errors import EvidenceError
-
-
-def _vec3(name: str, value: object) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=np.float64).reshape(3)
-    except (TypeError, ValueError) as err:
-        raise EvidenceError(f"{name} must be three numbers") from err
-    if not np.all(np.isfinite(arr)):
-        raise EvidenceError(f"{name} must be finite")
-    return arr
 
 
 @dataclass(frozen=True)
@@ -35,8 +26,8 @@ class Box3D:
     upper: np.ndarray
 
     def __post_init__(self) -> None:
-        lower = _vec3("box lower corner", self.lower)
-        upper = _vec3("box upper corner", self.upper)
+        lower = finite_vec3(self.lower, "box lower corner", EvidenceError)
+        upper = finite_vec3(self.upper, "box upper corner", EvidenceError)
         if np.any(upper < lower):
             raise EvidenceError("box upper corner lies below its lower corner")
         object.__setattr__(self, "lower", lower)
@@ -108,7 +99,8 @@ class NodeSnapshot:
     def __post_init__(self) -> None:
         if not self.node_id or not self.label:
             raise EvidenceError("a node needs a non-empty id and label")
-        object.__setattr__(self, "position", _vec3(f"{self.node_id} position", self.position))
+        position = finite_vec3(self.position, f"{self.node_id} position", EvidenceError)
+        object.__setattr__(self, "position", position)
         object.__setattr__(self, "contents", tuple(self.contents))
 
 
@@ -150,7 +142,7 @@ class InMemoryWorld:
     def nodes_near(
         self, point: np.ndarray, radius: float, label: str | None = None
     ) -> list[NodeSnapshot]:
-        center = _vec3("query point", point)
+        center = finite_vec3(point, "query point", EvidenceError)
         if not (math.isfinite(radius) and radius >= 0):
             raise EvidenceError("query radius must be finite and non-negative")
         found = [

@@ -192,23 +192,45 @@ def bridge(context: Context, **extra: object) -> SimBridgeNode:
     )
 
 
-class Recorder:
-    """Keeps every message of the given topics."""
+@pytest.fixture
+def start_bridge(
+    ros_context: Context, ros_executor: MultiThreadedExecutor
+) -> Callable[..., SimBridgeNode]:
+    """``start_bridge(**parameters)``: a bridge node (see :func:`bridge`) spun by the test's
+    executor."""
 
-    def __init__(self) -> None:
+    def start(**extra: object) -> SimBridgeNode:
+        node = bridge(ros_context, **extra)
+        ros_executor.add_node(node)
+        return node
+
+    return start
+
+
+class Recorder:
+    """Keeps every message of the topics the driver node listens to."""
+
+    def __init__(self, node: Node) -> None:
         self.msgs: dict[str, list[Any]] = defaultdict(list)
         self._lock = threading.Lock()
+        self._node = node
 
-    def listen(self, node: Node, kind: type, topic: str, profile: Any) -> None:
+    def listen(self, kind: type, topic: str, profile: Any) -> None:
         def _keep(msg: Any) -> None:
             with self._lock:
                 self.msgs[topic].append(msg)
 
-        node.create_subscription(kind, topic, _keep, profile)
+        self._node.create_subscription(kind, topic, _keep, profile)
 
     def get(self, topic: str) -> list[Any]:
         with self._lock:
             return list(self.msgs[topic])
+
+
+@pytest.fixture
+def rec(spin_node: Node) -> Recorder:
+    """A recorder whose subscriptions live on the test's driver node."""
+    return Recorder(spin_node)
 
 
 def tf_edges(rec: Recorder) -> set[tuple[str, str]]:
@@ -232,25 +254,20 @@ def counters(rec: Recorder) -> dict[str, int]:
 
 
 def test_streams_have_consistent_stamps_and_sizes(
-    ros_context: Context,
-    ros_executor: MultiThreadedExecutor,
-    spin_node: Node,
-    wait_for: Callable[..., bool],
+    start_bridge: Callable[..., SimBridgeNode], rec: Recorder, wait_for: Callable[..., bool]
 ) -> None:
-    rec = Recorder()
     cams = ("base", "pole", "wrist")
     for cam in cams:
-        rec.listen(spin_node, Image, f"cameras/{cam}/color/image_raw", qos.SENSOR)
-        rec.listen(spin_node, Image, f"cameras/{cam}/depth/image_raw", qos.SENSOR)
-        rec.listen(spin_node, CameraInfo, f"cameras/{cam}/color/camera_info", qos.SENSOR)
-        rec.listen(spin_node, Segmentation, f"cameras/{cam}/segmentation", qos.SENSOR)
-        rec.listen(spin_node, Segmentation, f"cameras/{cam}/parts", qos.SENSOR)
-    rec.listen(spin_node, Clock, "/clock", qos.EVENTS)
-    rec.listen(spin_node, TFMessage, "/tf", qos.TF)
-    rec.listen(spin_node, JointState, "joint_states", qos.EVENTS)
-    rec.listen(spin_node, DiagnosticArray, "/diagnostics", qos.EVENTS)
-    node = bridge(ros_context, camera_rate=4.0)
-    ros_executor.add_node(node)
+        rec.listen(Image, f"cameras/{cam}/color/image_raw", qos.SENSOR)
+        rec.listen(Image, f"cameras/{cam}/depth/image_raw", qos.SENSOR)
+        rec.listen(CameraInfo, f"cameras/{cam}/color/camera_info", qos.SENSOR)
+        rec.listen(Segmentation, f"cameras/{cam}/segmentation", qos.SENSOR)
+        rec.listen(Segmentation, f"cameras/{cam}/parts", qos.SENSOR)
+    rec.listen(Clock, "/clock", qos.EVENTS)
+    rec.listen(TFMessage, "/tf", qos.TF)
+    rec.listen(JointState, "joint_states", qos.EVENTS)
+    rec.listen(DiagnosticArray, "/diagnostics", qos.EVENTS)
+    start_bridge(camera_rate=4.0)
 
     def complete(cam: str) -> set[float]:
         stamps = [
@@ -335,16 +352,11 @@ def test_streams_have_consistent_stamps_and_sizes(
 
 
 def test_the_simulated_robot_is_driven_only_through_rpc(
-    ros_context: Context,
-    ros_executor: MultiThreadedExecutor,
-    spin_node: Node,
-    wait_for: Callable[..., bool],
+    start_bridge: Callable[..., SimBridgeNode], rec: Recorder, wait_for: Callable[..., bool]
 ) -> None:
-    rec = Recorder()
-    rec.listen(spin_node, TFMessage, "/tf", qos.TF)
-    rec.listen(spin_node, DiagnosticArray, "/diagnostics", qos.EVENTS)
-    node = bridge(ros_context, cameras=["pole"], camera_rate=1.0, real_time_factor=1.0)
-    ros_executor.add_node(node)
+    rec.listen(TFMessage, "/tf", qos.TF)
+    rec.listen(DiagnosticArray, "/diagnostics", qos.EVENTS)
+    node = start_bridge(cameras=["pole"], camera_rate=1.0, real_time_factor=1.0)
     base_host, base_port = node.robot.base_address
     arm_port = node.robot.arm_address[1]
     assert base_port > 0 and arm_port > 0 and base_port != arm_port
@@ -394,19 +406,11 @@ def call(wait_for: Callable[..., bool], client: Any, request: Any) -> Any:
 
 
 def test_instructions_are_begun_and_judged_from_the_simulator(
-    ros_context: Context,
-    ros_executor: MultiThreadedExecutor,
-    spin_node: Node,
-    wait_for: Callable[..., bool],
+    start_bridge: Callable[..., SimBridgeNode], spin_node: Node, wait_for: Callable[..., bool]
 ) -> None:
-    node = bridge(
-        ros_context,
-        cameras=["pole"],
-        camera_rate=1.0,
-        real_time_factor=0.0,
-        discover_min_pixels=20,
+    node = start_bridge(
+        cameras=["pole"], camera_rate=1.0, real_time_factor=0.0, discover_min_pixels=20
     )
-    ros_executor.add_node(node)
     begin: Any = spin_node.create_client(BeginInstruction, "sim/begin_instruction")
     judge: Any = spin_node.create_client(JudgeInstruction, "sim/judge_instruction")
     assert begin.wait_for_service(timeout_sec=20.0) and judge.wait_for_service(timeout_sec=20.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,6 @@ from planner_kitchen import (
     build_kitchen,
     locked_unlocked_layout,
     recorded_text,
-    seeded_world,
     session_for,
 )
 
@@ -30,12 +29,9 @@ from mimir_planner.runs import Observation
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[WorldMemory]:
-    with seeded_world(tmp_path / "world.db",
-                      [("cabinet", (1.0, 0.0, 1.6)), ("counter", (1.0, 0.0, 0.9)),
-                       ("mug", (1.0, 0.1, 1.55))],
-                      [("mug_1", "cabinet_1", "container")]) as w:
-        yield w
+def world(seed_world: Callable[..., WorldMemory]) -> WorldMemory:
+    return seed_world([("cabinet", (1.0, 0.0, 1.6)), ("counter", (1.0, 0.0, 0.9)),
+                       ("mug", (1.0, 0.1, 1.55))], [("mug_1", "cabinet_1", "container")])
 
 
 def _step(action: str, target: str | None) -> PlanStep:

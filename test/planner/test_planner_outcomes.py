@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
 import pytest
-from planner_kitchen import seeded_world
 
 from mimir_memory.task import EffectKind
 from mimir_memory.world import WorldMemory
@@ -27,13 +25,10 @@ PRIMITIVES = ("move_to", "open", "close", "pick", "place", "inspect")
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[WorldMemory]:
+def world(seed_world: Callable[..., WorldMemory]) -> WorldMemory:
     """cabinet_1 (opens by label), counter_1 (does not), mug_1 on the counter."""
-    with seeded_world(tmp_path / "world.db",
-                      [("cabinet", (1.1, 0.0, 1.6)), ("counter", (1.0, 0.5, 0.9)),
-                       ("mug", (1.0, 0.5, 0.95))],
-                      [("mug_1", "counter_1", "surface")]) as memory:
-        yield memory
+    return seed_world([("cabinet", (1.1, 0.0, 1.6)), ("counter", (1.0, 0.5, 0.9)),
+                       ("mug", (1.0, 0.5, 0.95))], [("mug_1", "counter_1", "surface")])
 
 
 def _step(primitive: str, target: str = "cabinet_1") -> ExecutableStep:

@@ -221,3 +221,19 @@ def test_offline_reasoner_needs_structured_inputs() -> None:
     cfg = config(backend="offline")
     with pytest.raises(BackendConfigError):
         make_backend(cfg).complete(_request())
+
+
+def test_an_operator_chooses_the_model_server_without_editing_the_file() -> None:
+    from mimir_planner.reasoning import load_reasoning_config, with_model
+    from mimir_planner.reasoning.errors import ReasoningConfigError
+
+    base = load_reasoning_config()
+    assert with_model(base) is base
+    chosen = with_model(base, backend="openai", base_url="http://gpu:8000/v1", model="m")
+    assert (chosen.vlm.backend, chosen.vlm.base_url, chosen.vlm.model) == (
+        "openai", "http://gpu:8000/v1", "m")
+    assert chosen.vlm.timeout_s == base.vlm.timeout_s
+    kept = with_model(base, model="other")
+    assert kept.vlm.base_url == base.vlm.base_url and kept.vlm.model == "other"
+    with pytest.raises(ReasoningConfigError):
+        with_model(base, backend="telepathy")

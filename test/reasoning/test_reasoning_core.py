@@ -33,6 +33,7 @@ from mimir_planner.reasoning.errors import (
     ReasoningConfigError,
     UnknownPromptError,
 )
+from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
 from mimir_planner.reasoning.percepts import (
     box_region,
     contact_summary,
@@ -45,6 +46,12 @@ from mimir_planner.reasoning.percepts import (
 )
 
 CFG = load_reasoning_config()
+
+
+def _harness() -> Harness:
+    """A harness over a fresh test world with the test configuration."""
+    cfg = config()
+    return Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
 
 
 def test_default_config_loads_and_bad_configs_fail(tmp_path: Path) -> None:
@@ -243,8 +250,7 @@ def _ctx(intent: str = "open") -> ClaimContext:
 
 
 def test_harness_rejects_duplicates_unknown_ids_and_owned_claims() -> None:
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     claim = PropertyClaim("drawer_3", "has_handle", True, 0.9, "bar handle")
     far = PropertyClaim("sofa_9", "has_handle", True, 0.9, "?")
     owned = PropertyClaim("drawer_3", "pickable", True, 0.9, "lifted")
@@ -261,8 +267,7 @@ def test_harness_rejects_duplicates_unknown_ids_and_owned_claims() -> None:
 
 
 def test_grasp_hold_extractor_supplies_pickable() -> None:
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     holding = tuple(RobotStateSample(100.0 + i, 0.03, 20.0, True) for i in range(3))
     ctx = ClaimContext("i2", "PickMug", "pick", "mug_1", "mug", np.array([0.5, 0.5, 0.9]), 103.0)
     outcome = OutcomeClaim("mug_1", "PickMug", True, None, "success", 0.9)
@@ -279,7 +284,7 @@ def test_grasp_hold_extractor_supplies_pickable() -> None:
 
 def test_empty_ignores_the_fixtures_own_parts_but_not_objects() -> None:
     cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     ctx = ClaimContext("i3", "Inspect", "inspection", "drawer_3", "drawer",
                        np.array([1.0, 0.0, 0.5]), 103.0)
     front = Detection3D("drawer", np.array([0.85, 0.0, 0.5]), 0.9, 102.0, "wrist", "d:front")
@@ -290,13 +295,13 @@ def test_empty_ignores_the_fixtures_own_parts_but_not_objects() -> None:
         [empty], ctx, Evidence(detections=(front,), observed_interiors=looked, visible_frames=3))
     assert [v.decision for v in only_front.verdicts] == [Decision.ADMIT]
     # hardly in view, or the look failed: emptiness is not shown either way
-    glimpse = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier).evaluate(
+    glimpse = _harness().evaluate(
         [empty], ctx, Evidence(detections=(front,), observed_interiors=looked, visible_frames=1))
     assert [v.decision for v in glimpse.verdicts] == [Decision.DEFER]
     failed = ClaimContext("i4", "Inspect", "inspection", "drawer_3", "drawer",
                           np.array([1.0, 0.0, 0.5]), 103.0, reported_success=False,
                           reported_message="NO_VIEW")
-    blind = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier).evaluate(
+    blind = _harness().evaluate(
         [empty], failed, Evidence(observed_interiors=looked, visible_frames=5))
     assert [v.decision for v in blind.verdicts] == [Decision.DEFER]
     assert "NO_VIEW" in blind.verdicts[0].reason
@@ -403,8 +408,7 @@ def _evidence_of(window, intent: str = "open") -> Evidence:
 
 
 def test_locked_and_opened_reasons_name_the_gripper_the_hand_and_depth() -> None:
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     locked = _evidence_of(make_window(contact=True, opened_m=None, hand=True))
     assert locked.pull is not None and locked.pull.held_back_m == pytest.approx(0.25)
     claim = PropertyClaim("drawer_3", "locked", True, 0.9, "it would not open")
@@ -424,10 +428,7 @@ def test_locked_and_opened_reasons_name_the_gripper_the_hand_and_depth() -> None
 
 
 def test_locked_needs_the_hand_held_back_from_the_command() -> None:
-    from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
-
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     window = make_window(contact=True, opened_m=None)
     still = DisplacementMeasurement("drawer_3", 0.001, "m", "depth")
     # the executor commanded only 2 cm of pull: a door that did not move proves nothing yet
@@ -446,7 +447,7 @@ def test_every_verdict_kind_can_be_switched_off() -> None:
     cfg = config()
     moving = _evidence_of(make_window(contact=True, opened_m=0.2, hand=True))
     claim = PropertyClaim("drawer_3", "locked", True, 0.9, "wrong")
-    on = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    on = _harness()
     assert on.evaluate([claim], _ctx(), moving).verdicts[0].decision is Decision.REJECT
     off = Harness(make_world(), cfg.vocabulary, cfg.percepts,
                   dataclasses.replace(cfg.verifier, switched_off=("locked",)))
@@ -462,8 +463,7 @@ def test_every_verdict_kind_can_be_switched_off() -> None:
 
 
 def test_outcomes_without_a_predicate_follow_the_executor_and_need_views() -> None:
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     claim = OutcomeClaim("drawer_3", "PlaceOn", True, None, "success", 0.9)
     ctx = ClaimContext("i2", "PlaceOn", "place", "drawer_3", "drawer", np.array([1.0, 0.0, 0.5]),
                        103.0, reported_success=False, reported_message="NOT_REACHED")
@@ -474,16 +474,13 @@ def test_outcomes_without_a_predicate_follow_the_executor_and_need_views() -> No
                            np.array([1.0, 0.0, 0.5]), 103.0)
     (blind,) = harness.evaluate([claim], unknown, Evidence(visible_frames=1)).verdicts
     assert blind.decision is Decision.DEFER and "1 frame(s)" in blind.reason
-    seen = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    seen = _harness()
     (ok,) = seen.evaluate([claim], unknown, Evidence(visible_frames=3)).verdicts
     assert ok.decision is Decision.ADMIT
 
 
 def test_another_actions_signals_never_decide_a_pending_claim() -> None:
-    from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
-
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     window = make_window(contact=True, opened_m=None)
     # drawer_3 was pulled with the hand barely held back: "locked" waits for more
     timid = Evidence(gripper=window.robot_states, pull=PullTracking(0.02, 0.0, 5),
@@ -509,10 +506,7 @@ def test_another_actions_signals_never_decide_a_pending_claim() -> None:
 
 
 def test_depth_motion_against_a_held_back_hand_is_held() -> None:
-    from mimir_planner.reasoning.evidence import DisplacementMeasurement, PullTracking
-
-    cfg = config()
-    harness = Harness(make_world(), cfg.vocabulary, cfg.percepts, cfg.verifier)
+    harness = _harness()
     window = make_window(contact=True, opened_m=None)
     # the door region changed in depth, but the hand made 5 of 12 commanded cm: the arm in
     # front of a door that did not open looks like this

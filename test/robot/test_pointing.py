@@ -161,7 +161,7 @@ def test_point_at_vertical_handle(scene: Scene) -> None:
     assert abs(float(closing @ np.asarray(res.long_axis))) < 1e-6
     assert closing[1] > 0.99  # the default hint (base +y) fixes the sign: no wrist flips
     assert np.allclose(rot.T @ rot, np.eye(3), atol=1e-9) and np.linalg.det(rot) > 0.0
-    assert res.grasp_quat[3] >= 0.0 and math.isclose(np.linalg.norm(res.grasp_quat), 1.0)
+    assert res.grasp.quat_xyzw[3] >= 0.0 and math.isclose(np.linalg.norm(res.grasp.quat_xyzw), 1.0)
     assert res.n_points > 50 and res.n_depth_samples >= 3 and res.n_normal_inliers > 50
     assert res.stamp == STAMP
 
@@ -179,12 +179,12 @@ def test_very_thin_handle_with_noisy_depth() -> None:
 def test_pregrasp_is_backed_off_along_the_approach(scene: Scene) -> None:
     res = run(scene)
     backoff = DEFAULT_CONFIG.pregrasp_backoff_m
-    offset = np.asarray(res.grasp_position) - np.asarray(res.pregrasp_position)
+    offset = np.asarray(res.grasp.position) - np.asarray(res.pregrasp.position)
     assert np.isclose(np.linalg.norm(offset), backoff)
     assert np.allclose(offset / backoff, res.grasp.approach)
-    assert res.pregrasp_quat == res.grasp_quat
+    assert res.pregrasp.quat_xyzw == res.grasp.quat_xyzw
     # the pre-grasp stands in front of the handle, toward the robot
-    assert res.pregrasp_position[0] < res.grasp_position[0] - 0.09
+    assert res.pregrasp.position[0] < res.grasp.position[0] - 0.09
 
 
 def test_grasp_depth_and_x_closing_axis(scene: Scene) -> None:
@@ -192,10 +192,10 @@ def test_grasp_depth_and_x_closing_axis(scene: Scene) -> None:
     res = run(scene, config=cfg)
     rot = res.grasp.rotation()
     assert abs(rot[2, 0]) < math.sin(math.radians(3.0))  # now the tool x axis is horizontal
-    assert np.isclose(float(rot[:, 2] @ (np.asarray(res.grasp_position)
+    assert np.isclose(float(rot[:, 2] @ (np.asarray(res.grasp.position)
                                          - np.asarray(res.point_base))), 0.01)
-    assert np.isclose(np.linalg.norm(np.asarray(res.grasp_position)
-                                     - np.asarray(res.pregrasp_position)), 0.2)
+    assert np.isclose(np.linalg.norm(np.asarray(res.grasp.position)
+                                     - np.asarray(res.pregrasp.position)), 0.2)
 
 
 def test_vlm_pixel_on_and_near_the_mask(scene: Scene) -> None:

@@ -22,6 +22,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from visualization_msgs.msg import Marker, MarkerArray
 
+from mimir.nodes import common_params as shared
 from mimir.nodes.memory.messages import (
     MessageValueError,
     event_to_msg,
@@ -58,16 +59,12 @@ _WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "
 class SceneGraphConfig:
     """Parameters of the scene graph node."""
 
-    memory_dir: str = param(
-        "~/.local/share/mimir/default",
-        "folder of the memory databases (world.db here)",
-        read_only=True)
-    memory_config: str = param(
-        "", "memory settings YAML; empty for the installed memory.yaml", read_only=True)
-    map_frame: str = param("map", "fixed frame of the graph")
+    memory_dir: str = shared.memory_dir("folder of the memory databases (world.db here)")
+    memory_config: str = shared.memory_config()
+    map_frame: str = shared.map_frame("fixed frame of the graph", read_only=False)
     publish_period_s: float = param(0.5, "shortest period between graph publications (s)")
     markers: bool = param(True, "publish RViz markers")
-    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
+    diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
         if self.publish_period_s <= 0.0 or self.diagnostics_period <= 0.0:

@@ -59,7 +59,7 @@ from mimir.nodes.perception.messages import (
 )
 from mimir.paths import config_file
 from mimir.ros import qos
-from mimir.ros.diagnostics import NodeCounters
+from mimir.ros.diagnostics import NodeCounters, SkipReasons
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_numpy
 from mimir.ros.params import declare_config
@@ -74,7 +74,6 @@ from mimir_perception.errors import (
     PerceptionError,
     PoseOutOfWorkspaceError,
     SynchronizationError,
-    TransformError,
 )
 from mimir_perception.sync import FrameSynchronizer, SyncedFrame
 
@@ -94,6 +93,13 @@ _WARN_KEYS = (
     "pose_outside_workspace",
     *(f"segmentation_{r}" for r in ("stale", "late", "duplicate", "queue_full")),
     *(r.value for r in SkipReason),
+)
+#: Counters of a matched frame the deprojector refuses (subclasses before their bases).
+_DEPROJECT_SKIPS = SkipReasons(
+    (ImageSizeMismatchError, "size_mismatch"),
+    (DepthError, "bad_depth"),
+    (PoseOutOfWorkspaceError, "pose_outside_workspace"),
+    (PerceptionError, "deprojection_failed"),
 )
 
 
@@ -265,17 +271,8 @@ class DeprojectionNode(Node):
                 frame.segmentation, frame.depth, frame.intrinsics, pose,
                 stamp=frame.stamp, camera=camera,
             )
-        except ImageSizeMismatchError as err:
-            self._skip(camera, "size_mismatch", f"skipping frame: {err}")
-            return
-        except DepthError as err:
-            self._skip(camera, "bad_depth", f"skipping frame: {err}")
-            return
-        except PoseOutOfWorkspaceError as err:
-            self._skip(camera, "pose_outside_workspace", f"skipping frame: {err}")
-            return
-        except (TransformError, PerceptionError) as err:
-            self._skip(camera, "deprojection_failed", f"skipping frame: {err}")
+        except _DEPROJECT_SKIPS.errors as err:
+            self._skip(camera, _DEPROJECT_SKIPS.key(err), f"skipping frame: {err}")
             return
         for skipped in result.skipped:
             self._skip(camera, skipped.reason.value,

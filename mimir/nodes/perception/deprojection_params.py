@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds
+from mimir.nodes import common_params as shared
 from mimir.settings import param
 from mimir_perception.deprojection import DeprojectionConfig, DepthUnit
 from mimir_perception.sync import SyncConfig
@@ -14,14 +15,11 @@ from mimir_perception.sync import SyncConfig
 class DeprojectionNodeConfig:
     """Parameters of the deprojection node."""
 
-    cameras: tuple[str, ...] = param(
-        ("base", "pole", "wrist"), "camera names to deproject", read_only=True)
-    map_frame: str = param("map", "fixed frame of the observations", read_only=True)
-    rectified: bool = param(
-        True,
+    cameras: tuple[str, ...] = shared.cameras("camera names to deproject")
+    map_frame: str = shared.map_frame("fixed frame of the observations")
+    rectified: bool = shared.rectified(
         "camera infos describe rectified images (use P, ignore D); false refuses non-zero "
-        "distortion",
-        read_only=True)
+        "distortion")
     sync_tolerance: float = param(
         0.02,
         "largest stamp difference of a matched segmentation, depth and camera info (s)",
@@ -31,7 +29,7 @@ class DeprojectionNodeConfig:
     sync_max_queue: int = param(30, "most queued inputs per stream and camera", read_only=True)
     transform_timeout: float = param(
         0.5, "how long a frame waits for its transform before it is skipped (s)", read_only=True)
-    tf_cache: float = param(10.0, "transform history kept (s)", read_only=True)
+    tf_cache: float = shared.tf_cache()
     max_backlog: int = param(
         8,
         "matched frames waiting for deprojection; older ones are dropped beyond this",
@@ -47,18 +45,13 @@ class DeprojectionNodeConfig:
     centroid: str = param("median", "median, mean or trimmed_mean", read_only=True)
     pixel_stride: int = param(1, "use every n-th row and column", read_only=True)
     compute_obb: bool = param(True, "also compute oriented boxes", read_only=True)
-    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
-    memory_config: str = param(
-        "",
+    diagnostics_period: float = shared.diagnostics_period()
+    memory_config: str = shared.memory_config(
         "settings YAML whose bounds section limits poses and observations; empty for the "
-        "installed memory.yaml",
-        read_only=True)
+        "installed memory.yaml")
 
     def __post_init__(self) -> None:
-        if not self.cameras or any(not c or "/" in c for c in self.cameras):
-            raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
-        if len(set(self.cameras)) != len(self.cameras):
-            raise ValueError(f"cameras repeat: {self.cameras!r}")
+        shared.check_cameras(self.cameras)
         if not self.map_frame:
             raise ValueError("map_frame must be non-empty")
         if self.transform_timeout < 0.0 or self.tf_cache <= 0.0 or self.max_backlog < 1:

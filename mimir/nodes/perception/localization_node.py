@@ -38,6 +38,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from mimir import transforms as tfm
+from mimir.nodes import common_params as shared
 from mimir.nodes.perception.messages import (
     CameraInfoError,
     CameraModel,
@@ -46,9 +47,9 @@ from mimir.nodes.perception.messages import (
 )
 from mimir.paths import config_dir
 from mimir.ros import qos
-from mimir.ros.diagnostics import NodeCounters
+from mimir.ros.diagnostics import NodeCounters, SkipReasons
 from mimir.ros.floatfix import FloatSafePublisher
-from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
+from mimir.ros.images import IMAGE_SKIPS, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import TransformPublisher, make_transform_source, matrix_to_transform
@@ -75,6 +76,8 @@ _WARN_KEYS = (
     "odom_unavailable",
     "fiducial_error",
 )
+#: Counters of an image the localiser cannot use.
+_LOCALIZE_SKIPS = SkipReasons((IntrinsicsError, "size_mismatch"), (FiducialError, "fiducial_error"))
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,9 @@ class LocalizationNodeConfig:
     camera: str = param("base", "camera that sees the tags", read_only=True)
     fiducial_map: str = param(
         "fiducials/lab.yaml", "tag map: a file under the config folder or a path", read_only=True)
-    map_frame: str = param("map", "map frame", read_only=True)
-    odom_frame: str = param("odom", "odometry frame", read_only=True)
-    base_frame: str = param("base_link", "robot base frame", read_only=True)
+    map_frame: str = shared.map_frame("map frame")
+    odom_frame: str = shared.odom_frame()
+    base_frame: str = shared.base_frame()
     publish: str = param(
         "map_to_odom", "transform to publish: map_to_odom or map_to_base", read_only=True)
     publish_rate_hz: float = param(
@@ -94,11 +97,9 @@ class LocalizationNodeConfig:
     transform_tolerance: float = param(
         0.1, "re-sent transforms are stamped this far ahead of the node clock (s)", read_only=True)
     max_rate_hz: float = param(10.0, "most images processed per second (Hz)", read_only=True)
-    rectified: bool = param(
-        True,
+    rectified: bool = shared.rectified(
         "camera info describes rectified images (use P, no distortion); false passes D to the "
-        "pose solver",
-        read_only=True)
+        "pose solver")
     max_translation_disagreement: float = param(
         0.25, "tags farther than this from the consensus are rejected (m)", read_only=True)
     max_rotation_disagreement: float = param(0.2, "same for orientation (rad)", read_only=True)
@@ -109,8 +110,8 @@ class LocalizationNodeConfig:
     planar: bool = param(True, "estimate x, y, yaw only", read_only=True)
     position_stddev: float = param(0.05, "reported position standard deviation (m)", read_only=True)
     yaw_stddev: float = param(0.03, "reported orientation standard deviation (rad)", read_only=True)
-    tf_cache: float = param(10.0, "transform history kept (s)", read_only=True)
-    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
+    tf_cache: float = shared.tf_cache()
+    diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
         if not self.camera or "/" in self.camera:
@@ -239,11 +240,8 @@ class LocalizationNode(Node):
             return
         try:
             rgb = image_to_rgb(msg)
-        except UnsupportedEncodingError as err:
-            self._skip("unsupported_encoding", f"skipping image: {err}")
-            return
-        except ImageConversionError as err:
-            self._skip("bad_image", f"skipping image: {err}")
+        except IMAGE_SKIPS.errors as err:
+            self._skip(IMAGE_SKIPS.key(err), f"skipping image: {err}")
             return
         stamp = to_seconds(msg.header.stamp)
         cfg = self.config
@@ -257,11 +255,8 @@ class LocalizationNode(Node):
         distortion = None if camera.distortion.size == 0 else camera.distortion
         try:
             result = localizer.localize(rgb, camera.intrinsics, stamp, distortion)
-        except IntrinsicsError as err:
-            self._skip("size_mismatch", f"skipping image: {err}")
-            return
-        except FiducialError as err:
-            self._skip("fiducial_error", f"skipping image: {err}")
+        except _LOCALIZE_SKIPS.errors as err:
+            self._skip(_LOCALIZE_SKIPS.key(err), f"skipping image: {err}")
             return
         if result is None or result.held:
             self.counters.add("no_tag")

@@ -42,12 +42,13 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
+from mimir.nodes import common_params as shared
 from mimir.nodes.perception.messages import PerceptionNodeError, segmentation_to_msg
 from mimir.paths import ConfigFileNotFoundError, config_dir
 from mimir.ros import qos
-from mimir.ros.diagnostics import NodeCounters
+from mimir.ros.diagnostics import NodeCounters, SkipReasons
 from mimir.ros.floatfix import FloatSafePublisher
-from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_rgb
+from mimir.ros.images import IMAGE_SKIPS, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.time import to_seconds
@@ -69,6 +70,11 @@ _WARN_KEYS = (
     "model_unavailable",
     "inference_failed",
     "out_of_order",
+)
+#: Counters of a frame the model fails on (a missing model is handled on its own).
+_MODEL_SKIPS = SkipReasons(
+    (ModelInferenceError, "inference_failed"),
+    (SegmentationError, "bad_image"),
 )
 
 
@@ -104,13 +110,10 @@ class SegmentationNodeConfig:
         2.0, "most frames segmented per second and camera (Hz)", read_only=True)
     preload: bool = param(
         True, "load the weights right after startup (in the worker)", read_only=True)
-    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
+    diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
-        if not self.cameras or any(not c or "/" in c for c in self.cameras):
-            raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
-        if len(set(self.cameras)) != len(self.cameras):
-            raise ValueError(f"cameras repeat: {self.cameras!r}")
+        shared.check_cameras(self.cameras)
         if self.backend not in BACKENDS:
             raise ValueError(
                 f"backend must be one of {BACKENDS}, got {self.backend!r} (simulation "
@@ -135,8 +138,9 @@ def check_model_source(model: str, allow_hub: bool) -> None:
     if allow_hub and "/" in model and not model.startswith(("/", ".", "~")):
         return
     raise PerceptionNodeError(
-        f"SAM3 model {model!r} not found: set the 'model' parameter to a local directory "
-        "holding config.json, weights and tokenizer (or a hub id with allow_hub:=true)"
+        f"SAM3 model {model!r} not found: get the weights (accept the licence on the facebook/sam3 "
+        "model page, then `hf download facebook/sam3 --local-dir ~/models/sam3`) and launch with "
+        "sam3_model:=~/models/sam3 (the 'model' parameter; a hub id needs allow_hub:=true)"
     )
 
 
@@ -283,11 +287,8 @@ class SegmentationNode(Node):
             return
         try:
             rgb = image_to_rgb(msg)
-        except UnsupportedEncodingError as err:
-            self._skip(camera, "unsupported_encoding", f"skipping frame: {err}")
-            return
-        except ImageConversionError as err:
-            self._skip(camera, "bad_image", f"skipping frame: {err}")
+        except IMAGE_SKIPS.errors as err:
+            self._skip(camera, IMAGE_SKIPS.key(err), f"skipping frame: {err}")
             return
         stamp = to_seconds(msg.header.stamp)
         try:
@@ -298,11 +299,8 @@ class SegmentationNode(Node):
             self._model_failed = True
             self._skip(camera, "model_unavailable", f"cannot load the model: {err}")
             return
-        except ModelInferenceError as err:
-            self._skip(camera, "inference_failed", f"skipping frame: {err}")
-            return
-        except SegmentationError as err:
-            self._skip(camera, "bad_image", f"skipping frame: {err}")
+        except _MODEL_SKIPS.errors as err:
+            self._skip(camera, _MODEL_SKIPS.key(err), f"skipping frame: {err}")
             return
         self._seg_pubs[camera].publish(
             segmentation_to_msg(result, msg.header, self.backend_name, camera)

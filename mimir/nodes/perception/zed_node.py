@@ -32,6 +32,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
+from mimir.nodes import common_params as shared
 from mimir.nodes.perception.messages import PerceptionNodeError, intrinsics_to_camera_info
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
@@ -70,7 +71,7 @@ class ZedNodeConfig:
         "", "optical frame of the images (default <camera>_color_optical_frame)", read_only=True)
     publish_optical_tf: bool = param(
         True, "publish camera_frame -> optical_frame on /tf_static", read_only=True)
-    diagnostics_period: float = param(1.0, "period of the /diagnostics report (s)", read_only=True)
+    diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
         if not self.camera or "/" in self.camera:

@@ -76,6 +76,7 @@ from mimir_planner.reasoning import (
     VlmBackend,
     load_reasoning_config,
     make_backend,
+    with_model,
 )
 from mimir_planner.reasoning.config import VERIFIERS
 from mimir_planner.reasoning.errors import (
@@ -183,9 +184,8 @@ class AnalyzerNode(Node):
         cfg = self.config
         try:
             reasoning = load_reasoning_config(config_file("reasoning.yaml", cfg.reasoning_config))
-            if cfg.vlm_backend:
-                reasoning = dataclasses.replace(
-                    reasoning, vlm=dataclasses.replace(reasoning.vlm, backend=cfg.vlm_backend))
+            reasoning = with_model(reasoning, backend=cfg.vlm_backend,
+                                   base_url=cfg.vlm_endpoint, model=cfg.vlm_model)
             off = [v.strip() for v in cfg.verifiers_off.split(",") if v.strip()]
             if off:
                 switched = VERIFIERS if off == ["all"] else tuple(off)
@@ -245,11 +245,14 @@ class AnalyzerNode(Node):
         if msg.phase != InteractionEvent.PHASE_ENDED or not self.config.auto_analyze:
             return
         response = self.analyze(msg)
-        level = self.get_logger().info if response.error_code in (
-            _Response.NONE, _Response.UNKNOWN_TARGET) else self.get_logger().warning
-        level(f"interaction {msg.interaction_id} ({msg.primitive} on {msg.target_id or '-'}): "
-              f"{'success' if response.task_success else 'failure'}; error "
-              f"{response.error_code} {response.error_msg}")
+        text = (f"interaction {msg.interaction_id} ({msg.primitive} on {msg.target_id or '-'}): "
+                f"{'success' if response.task_success else 'failure'}; error "
+                f"{response.error_code} {response.error_msg}")
+        # one logging call per severity: rclpy refuses a call site whose severity changes
+        if response.error_code in (_Response.NONE, _Response.UNKNOWN_TARGET):
+            self.get_logger().info(text)
+        else:
+            self.get_logger().warning(text)
 
     def _on_analyze(self, request: Any, response: Any) -> Any:
         result = self.analyze(request.interaction)

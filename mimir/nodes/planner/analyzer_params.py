@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mimir.nodes import common_params as shared
 from mimir.settings import param
 
 _BACKENDS = ("", "offline", "openai", "transformers")
@@ -22,6 +23,8 @@ class AnalyzerNodeConfig:
         "",
         "offline, openai or transformers; empty to use the backend named in the reasoning config",
         read_only=True)
+    vlm_endpoint: str = shared.vlm_endpoint()
+    vlm_model: str = shared.vlm_model()
     reasoner_faults: float = param(
         0.0,
         "share of reasoner answers corrupted on purpose (0..1), to test the harness; 0 in "
@@ -36,8 +39,7 @@ class AnalyzerNodeConfig:
         "comma-separated verdict kinds switched off for ablations (see config/reasoning.yaml "
         "verifier.switched_off; 'all' for no harness); empty in operation",
         read_only=True)
-    cameras: tuple[str, ...] = param(
-        ("base", "pole", "wrist"), "cameras whose frames form the action window", read_only=True)
+    cameras: tuple[str, ...] = shared.cameras("cameras whose frames form the action window")
     buffer_seconds: float = param(20.0, "history kept of every buffered stream (s)", read_only=True)
     frame_min_period_s: float = param(
         0.5,
@@ -53,16 +55,13 @@ class AnalyzerNodeConfig:
         0.02,
         "largest stamp difference of a colour frame and its registered depth (s)",
         read_only=True)
-    rectified: bool = param(True, "camera infos describe rectified images", read_only=True)
-    map_frame: str = param("map", "fixed frame of memory", read_only=True)
-    odom_frame: str = param(
-        "odom", "odometry frame: two frames of a camera are compared through their poses in it",
-        read_only=True)
-    base_frame: str = param("base_link", "robot base frame", read_only=True)
-    optical_frame_suffix: str = param(
-        "_color_optical_frame",
-        "camera optical frame is <cam><suffix> when an image header has no frame id",
-        read_only=True)
+    rectified: bool = shared.rectified()
+    map_frame: str = shared.map_frame("fixed frame of memory")
+    odom_frame: str = shared.odom_frame(
+        "odometry frame: two frames of a camera are compared through their poses in it")
+    base_frame: str = shared.base_frame()
+    optical_frame_suffix: str = shared.optical_frame_suffix(
+        "camera optical frame is <cam><suffix> when an image header has no frame id")
     gripper_stroke_m: float = param(
         0.085, "jaw opening of a fully open gripper (m)", read_only=True)
     gripper_open_below: float = param(
@@ -97,18 +96,14 @@ class AnalyzerNodeConfig:
         read_only=True)
     recheck_period_s: float = param(
         1.0, "period of re-checking deferred claims against new detections (s)", read_only=True)
-    diagnostics_period_s: float = param(
-        1.0, "period of the /diagnostics report (s)", read_only=True)
+    diagnostics_period_s: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
         if self.vlm_backend not in _BACKENDS:
             raise ValueError(f"vlm_backend must be one of {_BACKENDS[1:]} or empty")
-        if not self.cameras or any(not c or "/" in c for c in self.cameras):
-            raise ValueError(f"cameras must be plain non-empty names, got {self.cameras!r}")
+        shared.check_cameras(self.cameras)
         if not (math.isfinite(self.reasoner_faults) and 0.0 <= self.reasoner_faults <= 1.0):
             raise ValueError(f"reasoner_faults must lie in [0, 1], got {self.reasoner_faults}")
-        if len(set(self.cameras)) != len(self.cameras):
-            raise ValueError(f"cameras repeat: {self.cameras!r}")
         if not (0.0 <= self.gripper_open_below < self.gripper_closed_empty <= 1.0
                 and self.gripper_stroke_m > 0.0):
             raise ValueError("need 0 <= gripper_open_below < gripper_closed_empty <= 1 and a "

@@ -93,7 +93,7 @@ from mimir_planner.memory_readers import (
 from mimir_planner.outcomes import fixture_opens
 from mimir_planner.planner import PlannerSession
 from mimir_planner.policies import PlannerPolicy, VlmPlanner
-from mimir_planner.reasoning import load_reasoning_config, make_backend
+from mimir_planner.reasoning import load_reasoning_config, make_backend, with_model
 from mimir_planner.reasoning.errors import ReasoningError
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import VlmBackend
@@ -163,8 +163,8 @@ class PlannerNode(Node):
             try:
                 reasoning = load_reasoning_config(
                     config_file("reasoning.yaml", cfg.reasoning_config))
-                reasoning = dataclasses.replace(
-                    reasoning, vlm=dataclasses.replace(reasoning.vlm, backend=cfg.vlm_backend))
+                reasoning = with_model(reasoning, backend=cfg.vlm_backend,
+                                       base_url=cfg.vlm_endpoint, model=cfg.vlm_model)
                 self.backend = make_backend(reasoning)
             except (ConfigFileNotFoundError, ReasoningError) as err:
                 raise PlannerNodeError(f"cannot build the {cfg.vlm_backend} backend: {err}") \

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mimir.nodes import common_params as shared
 from mimir.settings import param
 
 BACKENDS = ("offline", "openai", "transformers")
@@ -15,12 +16,9 @@ BACKENDS = ("offline", "openai", "transformers")
 class PlannerNodeConfig:
     """Parameters of the planner node, declared as ROS parameters with descriptions."""
 
-    memory_dir: str = param(
-        "~/.local/share/mimir/default",
-        "folder of the memory databases: world.db and keyframes/ are read, task.db is owned",
-        read_only=True)
-    memory_config: str = param(
-        "", "memory settings YAML; empty for the installed memory.yaml", read_only=True)
+    memory_dir: str = shared.memory_dir(
+        "folder of the memory databases: world.db and keyframes/ are read, task.db is owned")
+    memory_config: str = shared.memory_config()
     planner_config: str = param(
         "", "planner settings YAML; empty for the installed config/planner.yaml", read_only=True)
     reasoning_config: str = param(
@@ -31,6 +29,8 @@ class PlannerNodeConfig:
         "offline",
         "offline (offline planner and retrieval reasoner, no model), openai or transformers",
         read_only=True)
+    vlm_endpoint: str = shared.vlm_endpoint()
+    vlm_model: str = shared.vlm_model()
     step_budget: int = param(
         12, "planner steps per instruction when the goal gives none (twelve in simulation)")
     operator_gate: bool = param(
@@ -44,12 +44,10 @@ class PlannerNodeConfig:
         read_only=True)
     planner_camera: str = param(
         "pole", "camera whose latest image the planner sees (Set-of-Mark overlays)", read_only=True)
-    map_frame: str = param("map", "fixed frame of memory", read_only=True)
-    optical_frame_suffix: str = param(
-        "_color_optical_frame",
-        "optical frame = camera name + suffix when an image has no frame id",
-        read_only=True)
-    rectified: bool = param(True, "camera infos describe rectified images", read_only=True)
+    map_frame: str = shared.map_frame("fixed frame of memory")
+    optical_frame_suffix: str = shared.optical_frame_suffix(
+        "optical frame = camera name + suffix when an image has no frame id")
+    rectified: bool = shared.rectified()
     server_wait_s: float = param(
         5.0,
         "wait this long for execute_primitive and analyze_interaction to appear (s)",
@@ -74,8 +72,7 @@ class PlannerNodeConfig:
         True,
         "an analysed primitive the analyzer could not verify counts as failed",
         read_only=True)
-    diagnostics_period_s: float = param(
-        1.0, "period of the /diagnostics report (s)", read_only=True)
+    diagnostics_period_s: float = shared.diagnostics_period()
     memory_wait_s: float = param(
         10.0,
         "an instruction that arrives while world memory holds no scene graph node yet waits at "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from mimir.nodes import common_params as shared
 from mimir.settings import param, positive
 from mimir_robot import contract as c
 from mimir_robot.profile import ProfileError, RobotProfile
@@ -25,15 +26,14 @@ class ExecutorNodeConfig(RobotProfile):
         False, "reset base and arm once connected (the arm moves; off on the robot: reset through "
         "the robot/reset service instead)", read_only=True)
     state_rate_hz: float = param(20.0, "rate of the contract signals (Hz)", read_only=True)
-    map_frame: str = param(c.FRAME_MAP, "fixed frame of memory", read_only=True)
-    odom_frame: str = param(c.FRAME_ODOM, "odometry frame", read_only=True)
-    base_frame: str = param(c.FRAME_BASE, "robot base frame", read_only=True)
+    map_frame: str = shared.map_frame("fixed frame of memory")
+    odom_frame: str = shared.odom_frame()
+    base_frame: str = shared.base_frame()
     pointing_cameras: tuple[str, ...] = param(
         ("pole", "base", "wrist"), "cameras searched, in order, for the target of a primitive",
         read_only=True)
-    optical_frame_suffix: str = param(
-        "_color_optical_frame", "optical frame = camera + suffix when a header has none",
-        read_only=True)
+    optical_frame_suffix: str = shared.optical_frame_suffix(
+        "optical frame = camera + suffix when a header has none")
     view_timeout_s: float = param(
         3.0, "how long a primitive waits for a camera frame newer than its start (s)",
         read_only=True)
@@ -43,7 +43,7 @@ class ExecutorNodeConfig(RobotProfile):
     trace_file: str = param(
         "", "JSON-lines file of every streamed target and reported state; empty: none",
         read_only=True)
-    diagnostics_period: float = param(1.0, "period of /diagnostics (s)", read_only=True)
+    diagnostics_period: float = shared.diagnostics_period("period of /diagnostics (s)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
