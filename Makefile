@@ -2,6 +2,14 @@
 #   make demo   set up, then run the main job (the simulation)
 #   make test   set up, then run every test
 PY := .venv/bin/python
+# The simulated robot comes from mujoco-menagerie (downloaded on first use); the offline copy beside
+# the checkout serves instead when it is there and MENAGERIE_ROOT is not set.
+OFFLINE_TIDYBOT := $(abspath ../shared/models/tidybot)
+ifeq ($(origin MENAGERIE_ROOT),undefined)
+ifneq ($(wildcard $(OFFLINE_TIDYBOT)/stanford_tidybot/tidybot.xml),)
+export MENAGERIE_ROOT := $(OFFLINE_TIDYBOT)
+endif
+endif
 PYTEST_ARGS ?= -n 2
 
 .PHONY: setup test demo lint bench check-launch harness-faults clean

@@ -1,12 +1,14 @@
 """Run mimir against the MuJoCo kitchen: simulation bridge, perception, memory, reasoning, planning.
 
     ros2 launch mimir sim.launch.py scenario:=locked_unlocked vlm_backend:=offline
+    ros2 launch mimir sim.launch.py tidybot_dir:=~/mujoco_menagerie/stanford_tidybot
 
 The node graph is ``mimir.sim_graph.SIM_GRAPH``, the one ``mimir sim`` starts, with the same
 per-node choices (the bridge owns /clock and runs on wall time; the others follow /clock; the
 executor drives the simulated robot through the RPC servers the bridge hosts).
 Parameters come from config/mimir_sim.yaml, keyed ``/**/<node>``; send instructions through the
-``run_task`` action.
+``run_task`` action. The robot model comes from the ``mujoco-menagerie`` package (downloaded on
+first use, or from ``$MENAGERIE_ROOT``) unless ``tidybot_dir`` names one.
 """
 
 from launch import LaunchDescription
@@ -23,8 +25,9 @@ def generate_launch_description() -> LaunchDescription:
                                  **{k: config(k) for k in DEFAULT_ROBOT_LINK})
         extra.pop("use_sim_time")
         extra.pop("memory_dir", None)
+        model = {"tidybot_dir": "tidybot_dir"} if entry.name == "sim_bridge" else None
         nodes.append(node(entry.executable, entry.name, extra, keeps_memory=entry.keeps_memory,
-                          follows_clock=entry.follows_clock))
+                          follows_clock=entry.follows_clock, from_arguments=model))
     return LaunchDescription([
         *common_arguments(params_file=SIM_PARAMS_FILE, use_sim_time="true",
                           memory_dir="~/.local/share/mimir/sim",
@@ -33,6 +36,8 @@ def generate_launch_description() -> LaunchDescription:
         argument("scenario", "locked_unlocked",
                  "scenario name (config/scenarios) or path to a file"),
         argument("vlm_backend", "offline", "reasoning backend: offline, openai or transformers"),
+        argument("tidybot_dir", "", "TidyBot++ model: tidybot.xml or a folder holding it; empty: "
+                 "mujoco-menagerie's stanford_tidybot"),
         argument("base_port", str(DEFAULT_ROBOT_LINK["base_port"]),
                  "TCP port of the simulated robot's base server"),
         argument("arm_port", str(DEFAULT_ROBOT_LINK["arm_port"]),

@@ -68,6 +68,7 @@ class SimJobOptions:
     fault_seed: int = 0
     verifiers_off: str = ""
     hold_s: float = 0.0
+    tidybot_dir: str = ""
 
 
 
@@ -105,6 +106,19 @@ def check_options(options: SimJobOptions) -> None:
         if not (math.isfinite(value) and value > 0.0):
             raise SimJobError(f"{what} must be a positive number of seconds, got {value}",
                               "give a wall-clock limit above zero")
+
+
+def robot_model(tidybot_dir: str) -> tuple[Path, str]:
+    """The robot MJCF the bridge will load and where it came from (``--tidybot-dir`` or
+    mujoco-menagerie), resolved before any node starts so a missing model is one clear line."""
+    from mimir_sim.errors import ModelDirError  # noqa: PLC0415 - job only
+    from mimir_sim.robot_model import resolve_robot_model  # noqa: PLC0415
+
+    try:
+        model = resolve_robot_model(tidybot_dir or None)
+    except ModelDirError as err:
+        raise SimJobError(str(err), "see README 'The main job' for the robot model") from err
+    return model.xml, model.source
 
 
 def scenario_instructions(scenario: str) -> list[str]:
@@ -332,10 +346,12 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
 
     check_options(options)
     instructions = scenario_instructions(options.scenario)
+    model_xml, model_source = robot_model(options.tidybot_dir)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     scenario_name = Path(options.scenario).stem
     run_dir = (options.run_root / f"{scenario_name}-{stamp}").resolve()
     param_data = sim_params(options, run_dir)
+    param_data[section_key("sim_bridge")]["ros__parameters"]["tidybot_dir"] = str(model_xml)
     made_run_dir = not run_dir.exists()
     try:
         (run_dir / "memory").mkdir(parents=True, exist_ok=True)
@@ -349,6 +365,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
                           "give --runs a folder this user can write") from err
     trace.record("start", f"mimir sim: scenario {scenario_name}, reasoning backend "
                  f"{options.vlm_backend}, run folder {run_dir}", argv=list(argv_echo))
+    trace.record("start", f"robot model {model_xml} ({model_source})")
     nodes = NodeProcesses(run_dir, params)
     reports: list[InstructionReport] = []
     failure: SimJobError | None = None

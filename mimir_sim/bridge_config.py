@@ -39,7 +39,8 @@ class SimBridgeConfig:
     seed: int = param(-1, "layout seed; -1 uses the scenario's own", read_only=True)
     tidybot_dir: str = param(
         "",
-        "TidyBot++ model folder; empty = $MIMIR_TIDYBOT_DIR or ../shared/models/tidybot",
+        "TidyBot++ model: tidybot.xml or a folder holding it; empty = mujoco-menagerie's "
+        "stanford_tidybot ($MENAGERIE_ROOT for an offline copy)",
         read_only=True)
     sim_config: str = param(
         "",

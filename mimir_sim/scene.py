@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,8 +22,9 @@ from xml.sax.saxutils import quoteattr
 import mujoco
 import numpy as np
 
-from mimir_sim.errors import ModelDirError, SceneBuildError
+from mimir_sim.errors import SceneBuildError
 from mimir_sim.mjcf import MjcfWriter, floats
+from mimir_sim.robot_model import resolve_robot_model, robot_xml_in
 from mimir_sim.scenario import (
     OPENABLE_TYPES,
     Scenario,
@@ -48,7 +48,6 @@ __all__ = [
     "KitchenScene",
     "ObjectLayout",
     "build_scene",
-    "default_tidybot_dir",
     "kitchen_mjcf",
     "openable_fixture_ids",
     "robot_xml_path",
@@ -57,26 +56,21 @@ __all__ = [
 
 LOG = logging.getLogger(__name__)
 
-ROBOT_XML = Path("stanford_tidybot") / "tidybot.xml"
 POLE_PITCH = math.radians(35.0)
 POLE_POS = (-0.15, 0.0, 1.5)
 POLE_FOVY = 60.0
 
 
-def default_tidybot_dir() -> Path:
-    """``$MIMIR_TIDYBOT_DIR`` if set, else ``../shared/models/tidybot`` beside the checkout."""
-    override = os.environ.get("MIMIR_TIDYBOT_DIR")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "shared" / "models" / "tidybot"
+def robot_xml_path(tidybot_dir: str | Path | None = None) -> Path:
+    """The robot's MJCF: inside ``tidybot_dir`` when given (the file, its folder or a folder
+    holding ``stanford_tidybot/``), else MuJoCo Menagerie's (:mod:`mimir_sim.robot_model`).
 
-
-def robot_xml_path(tidybot_dir: Path) -> Path:
-    """Path of the robot's MJCF inside the model folder, checked to exist."""
-    path = Path(tidybot_dir) / ROBOT_XML
-    if not path.is_file():
-        raise ModelDirError(f"TidyBot++ model not found: {path} does not exist")
-    return path.resolve()
+    Raises:
+        ModelDirError: the model is missing or cannot be fetched.
+    """
+    if tidybot_dir is not None:
+        return robot_xml_in(tidybot_dir)
+    return resolve_robot_model().xml
 
 
 @contextmanager
@@ -99,7 +93,7 @@ def _quiet_mujoco_warnings() -> Iterator[None]:
 
 
 def kitchen_mjcf(
-    scenario: Scenario, tidybot_dir: Path, seed: int | None = None
+    scenario: Scenario, tidybot_dir: str | Path | None = None, seed: int | None = None
 ) -> tuple[str, dict[str, Entity], dict[str, FixtureLayout], dict[str, ObjectLayout], int]:
     """Generate the kitchen MJCF text; the robot is referenced by path, never copied."""
     robot_path = robot_xml_path(tidybot_dir)
@@ -194,15 +188,14 @@ def build_scene(
 
     Args:
         scenario: parsed scenario.
-        tidybot_dir: robot model folder (default :func:`default_tidybot_dir`).
+        tidybot_dir: robot model (see :func:`robot_xml_path`; default: Menagerie's).
         seed: layout seed; ``None`` uses the scenario's own seed.
 
     Raises:
         ModelDirError: the robot model is missing.
         SceneBuildError: MuJoCo rejected the generated model.
     """
-    folder = Path(tidybot_dir) if tidybot_dir is not None else default_tidybot_dir()
-    mjcf, entities, fixtures, objects, used_seed = kitchen_mjcf(scenario, folder, seed)
+    mjcf, entities, fixtures, objects, used_seed = kitchen_mjcf(scenario, tidybot_dir, seed)
     with _quiet_mujoco_warnings(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*empty prefix.*")
         try:

@@ -31,15 +31,14 @@
 # sleeps (no ros2 CLI here). Node output goes to $WORK/logs/<case>.log.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "check-launch: " "check-launch: FAILED: "
 SOURCES="${1:-${MIMIR_LAUNCH_SOURCES:-}}"
 WORK="${MIMIR_CHECK_LAUNCH_DIR:-/tmp/mimir-check-launch}"
 SECONDS_PER_RUN="${MIMIR_CHECK_LAUNCH_SECONDS:-30}"
-ROS_VENV="$REPO/.venv"
+ROS_VENV="$ROOT/.venv"
 
-skip() { echo "check-launch: SKIPPED: $*"; exit 0; }
-say() { echo "check-launch: $*"; }
-die() { echo "check-launch: FAILED: $*" >&2; exit 1; }
+skip() { say "SKIPPED: $*"; exit 0; }
 
 [[ -n "$SOURCES" ]] || skip "no upstream sources given (argument or MIMIR_LAUNCH_SOURCES: a folder with launch/, launch_ros/, rcl_interfaces/ from github ros2/launch, ros2/launch_ros, ros2/rcl_interfaces)"
 for sub in launch/launch launch/launch_xml launch/launch_yaml launch_ros/launch_ros \
@@ -65,11 +64,11 @@ export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 export AMENT_PREFIX_PATH="$PREFIX:$VENV:$ROS_VENV"
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 export ROS_LOG_DIR="$WORK/logs/ros"
-# The simulation bridge looks for the robot model beside the checkout unless told; the installed
-# copy under $WS is not beside it, so name the folder (as a robot user would for sim.launch.py).
-if [[ -z "${MIMIR_TIDYBOT_DIR:-}" && -d "$REPO/../shared/models/tidybot" ]]; then
-  MIMIR_TIDYBOT_DIR="$(cd "$REPO/../shared/models/tidybot" && pwd)"
-  export MIMIR_TIDYBOT_DIR
+# The simulation bridge takes the robot model from mujoco-menagerie; offline, Menagerie reads the
+# copy beside the checkout (as `make` and the tests arrange) instead of downloading it.
+if [[ -z "${MENAGERIE_ROOT:-}" && -d "$ROOT/../shared/models/tidybot/stanford_tidybot" ]]; then
+  MENAGERIE_ROOT="$(cd "$ROOT/../shared/models/tidybot" && pwd)"
+  export MENAGERIE_ROOT
 fi
 
 # 1. separate environment that sees the ROS wheels ---------------------------------------------
@@ -87,13 +86,9 @@ PY="$VENV/bin/python"
 if ! "$PY" -c 'import composition_interfaces.srv' 2>/dev/null; then
   say "building composition_interfaces into $PREFIX"
   rm -rf "$WORK/build/composition_interfaces"
-  if ! { cmake -S "$SOURCES/rcl_interfaces/composition_interfaces" \
-           -B "$WORK/build/composition_interfaces" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
-           -DCMAKE_PREFIX_PATH="$ROS_VENV" -DPython3_EXECUTABLE="$ROS_VENV/bin/python" \
-           -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release &&
-         cmake --build "$WORK/build/composition_interfaces" -j 2 &&
-         cmake --install "$WORK/build/composition_interfaces"; } \
-       >"$WORK/logs/composition_interfaces.log" 2>&1; then
+  if ! cmake_install "$SOURCES/rcl_interfaces/composition_interfaces" \
+         "$WORK/build/composition_interfaces" "$PREFIX" "$ROS_VENV" "$ROS_VENV/bin/python" 2 \
+         "$WORK/logs/composition_interfaces.log"; then
     tail -n 30 "$WORK/logs/composition_interfaces.log" >&2
     die "building composition_interfaces failed"
   fi
@@ -123,12 +118,12 @@ say "using $versions"
 say "building mimir with colcon in $WS"
 rm -rf "$WS/src/mimir"
 mkdir -p "$WS/src/mimir"
-if git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
+if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   # what a clone of this working tree would hold: tracked and untracked, not ignored files
-  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard |
+  (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
      tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -x -C "$WS/src/mimir"
 else
-  (cd "$REPO" && tar --exclude=./.venv --exclude=./build --exclude=./install --exclude=./log \
+  (cd "$ROOT" && tar --exclude=./.venv --exclude=./build --exclude=./install --exclude=./log \
      --exclude=./runs --exclude='*/__pycache__' -cf - .) | tar -x -C "$WS/src/mimir"
 fi
 # the README's paths: colcon stops below a folder that is a package, so both are named

@@ -65,6 +65,12 @@ def shared_root() -> Path:
     return REPO_ROOT.parent / "shared"
 
 
+# The robot model comes from mujoco-menagerie; tests use the offline copy in ../shared instead of a
+# download (MENAGERIE_ROOT is Menagerie's own switch for a local copy; the nodes and `mimir sim`
+# that tests start inherit it).
+os.environ.setdefault("MENAGERIE_ROOT", str(shared_root() / "models" / "tidybot"))
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """Path of ``../shared``; tests read recordings and models from it directly."""
