@@ -20,12 +20,18 @@ def generate_launch_description() -> LaunchDescription:
                           clock_description="use the bag's /clock"),
         argument("bag", None, "path of the rosbag2 recording to replay"),
         argument("rate", "1.0", "playback rate relative to recorded time"),
+        argument("cameras", "", "cameras to segment, deproject and keep, comma-separated; empty: "
+                 "the parameter file's lists"),
+        argument("sam3_model", "", "SAM3 model folder (config.json, weights, tokenizer); empty: "
+                 "the parameter file's"),
         ExecuteProcess(
             cmd=["ros2", "bag", "play", config("bag"), "--clock", "--rate", config("rate")],
             output="screen",
         ),
-        node("segmentation_node", "segmentation"),
-        node("deprojection_node", "deprojection"),
+        node("segmentation_node", "segmentation",
+             from_arguments={"model": "sam3_model", "cameras": "cameras"}),
+        node("deprojection_node", "deprojection", from_arguments={"cameras": "cameras"}),
         node("scene_graph_node", "scene_graph", keeps_memory=True),
-        node("keyframe_node", "keyframes", keeps_memory=True),
+        node("keyframe_node", "keyframes", keeps_memory=True,
+             from_arguments={"cameras": "cameras"}),
     ])

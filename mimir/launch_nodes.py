@@ -6,13 +6,18 @@ tests run) where those packages are not installed; only calling the functions ne
 Every node started here gets, in this order (later wins): the deployment parameter file named by
 the ``params_file`` argument (sections keyed ``/**/<node>``, so they apply under any
 ``namespace``), ``use_sim_time`` from the launch argument (or false for a node that owns the
-clock), ``memory_dir`` for nodes that keep memory, then the node's own extra parameters.
+clock), ``memory_dir`` for nodes that keep memory, the node's own extra parameters, then the
+parameters an operator gave through optional launch arguments (``sam3_model:=...``); an optional
+argument left empty keeps the file's value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+#: Parameters that are lists: an optional launch argument gives them comma-separated.
+LIST_PARAMETERS = frozenset({"cameras"})
 
 #: Arguments every launch file declares, with their descriptions (defaults vary by file).
 COMMON_ARGUMENTS: dict[str, str] = {
@@ -72,13 +77,52 @@ def flag(name: str) -> Any:
     return ParameterValue(config(name), value_type=bool)
 
 
+def overrides(configurations: Mapping[str, Any], from_arguments: Mapping[str, str]
+              ) -> dict[str, Any]:
+    """Parameters set by the optional launch arguments the operator gave (non-empty ones).
+
+    ``from_arguments`` maps a parameter to its launch argument; a parameter of
+    :data:`LIST_PARAMETERS` is split at commas.
+    """
+    given: dict[str, Any] = {}
+    for parameter, name in from_arguments.items():
+        value = str(configurations.get(name, "")).strip()
+        if not value:
+            continue
+        if parameter in LIST_PARAMETERS:
+            given[parameter] = [part.strip() for part in value.split(",") if part.strip()]
+        else:
+            given[parameter] = value
+    return given
+
+
 def node(executable: str, name: str, extra: Mapping[str, Any] | None = None, *,
-         keeps_memory: bool = False, follows_clock: bool = True, **kwargs: Any) -> Any:
+         keeps_memory: bool = False, follows_clock: bool = True,
+         from_arguments: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
     """A ``launch_ros`` node of package mimir with the common arguments applied.
 
     ``extra`` holds parameters of this node only (plain values or substitutions); ``kwargs``
-    go to ``launch_ros.actions.Node`` (for example ``condition``).
+    go to ``launch_ros.actions.Node`` (for example ``condition``). ``from_arguments`` maps
+    parameters to optional launch arguments (see :func:`overrides`); with it the node is built
+    when the launch runs (an ``OpaqueFunction``), once the arguments' values are known.
     """
+    if not from_arguments:
+        return _node(executable, name, extra, keeps_memory=keeps_memory,
+                     follows_clock=follows_clock, kwargs=kwargs)
+    from launch.actions import OpaqueFunction  # noqa: PLC0415 - launch is optional
+
+    chosen = dict(from_arguments)
+
+    def build(context: Any, *_args: Any, **_kwargs: Any) -> list[Any]:
+        given = overrides(context.launch_configurations, chosen)
+        return [_node(executable, name, {**dict(extra or {}), **given},
+                      keeps_memory=keeps_memory, follows_clock=follows_clock, kwargs=kwargs)]
+
+    return OpaqueFunction(function=build)
+
+
+def _node(executable: str, name: str, extra: Mapping[str, Any] | None, *, keeps_memory: bool,
+          follows_clock: bool, kwargs: Mapping[str, Any]) -> Any:
     from launch_ros.actions import Node  # noqa: PLC0415 - launch_ros is optional
 
     common: dict[str, Any] = {"use_sim_time": flag("use_sim_time") if follows_clock else False}

@@ -40,7 +40,7 @@ def _stand_ins() -> dict[str, types.ModuleType]:
     """Modules launch/launch_ros whose classes only record how they were called."""
     layout = {
         "launch": ["LaunchDescription"],
-        "launch.actions": ["DeclareLaunchArgument", "ExecuteProcess"],
+        "launch.actions": ["DeclareLaunchArgument", "ExecuteProcess", "OpaqueFunction"],
         "launch.conditions": ["IfCondition"],
         "launch.substitutions": ["LaunchConfiguration", "PathJoinSubstitution"],
         "launch_ros": [],
@@ -58,7 +58,17 @@ def _stand_ins() -> dict[str, types.ModuleType]:
     return modules
 
 
-def _describe(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Recorded]:
+class _Context:
+    """What an ``OpaqueFunction`` reads of the launch context: the arguments' values."""
+
+    def __init__(self, configurations: dict[str, str]) -> None:
+        self.launch_configurations = configurations
+
+
+def _describe(path: Path, monkeypatch: pytest.MonkeyPatch,
+              given: dict[str, str] | None = None) -> list[Recorded]:
+    """What the file hands to ``ros2 launch``; nodes built at launch time are built with the
+    arguments' defaults overridden by ``given``."""
     for name, module in _stand_ins().items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
@@ -67,7 +77,17 @@ def _describe(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Recorded]:
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
     assert description.kind == "LaunchDescription"
-    return list(description.args[0])
+    entities = list(description.args[0])
+    values = {name: call.kwargs.get("default_value")
+              for name, call in _arguments(entities).items()}
+    values.update(given or {})
+    expanded: list[Recorded] = []
+    for entity in entities:
+        if entity.kind == "OpaqueFunction":
+            expanded.extend(entity.kwargs["function"](_Context(values)))
+        else:
+            expanded.append(entity)
+    return expanded
 
 
 def _of(entities: list[Recorded], kind: str) -> list[Recorded]:
@@ -127,6 +147,28 @@ def test_arguments_have_descriptions(path: Path, monkeypatch: pytest.MonkeyPatch
     assert {"namespace", "use_sim_time", "params_file", "log_level", "memory_dir"} <= set(arguments)
     for name, call in arguments.items():
         assert call.kwargs.get("description"), f"{path.name}: {name} lacks a description"
+
+
+def test_optional_arguments_override_the_file_only_when_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def extras(given: dict[str, str]) -> dict[str, dict[str, Any]]:
+        nodes = _of(_describe(REPO / "launch" / "bringup.launch.py", monkeypatch, given), "Node")
+        return {n.kwargs["name"]: n.kwargs["parameters"][2] for n in nodes}
+
+    plain = extras({})
+    assert "model" not in plain["segmentation"] and "cameras" not in plain["deprojection"]
+    assert "host" not in plain["executor"]
+    assert "vlm_endpoint" not in plain["planner"]
+    chosen = extras({"sam3_model": "/models/sam3", "cameras": "base, wrist,",
+                     "robot_host": "10.0.0.2", "vlm_endpoint": "http://gpu:8000/v1"})
+    assert chosen["segmentation"]["model"] == "/models/sam3"
+    for name in ("segmentation", "deprojection", "keyframes", "analyzer"):
+        assert chosen[name]["cameras"] == ["base", "wrist"]
+    assert chosen["executor"]["host"] == "10.0.0.2"
+    assert "cameras" not in chosen["planner"]
+    for name in ("analyzer", "planner"):
+        assert chosen[name]["vlm_endpoint"] == "http://gpu:8000/v1"
+        assert "vlm_model" not in chosen[name]
 
 
 def test_sim_launch_starts_the_sim_graph(monkeypatch: pytest.MonkeyPatch) -> None:
