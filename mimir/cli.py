@@ -2,7 +2,8 @@
 
 Subcommands:
     sim          run a kitchen scenario in simulation through the whole node graph (main job)
-    doctor       check the installation (ROS 2 middleware, interfaces, optional drivers, models)
+    doctor       check the installation (ROS 2 middleware, interfaces, optional drivers, models);
+                 with --robot, the pre-flight before a robot's first move
     interfaces   list mimir's messages, services and actions with their fields
     approve      operator gate: approve or deny the primitives waiting for approval
     memory       check a memory folder, or repair events that do not apply
@@ -94,6 +95,8 @@ def run_checks() -> list[Check]:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    if args.robot:
+        return _doctor_robot(args)
     failed = 0
     for check in run_checks():
         mark = "ok " if check.ok else ("FAIL" if check.required else "--  ")
@@ -101,6 +104,71 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         failed += int(check.required and not check.ok)
     if failed:
         print(f"{failed} required check(s) failed")
+    return 1 if failed else 0
+
+
+def deployment_sections(params_file: str) -> dict[str, dict[str, Any]]:
+    """``{node: ros__parameters}`` of a deployment file (the installed mimir.yaml by default).
+
+    Raises:
+        UserError: the file is missing, not YAML, or not shaped ``/**/<node>: {ros__parameters}``.
+    """
+    import yaml  # noqa: PLC0415 - only this command reads deployment files
+
+    from mimir.paths import ConfigFileNotFoundError, config_file  # noqa: PLC0415
+
+    hint = "give --params-file the robot's deployment file (config/mimir.yaml)"
+    try:
+        source = config_file("mimir.yaml", params_file)
+        data = yaml.safe_load(source.read_text())
+    except ConfigFileNotFoundError as err:
+        raise UserError(str(err), hint) from err
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read the deployment file: {err}", hint) from err
+    if not isinstance(data, dict):
+        raise UserError(f"{source} does not map node sections to parameters", hint)
+    sections: dict[str, dict[str, Any]] = {}
+    for key, entry in data.items():
+        values = entry.get("ros__parameters") if isinstance(entry, dict) else None
+        if not isinstance(values, dict):
+            raise UserError(f"{source}: section {key!r} has no ros__parameters mapping", hint)
+        sections[str(key).rsplit("/", 1)[-1]] = values
+    return sections
+
+
+#: Options of ``mimir doctor --robot``: flag, type, default, help.
+_PREFLIGHT_OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
+    ("--params-file", str, "", "robot deployment file (default: the installed mimir.yaml)"),
+    ("--namespace", str, "", "namespace of the running graph"),
+    ("--window", float, 5.0, "how long to listen to TF and the cameras (s)"),
+    ("--host", str, "", "robot computer (default: the file's)"),
+    ("--memory-dir", str, "", "memory folder (default: the file's)"),
+    ("--sam3-model", str, "", "SAM3 folder (default: the file's)"),
+    ("--min-camera-hz", float, 10.0, "slowest acceptable camera rate (Hz)"),
+    ("--min-free-gb", float, 5.0, "least free disk space for memory (GB)"),
+)
+
+
+def _doctor_robot(args: argparse.Namespace) -> int:
+    from mimir.nodes.robot.preflight import observe_once  # noqa: PLC0415 - needs rclpy
+    from mimir_robot.preflight import RobotProfile, run_preflight  # noqa: PLC0415
+
+    for option, value in (("--window", args.window), ("--min-camera-hz", args.min_camera_hz)):
+        if not value > 0.0:
+            raise UserError(f"{option} must be a positive number, got {value}")
+    profile = RobotProfile.from_deployment(
+        deployment_sections(args.params_file), host=args.host or None,
+        memory_dir=args.memory_dir or None, sam3_model=args.sam3_model or None,
+        min_camera_hz=args.min_camera_hz, min_free_gb=args.min_free_gb)
+    print(f"listening {args.window:g} s for TF and cameras {', '.join(profile.cameras)} ...")
+    observation = observe_once(profile.cameras, args.window, args.namespace)
+    checks = run_preflight(profile, observation)
+    for check in checks:
+        print(check.line())
+    failed = sum(not check.ok for check in checks)
+    print(f"{failed} of {len(checks)} pre-flight check(s) failed" if failed
+          else f"all {len(checks)} pre-flight checks passed: the robot may take its first "
+          "instruction")
     return 1 if failed else 0
 
 
@@ -152,7 +220,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         seed=args.seed, step_budget=args.step_budget, params_file=args.params_file,
         instruction_timeout_s=args.instruction_timeout, quiet=args.quiet,
         reasoner_faults=args.reasoner_faults, fault_seed=args.fault_seed,
-        verifiers_off=args.verifiers_off, hold_s=args.hold,
+        verifiers_off=args.verifiers_off, hold_s=args.hold, tidybot_dir=args.tidybot_dir,
     )
     try:
         return run_sim_job(options, sys.argv)
@@ -332,8 +400,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep the node graph running this long after the instructions")
     sim.add_argument("--verifiers-off", default="", metavar="KINDS",
                      help="comma-separated verdict kinds to switch off, or 'all' (ablations)")
+    sim.add_argument("--tidybot-dir", default="", metavar="PATH",
+                     help="TidyBot++ model: tidybot.xml or a folder holding it (default: "
+                          "mujoco-menagerie's stanford_tidybot, or $MENAGERIE_ROOT's copy)")
     sim.set_defaults(handler=_cmd_sim)
-    doctor = sub.add_parser("doctor", help="check the installation")
+    doctor = sub.add_parser("doctor", help="check the installation (--robot: pre-flight on the "
+                            "robot computer)")
+    doctor.add_argument("--robot", action="store_true",
+                        help="pre-flight: TF from map to every camera, camera rates, base and arm "
+                             "servers, disk, SAM3 weights, the operator gate (graph running)")
+    for flag, kind, default, text in _PREFLIGHT_OPTIONS:
+        doctor.add_argument(flag, type=kind, default=default, help=text)
     doctor.set_defaults(handler=_cmd_doctor)
     interfaces = sub.add_parser("interfaces", help="list mimir's messages, services and actions")
     interfaces.add_argument("--fields", action="store_true", help="show every field")
