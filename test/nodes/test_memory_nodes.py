@@ -249,3 +249,38 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
                         AddKeyframeLabels.Request(keyframe_id=saved.keyframe_id,
                                                   labels=[KeyframeLabel(text=" ")]))
     assert empty_label.error_code == AddKeyframeLabels.Response.INVALID_REQUEST
+
+
+def test_scene_graph_answers_while_its_writer_is_busy_and_drops_the_oldest_backlog(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    """Observations queue for one writer thread; a full queue loses its oldest batch (counted),
+    and the services keep answering once the writer lets go of memory."""
+    node = SceneGraphNode(context=ros_context, parameter_overrides=[
+        Parameter("memory_dir", value=str(tmp_path)),
+        Parameter("queue_batches", value=2),
+    ])
+    ros_executor.add_node(node)
+    pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
+    assert wait_for(lambda: pub.get_subscription_count() > 0)
+    with node._lock:  # the writer stalls as if fusing a huge batch
+        for i in range(6):
+            pub.publish(_batch(_observation("cup", (1.0 + 2.0 * i, 0.0, 0.5))))
+        assert wait_for(lambda: node.counters.get("observations_dropped.backlog") >= 3)
+        assert len(node.world.state.nodes) == 0
+    # the newest batches survive the backlog; the oldest were dropped
+    assert wait_for(lambda: len(node.world.state.nodes) >= 2)
+    xs = sorted(float(n.centroid[0]) for n in node.world.state.nodes.values())
+    assert xs[-1] == pytest.approx(11.0)
+    assert node.counters.get("observations_dropped.backlog") + len(xs) == 6
+    response = call_service(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request())
+    assert response.error_code == GetSceneGraph.Response.NONE
+    assert len(response.graph.nodes) == len(xs)
+
+
+def test_scene_graph_refuses_an_empty_queue() -> None:
+    from mimir.nodes.memory.scene_graph_node import SceneGraphConfig  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match="queue_batches"):
+        SceneGraphConfig(queue_batches=0)

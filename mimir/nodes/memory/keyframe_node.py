@@ -366,7 +366,7 @@ class KeyframeNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``keyframe_node``."""
-    return run_node(KeyframeNode, args)
+    return run_node(KeyframeNode, args, threads=1)  # callbacks never wait on each other
 
 
 if __name__ == "__main__":

@@ -302,7 +302,7 @@ class DeprojectionNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the deprojection node."""
-    return run_node(DeprojectionNode, args)
+    return run_node(DeprojectionNode, args, threads=1)  # callbacks never wait on each other
 
 
 if __name__ == "__main__":

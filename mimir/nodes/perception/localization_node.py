@@ -307,7 +307,7 @@ class LocalizationNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the localization node."""
-    return run_node(LocalizationNode, args)
+    return run_node(LocalizationNode, args, threads=1)  # callbacks never wait on each other
 
 
 if __name__ == "__main__":

@@ -318,7 +318,7 @@ class SegmentationNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the segmentation node."""
-    return run_node(SegmentationNode, args)
+    return run_node(SegmentationNode, args, threads=1)  # callbacks never wait on each other
 
 
 if __name__ == "__main__":

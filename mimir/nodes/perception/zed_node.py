@@ -175,7 +175,7 @@ class ZedNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the ZED node."""
-    return run_node(ZedNode, args)
+    return run_node(ZedNode, args, threads=1)  # callbacks never wait on each other
 
 
 if __name__ == "__main__":
