@@ -1042,10 +1042,12 @@ def main(argv: list[str] | None = None) -> int:
           f"files under {root}", flush=True)
     results: list[dict[str, Any]] = []
     status = 0
-    for rate in rates:
+    for index, rate in enumerate(rates):
         duration = args.duration_30 if rate == 30.0 else args.duration
+        # each run on a domain of its own: a run that starts right after the previous one's
+        # processes were killed on the same domain sometimes did not discover its nodes
         run = Run(rate=rate, duration=duration, warmup=args.warmup, cameras=args.cameras,
-                  folder=root / f"rate{rate:g}", domain=domain, transport=args.transport)
+                  folder=root / f"rate{rate:g}", domain=domain + index, transport=args.transport)
         print(f"\n-- run at {rate:g} Hz: {duration:g} s measured; logs in {run.folder / 'logs'}",
               flush=True)
         try:

@@ -26,8 +26,10 @@
 #      $MIMIR_CHECK_LAUNCH_SECONDS (30) seconds, and meanwhile asks every node over DDS
 #      (<namespace>/<node>/get_parameters) for every parameter its section of the deployment
 #      file sets; a node that exits early, never answers or holds another value fails the run.
-# Robot-only parts are replaced: bringup runs with use_zed:=false (no ZED SDK here) and
-# vlm_backend:=offline (no endpoint); replay's `ros2 bag play` is a stand-in script that only
+# Robot-only parts are replaced: bringup runs with use_zed:=false (no ZED SDK here),
+# vlm_backend:=offline (no endpoint) and the fake TidyBot++ base and arm servers on the deployment
+# file's ports; under the namespace it also gives the per-site arguments (cameras, robot_host,
+# sam3_model, vlm_endpoint, vlm_model) and checks that they reach their nodes; replay's `ros2 bag play` is a stand-in script that only
 # sleeps (no ros2 CLI here). Node output goes to $WORK/logs/<case>.log.
 set -euo pipefail
 
@@ -205,6 +207,7 @@ args = {"memory_dir": memory_dir}
 if namespace:
     args["namespace"] = namespace
 memory_nodes = {"scene_graph", "keyframes", "planner"}
+stop_servers = []
 if launch_file == "bringup.launch.py":
     args.update(use_zed="false", vlm_backend="offline")
     params_file = "mimir.yaml"
@@ -212,7 +215,25 @@ if launch_file == "bringup.launch.py":
              "keyframes", "analyzer", "planner"]
     launch_given = {"analyzer": {"vlm_backend": "offline"},
                     "planner": {"vlm_backend": "offline", "operator_gate": True}}
+    if namespace:  # the optional per-site arguments must reach their nodes
+        args.update(cameras="base,pole", robot_host="127.0.0.1", sam3_model="/no/sam3",
+                    vlm_endpoint="http://127.0.0.1:8000/v1", vlm_model="site-model")
+        for name in ("deprojection", "keyframes", "analyzer"):
+            launch_given.setdefault(name, {})["cameras"] = ["base", "pole"]
+        launch_given["executor"] = {"host": "127.0.0.1"}
+        for name in ("analyzer", "planner"):
+            launch_given[name].update(vlm_endpoint="http://127.0.0.1:8000/v1",
+                                      vlm_model="site-model")
     clock = dict.fromkeys(nodes, False)
+    # the TidyBot++ base and arm servers the executor drives: the fake ones, on the deployment
+    # file's ports and secret
+    from mimir_robot.fakes import start_fake_server  # noqa: E402
+
+    robot = yaml.safe_load((Path(path).parents[1] / "config" / "mimir.yaml").read_text())
+    link = robot["/**/executor"]["ros__parameters"]
+    for typeid, port in (("Base", link["base_port"]), ("Arm", link["arm_port"])):
+        stop_servers.append(start_fake_server(typeid, str(link["authkey"]).encode(),
+                                              port=int(port))[1])
 elif launch_file == "sim.launch.py":
     params_file = "mimir_sim.yaml"
     nodes = [n.name for n in SIM_GRAPH]
@@ -315,6 +336,8 @@ checker = threading.Thread(target=check, daemon=True)
 threading.Timer(2.0, checker.start).start()
 service.run()
 checker.join(timeout=10.0)
+for stop in stop_servers:
+    stop()
 
 ok = True
 lines = []
