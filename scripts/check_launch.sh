@@ -232,8 +232,9 @@ if launch_file == "bringup.launch.py":
     robot = yaml.safe_load((Path(path).parents[1] / "config" / "mimir.yaml").read_text())
     link = robot["/**/executor"]["ros__parameters"]
     for typeid, port in (("Base", link["base_port"]), ("Arm", link["arm_port"])):
+        # fork: this script is the main module, which a spawned child would run again
         stop_servers.append(start_fake_server(typeid, str(link["authkey"]).encode(),
-                                              port=int(port))[1])
+                                              port=int(port), context="fork")[1])
 elif launch_file == "sim.launch.py":
     params_file = "mimir_sim.yaml"
     nodes = [n.name for n in SIM_GRAPH]
