@@ -85,16 +85,20 @@ def _resolve(recall: GoalRecall, world: SceneGraphState, mention: str) -> list[S
 
 
 def _query(spec: GoalSpec) -> RecallQuery:
+    """The recall of a question's object; attribute words fail closed (only instances memory
+    knows to carry them, ``green`` of ``green apple``, are answered about)."""
     assert spec.obj is not None
-    return RecallQuery(obj=spec.obj, near=spec.near, avoid=spec.avoid)
+    return RecallQuery(obj=spec.obj, source=spec.source if spec.question_kind == "how_many"
+                       else None, near=spec.near, avoid=spec.avoid, require_attributes=True)
 
 
 def _holders_of(world: SceneGraphState, recall: GoalRecall, mention: str) -> list[SceneNode]:
     """Nodes that list ``mention`` among their contents or hold a node it names."""
     holders = {n.node_id for n in world.nodes.values()
-               if any(recall.same_thing(str(i.get("name", "")), mention) for i in n.contents)}
+               if any(recall.describes(world, mention, n, str(i.get("name", "")))
+                      for i in n.contents)}
     holders |= {n.parent for n in world.nodes.values()
-                if n.parent in world.nodes and recall.matches(mention, n) is not None}
+                if n.parent in world.nodes and recall.describes(world, mention, n)}
     return [world.nodes[h] for h in sorted(h for h in holders if h is not None)]
 
 
@@ -227,7 +231,7 @@ def _answer_which(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) ->
 def _answer_how_many(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> str | None:
     if not (spec.obj):
         return None
-    found = recall.recall(world, RecallQuery(obj=spec.obj, source=spec.source))
+    found = recall.recall(world, _query(spec))
     if spec.source is not None:
         found = [c for c in found if any(e.kind == "parent" for e in c.evidence)]
     if not found:
@@ -335,6 +339,5 @@ def question_entities(spec: GoalSpec, world: SceneGraphState,
         if chosen is not None:
             out.append(node_entity(chosen))
     elif kind == "how_many" and spec.obj:
-        out.extend(candidate_entity(world, c)
-                   for c in recall.recall(world, RecallQuery(obj=spec.obj, source=spec.source)))
+        out.extend(candidate_entity(world, c) for c in recall.recall(world, _query(spec)))
     return _unique(out)

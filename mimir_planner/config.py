@@ -121,6 +121,39 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
 
 
 @dataclass(frozen=True)
+class AttributeConfig(settings.Checked, section="attributes", error=PlannerConfigError,
+                      within={"min_confidence": (0.0, 1.0)}):
+    """Attribute words the offline planner can check against memory.
+
+    Attributes:
+        colors: Colour words (``green apple``).
+        patterns: Pattern words (``striped mug``).
+        aliases: Word -> other spellings of it (``grey: [gray]``); each alias counts as the word.
+        min_confidence: A ``color``/``colour``/``pattern`` node property below this confidence
+            counts as unknown.
+    """
+
+    colors: tuple[str, ...] = ("red", "green", "blue", "yellow", "orange", "purple", "pink",
+                               "brown", "black", "white", "grey", "silver", "gold", "beige")
+    patterns: tuple[str, ...] = ("striped", "checked", "dotted", "plain")
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: {
+        "grey": ("gray",), "purple": ("violet",), "striped": ("stripy",),
+        "checked": ("checkered", "chequered", "plaid"), "dotted": ("spotted",)})
+    min_confidence: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _strings("attributes.colors", self.colors)
+        _strings("attributes.patterns", self.patterns)
+        words = {w.lower() for w in (*self.colors, *self.patterns)}
+        for word, others in self.aliases.items():
+            _strings(f"attributes.aliases.{word}", others)
+            if word.lower() not in words:
+                raise PlannerConfigError(
+                    f"attributes.aliases names {word!r}, which is no colour or pattern word")
+
+
+@dataclass(frozen=True)
 class GateConfig(settings.Checked, section="gate", error=PlannerConfigError,
                  positive=("timeout_s",)):
     """Operator gate: every primitive waits for approval when enabled."""
@@ -138,6 +171,7 @@ class PlannerConfig:
         synonyms: Label -> other names of the same thing (the always-available recall path).
         categories: Category -> its members (fruit, condiment, dry goods ...), the offline
             planner's knowledge of which things go together.
+        attributes: Colour and pattern words the offline planner checks against memory.
         primitive_descriptions: Abstract primitive -> one line shown to the planner.
         embodiments: Embodiment name -> abstract primitive -> legal action name.
         aliases: Other names a plan may use for an abstract primitive.
@@ -148,6 +182,7 @@ class PlannerConfig:
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     gate: GateConfig = field(default_factory=GateConfig)
+    attributes: AttributeConfig = field(default_factory=AttributeConfig)
     fixture_labels: tuple[str, ...] = ("cabinet", "cab", "drawer", "fridge", "refrigerator",
                                        "microwave", "oven", "dishwasher", "shelf", "counter",
                                        "table", "box", "bin", "basket")
@@ -233,8 +268,9 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
     """
     cfg_path = Path(path) if path is not None else DEFAULT_PLANNER_CONFIG
     raw = settings.read_mapping(cfg_path, "planner config", PlannerConfigError)
-    sections = {"recall", "retrieval", "planner", "gate", "fixture_labels", "openable_labels",
-                "synonyms", "categories", "primitives", "embodiments", "aliases"}
+    sections = {"recall", "retrieval", "planner", "gate", "attributes", "fixture_labels",
+                "openable_labels", "synonyms", "categories", "primitives", "embodiments",
+                "aliases"}
     settings.refuse_unknown(raw, sections, str(cfg_path), PlannerConfigError)
     extra: dict[str, Any] = {}
     if "fixture_labels" in raw:
@@ -255,6 +291,7 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
         retrieval=_section(RetrievalConfig, "retrieval", raw.get("retrieval")),
         loop=_section(LoopConfig, "planner", raw.get("planner")),
         gate=_section(GateConfig, "gate", raw.get("gate")),
+        attributes=_section(AttributeConfig, "attributes", raw.get("attributes")),
         synonyms=_string_lists("synonyms", raw.get("synonyms")),
         categories=_string_lists("categories", raw.get("categories")),
         aliases=_string_lists("aliases", raw.get("aliases")),

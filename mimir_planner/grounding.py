@@ -6,7 +6,10 @@ model may only choose among the admissible candidates), completes an omitted sou
 remembered parent, resolves the explicit target, and attaches the evidence. With no admissible
 candidate it returns an :class:`Exploration` of the best unexplored fixture (not locked, not
 already inspected without the object, unvisited first, nearest first) or :class:`Blocked`;
-it never returns an action on an unsupported binding.
+it never returns an action on an unsupported binding. Attribute words of the object (``the
+green apple``) fail closed the same way: with the offline planner only an instance memory knows
+to carry them is a candidate, and when memory holds instances but none is known to carry them
+the goal blocks and says why instead of completing on the name.
 
 Failed object-source bindings (task memory's F_t) take part in both: a candidate whose binding
 was contradicted is dropped, and a fixture that was contradicted as the source of the goal's
@@ -132,26 +135,35 @@ class Grounder:
         """Whether the fixture's contents were recorded (inspected)."""
         return bool(node.contents) or node.contents_empty is not None
 
-    def lists(self, node: SceneNode, mention: str) -> bool:
-        """Whether the fixture's remembered contents list the object."""
-        return any(
-            self.recall.same_thing(str(item.get("name", "")), mention)
-            for item in node.contents
-        )
+    def lists(self, node: SceneNode, mention: str,
+              world: SceneGraphState | None = None) -> bool:
+        """Whether the fixture's remembered contents list the object (given ``world``: as
+        known to carry the mention's attribute words, ``green`` of ``green apple``)."""
+        return self._listed(node, mention, world) is not None
+
+    def _listed(self, node: SceneNode, mention: str,
+                world: SceneGraphState | None) -> str | None:
+        for item in node.contents:
+            name = str(item.get("name", ""))
+            if world is not None and self.recall.describes(world, mention, node, name):
+                return name
+            if world is None and self.recall.same_thing(name, mention):
+                return name
+        return None
 
     def holds_wanted(self, world: SceneGraphState, node: SceneNode, spec: GoalSpec,
                      mention: str) -> bool:
         """Whether the fixture's remembered contents hold the object as the goal describes
-        it: listed, kept with what ``spec.near`` names, and not in the place it excludes."""
-        if not self.lists(node, mention):
+        it: listed (known to carry its attribute words), kept with what ``spec.near`` names,
+        and not in the place it excludes."""
+        listed = self._listed(node, mention, world)
+        if listed is None:
             return False
         if spec.avoid is not None and (spec.avoid == node.node_id
                                        or self.recall.matches(spec.avoid, node) is not None):
             return False
         if spec.near is None:
             return True
-        listed = next(str(i.get("name")) for i in node.contents
-                      if self.recall.same_thing(str(i.get("name", "")), mention))
         return bool(self.recall.held_with(world, node.node_id, spec.near, listed))
 
     def names_object(self, object_id: str, mention: str, world: SceneGraphState) -> bool:
@@ -254,6 +266,7 @@ class Grounder:
         chooser: Chooser | None = None,
         inspected: Collection[str] = (),
         inspected_now: Collection[str] = (),
+        require_attributes: bool = True,
     ) -> GroundingResult:
         """Ground a goal, or say what to explore, or block it.
 
@@ -268,6 +281,13 @@ class Grounder:
             inspected: Fixtures known to have been inspected (beyond recorded contents).
             inspected_now: Fixtures inspected during the current instruction; exploration
                 does not look into them again.
+            require_attributes: Attribute words of the object (``green`` of ``green apple``)
+                fail closed: only a remembered instance memory knows to carry them is a
+                candidate, and when memory holds instances but none is known to carry them the
+                goal blocks and says why (it is not explored for: an inspection records names,
+                not appearance). False (a model that judges appearance plans): instances whose
+                attributes are unknown stay candidates. Instances known to contradict them
+                never are.
         """
         failed = list(failed)
         mention = self.mention_of(spec)
@@ -283,11 +303,17 @@ class Grounder:
             spec.kind is GoalKind.QUESTION and spec.question_kind in ("where", "which"))
         query = RecallQuery(obj=mention, source=source, fixtures_only=fixtures_only,
                             near=spec.near if finding else None,
-                            avoid=spec.avoid if finding else None)
+                            avoid=spec.avoid if finding else None,
+                            require_attributes=require_attributes)
         try:
-            recalled = self.recall.recall(world, query, failed)
+            found = self.recall.recall_described(world, query, failed)
         except RecallError as err:
             return Blocked(goal_id, spec, str(err))
+        recalled = found.candidates
+        if query.require_attributes and not recalled and found.described and found.misses:
+            return Blocked(goal_id, spec,
+                           self.recall.attributes.unmet(found.described, found.misses),
+                           found.misses)
         admissible, dropped, content_hints = self._admissible(
             spec, recalled, world, failed, mention=mention, source=source)
         if not admissible:

