@@ -284,3 +284,26 @@ def test_scene_graph_refuses_an_empty_queue() -> None:
 
     with pytest.raises(ValueError, match="queue_batches"):
         SceneGraphConfig(queue_batches=0)
+
+
+def test_graph_and_markers_reach_a_subscriber_that_joins_after_the_change(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    """Nothing is built for a topic nobody subscribes to, and a late joiner still gets it."""
+    from visualization_msgs.msg import MarkerArray  # noqa: PLC0415
+
+    node = _start_scene_graph(ros_context, ros_executor, tmp_path)
+    pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
+    assert wait_for(lambda: pub.get_subscription_count() > 0)
+    pub.publish(_batch(_observation("cup", (1.0, 0.0, 0.5))))
+    assert wait_for(lambda: len(node.world.state.nodes) == 1)
+    assert node._dirty and node._markers_dirty  # pending: no subscriber yet
+    graphs: list[SceneGraph] = []
+    markers: list[MarkerArray] = []
+    spin_node.create_subscription(SceneGraph, "scene_graph", graphs.append, qos.LATCHED)
+    spin_node.create_subscription(MarkerArray, "scene_graph/markers", markers.append,
+                                  qos.LATCHED)
+    assert wait_for(lambda: graphs and markers, timeout=10.0)
+    assert [n.label for n in graphs[-1].nodes] == ["cup"]
+    assert any(m.text.startswith("cup") for m in markers[-1].markers)
