@@ -280,7 +280,7 @@ def test_scene_graph_answers_while_its_writer_is_busy_and_drops_the_oldest_backl
 
 
 def test_scene_graph_refuses_an_empty_queue() -> None:
-    from mimir.nodes.memory.scene_graph_node import SceneGraphConfig  # noqa: PLC0415
+    from mimir.nodes.memory.scene_graph_node import SceneGraphConfig
 
     with pytest.raises(ValueError, match="queue_batches"):
         SceneGraphConfig(queue_batches=0)
@@ -291,7 +291,7 @@ def test_graph_and_markers_reach_a_subscriber_that_joins_after_the_change(
     spin_node: Node, wait_for: Wait,
 ) -> None:
     """Nothing is built for a topic nobody subscribes to, and a late joiner still gets it."""
-    from visualization_msgs.msg import MarkerArray  # noqa: PLC0415
+    from visualization_msgs.msg import MarkerArray
 
     node = _start_scene_graph(ros_context, ros_executor, tmp_path)
     pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
