@@ -25,9 +25,9 @@ def generate_launch_description() -> LaunchDescription:
                                  **{k: config(k) for k in DEFAULT_ROBOT_LINK})
         extra.pop("use_sim_time")
         extra.pop("memory_dir", None)
-        model = {"tidybot_dir": "tidybot_dir"} if entry.name == "sim_bridge" else None
         nodes.append(node(entry.executable, entry.name, extra, keeps_memory=entry.keeps_memory,
-                          follows_clock=entry.follows_clock, from_arguments=model))
+                          follows_clock=entry.follows_clock,
+                          from_arguments={name: name for name in entry.optional}))
     return LaunchDescription([
         *common_arguments(params_file=SIM_PARAMS_FILE, use_sim_time="true",
                           memory_dir="~/.local/share/mimir/sim",

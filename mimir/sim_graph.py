@@ -36,6 +36,8 @@ class GraphNode:
         inputs: run choices the node takes as parameters of the same name (``scenario``,
             ``vlm_backend``).
         fixed: parameters the graph always sets on this node, over the deployment file.
+        optional: run choices the node takes only when given (``tidybot_dir``); an empty choice
+            keeps the deployment file's value.
     """
 
     executable: str
@@ -44,12 +46,13 @@ class GraphNode:
     keeps_memory: bool = False
     inputs: tuple[str, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    optional: tuple[str, ...] = ()
 
 
 #: The simulation graph, in start order.
 SIM_GRAPH: tuple[GraphNode, ...] = (
     GraphNode("sim_bridge_node", "sim_bridge", follows_clock=False,
-              inputs=("scenario", "base_port", "arm_port", "authkey")),
+              inputs=("scenario", "base_port", "arm_port", "authkey"), optional=("tidybot_dir",)),
     GraphNode("executor_node", "executor", inputs=("base_port", "arm_port", "authkey"),
               fixed=MappingProxyType({"reset_on_start": True})),
     GraphNode("deprojection_node", "deprojection"),

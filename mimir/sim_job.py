@@ -351,7 +351,9 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     scenario_name = Path(options.scenario).stem
     run_dir = (options.run_root / f"{scenario_name}-{stamp}").resolve()
     param_data = sim_params(options, run_dir)
-    param_data[section_key("sim_bridge")]["ros__parameters"]["tidybot_dir"] = str(model_xml)
+    for entry in SIM_GRAPH:  # the resolved model goes to the node(s) that take it
+        if "tidybot_dir" in entry.optional:
+            param_data[section_key(entry.name)]["ros__parameters"]["tidybot_dir"] = str(model_xml)
     made_run_dir = not run_dir.exists()
     try:
         (run_dir / "memory").mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ deadline.
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 import threading
@@ -95,7 +96,7 @@ def _wrap(angle: float) -> float:
     return (angle + math.pi) % (2.0 * math.pi) - math.pi
 
 
-class _FakeController:
+class _FakeController(abc.ABC):
     """The life cycle both fake controllers share.
 
     Building one counts it; every call may be made to hang (:class:`_Faults`); ``reset()`` puts
@@ -114,17 +115,17 @@ class _FakeController:
         self._running = False
         self._t = self._clock()
 
+    @abc.abstractmethod
     def _home(self) -> None:
         """Put the controller where a reset leaves it, with no target (lock held)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _advance(self) -> None:
         """Move toward the target by the time passed since the last call (lock held)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _take(self, action: dict[str, Any]) -> None:
         """Make the target of an ``execute_action`` call the new target (lock held)."""
-        raise NotImplementedError
 
     def reset(self) -> None:
         _Faults.maybe_hang()

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from planner_kitchen import seeded_world
+from planner_kitchen import build_kitchen, seeded_world
 
 from mimir_memory.world import WorldMemory
 
@@ -18,3 +18,20 @@ def seed_world(tmp_path: Path) -> Iterator[Callable[..., WorldMemory]]:
     ``planner_kitchen.seeded_world`` does and closed after the test."""
     with ExitStack() as stack:
         yield lambda *seeds: stack.enter_context(seeded_world(tmp_path / "world.db", *seeds))
+
+
+@pytest.fixture
+def kitchen_of(tmp_path: Path) -> Iterator[Callable[..., tuple]]:
+    """``kitchen_of(layout)``: ``build_kitchen`` in the test's folder; the world and task
+    memories it opens are closed after the test."""
+    opened: list[tuple] = []
+
+    def build(layout: list) -> tuple:
+        made = build_kitchen(tmp_path, layout)
+        opened.append(made)
+        return made
+
+    yield build
+    for world, task, _kit in opened:
+        world.close()
+        task.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from planner_kitchen import Fixture, build_kitchen, session_for
+from planner_kitchen import Fixture, session_for
 
 from mimir_memory.task import GoalStatus
 from mimir_memory.world import WorldMemory
@@ -36,11 +36,8 @@ def _layout() -> list[tuple[str, Fixture]]:
 
 
 @pytest.fixture
-def kitchen(tmp_path: Path):
-    world, task, kit = build_kitchen(tmp_path, _layout())
-    yield world, task, kit
-    world.close()
-    task.close()
+def kitchen(kitchen_of):
+    return kitchen_of(_layout())
 
 
 def _apple(world: WorldMemory, kit, holder: str, color: str | None = None, *,

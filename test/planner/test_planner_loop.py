@@ -33,11 +33,8 @@ def _steps(report) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def kitchen(tmp_path: Path):
-    world, task, kit = build_kitchen(tmp_path, locked_unlocked_layout())
-    yield world, task, kit
-    world.close()
-    task.close()
+def kitchen(kitchen_of):
+    return kitchen_of(locked_unlocked_layout())
 
 
 def _vlm_session(world, task, *answers: str):

@@ -129,8 +129,8 @@ class SceneGraphNode(Node):
         self._queue: deque[ObjectObservationArray] = deque()
         self._queued = threading.Condition()
         self._stopping = False
-        self._dirty = True  # the graph changed since it was last published
-        self._markers_dirty = True  # ... since the markers were
+        # memory revision each latched topic last went out at (-1: never)
+        self._sent = {"graph": -1, "markers": -1}
         self._last_stamp = 0.0
         self.counters = NodeCounters(_WARN_KEYS)
         db_group = MutuallyExclusiveCallbackGroup()
@@ -230,8 +230,6 @@ class SceneGraphNode(Node):
         for event in events:
             self._event_pub.publish(event_to_msg(event))
             self._last_stamp = max(self._last_stamp, event.stamp)
-        if events:
-            self._dirty = self._markers_dirty = True
 
     def _publish_graph(self) -> None:
         """Publish the graph and its markers when memory changed since their last publication.
@@ -240,20 +238,22 @@ class SceneGraphNode(Node):
         it stays pending and goes out on the first period after a subscriber appears, which
         also reaches that late joiner.
         """
-        send_graph = self._dirty and self._graph_pub.get_subscription_count() > 0
-        send_markers = (self.config.markers and self._markers_dirty
+        revision = self.world.revision
+        send_graph = (self._sent["graph"] != revision
+                      and self._graph_pub.get_subscription_count() > 0)
+        send_markers = (self.config.markers and self._sent["markers"] != revision
                         and self._marker_pub.get_subscription_count() > 0)
         if not (send_graph or send_markers):
             return
         with self._lock:
+            revision = self.world.revision
             nodes = list(self.world.state.nodes.values())
             graph = markers = None
             if send_graph:
-                self._dirty = False
-                graph = graph_to_msg(nodes, self.world.revision, self.config.map_frame,
-                                     self._last_stamp)
+                self._sent["graph"] = revision
+                graph = graph_to_msg(nodes, revision, self.config.map_frame, self._last_stamp)
             if send_markers:
-                self._markers_dirty = False
+                self._sent["markers"] = revision
                 markers = markers_for(nodes, self.config.map_frame)
         if graph is not None:
             self._graph_pub.publish(graph)
