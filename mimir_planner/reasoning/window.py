@@ -37,22 +37,36 @@ def contract_gripper_readings(
     open_below: float,
     closed_empty: float,
     settle: float = 0.03,
+    hold_band: float = 0.25,
 ) -> list[tuple[float, GripperReading]]:
     """Gripper readings of the robot contract (position 0 open .. 1 closed, no force).
 
-    A gripper without a force sensor says it holds something by where its fingers stopped: the
-    position has left the open end (``open_below``), stopped short of closing on nothing
-    (``closed_empty``), and stays put (within ``settle`` of the previous reading, so the fingers
-    passing through mid-travel while they close do not count). The opening in metres is
-    ``(1 - position) * stroke_m``.
+    A gripper without a force sensor says it holds something by where its fingers stopped: a
+    hold starts when the position has left the open end (``open_below``), stopped short of
+    closing on nothing (``closed_empty``), and stays put (within ``settle`` of the previous
+    reading of an earlier stamp, so the fingers passing through mid-travel while they close do
+    not count; a reading repeated at one stamp is one sample, not a second look). Once
+    started, the hold lasts while the readings stay in that range and within ``hold_band`` of
+    where the fingers stopped: a pull on a held handle flexes the fingers by several hundredths
+    from one reading to the next without letting go, while opening the jaws drops the reading
+    out of the band at once. The opening in metres is ``(1 - position) * stroke_m``.
     """
     out: list[tuple[float, GripperReading]] = []
-    previous: float | None = None
+    previous: tuple[float, float] | None = None  # (stamp, position) of an earlier stamp
+    last: tuple[float, float] | None = None
+    stopped_at: float | None = None  # the reading where the current hold started
     for stamp, position in readings:
-        still = previous is not None and abs(position - previous) <= settle
-        holding = open_below < position < closed_empty and still
-        out.append((stamp, GripperReading(max(0.0, (1.0 - position) * stroke_m), holding)))
-        previous = position
+        if last is not None and stamp > last[0]:
+            previous = last
+        in_range = open_below < position < closed_empty
+        if stopped_at is not None and not (in_range and abs(position - stopped_at) <= hold_band):
+            stopped_at = None
+        if stopped_at is None and in_range and previous is not None \
+                and abs(position - previous[1]) <= settle:
+            stopped_at = position
+        out.append((stamp, GripperReading(max(0.0, (1.0 - position) * stroke_m),
+                                          stopped_at is not None)))
+        last = (stamp, position)
     return out
 
 

@@ -366,6 +366,28 @@ def test_contract_gripper_holds_where_the_fingers_stopped_short() -> None:
         on_nothing, stroke_m=0.085, open_below=0.05, closed_empty=0.93))
 
 
+def test_contract_gripper_hold_survives_a_pull_and_ends_when_the_jaws_open() -> None:
+    from mimir_planner.reasoning.window import contract_gripper_readings
+
+    # Readings recorded in the simulation while the hand pulled a locked door: the fingers flex
+    # by up to 0.07 from one reading to the next (a repeated stamp is one sample republished),
+    # then the jaws open to let go.
+    pull = [(29.80, 0.341), (30.10, 0.787), (30.10, 0.787), (30.15, 0.787), (31.15, 0.768),
+            (31.60, 0.712), (31.80, 0.761), (32.20, 0.643), (32.25, 0.713), (32.30, 0.764),
+            (32.55, 0.189), (32.55, 0.116), (32.55, 0.116), (32.60, 0.02)]
+    holding = [r.holding for _, r in contract_gripper_readings(
+        pull, stroke_m=0.085, open_below=0.05, closed_empty=0.93)]
+    # passing through, stopped (first look), the same sample again, held through the pull
+    # (flexing included), released: the opening readings, repeated or not, start no new hold
+    assert holding == [False, False, False] + [True] * 7 + [False] * 4
+
+    # a reading that slides to closed-on-nothing ends the hold (the handle slipped out)
+    slipped = [(0.0, 0.78), (0.1, 0.78), (0.2, 0.85), (0.3, 0.96), (0.4, 0.96)]
+    assert [r.holding for _, r in contract_gripper_readings(
+        slipped, stroke_m=0.085, open_below=0.05, closed_empty=0.93)] == \
+        [False, True, True, False, False]
+
+
 def test_hand_travel_while_held_measures_the_part_and_ignores_the_empty_hand() -> None:
     from mimir_planner.reasoning.evidence import RobotStateSample
     from mimir_planner.reasoning.percepts import hand_displacement, moved
