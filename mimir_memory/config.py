@@ -19,8 +19,9 @@ IMAGE_FORMATS = ("jpg", "png")
 
 @dataclass(frozen=True)
 class AssociationConfig(settings.Checked, section="association", error=ConfigError,
-                        positive=("default_radius_m", "hypothesis_factor"),
-                        non_negative=("box_tolerance_m",), within={"box_overlap": (0.0, 1.0)}):
+                        positive=("default_radius_m", "hypothesis_factor", "fade"),
+                        non_negative=("box_tolerance_m",), positive_int=("misses_to_stale",),
+                        within={"box_overlap": (0.0, 1.0)}):
     """Association radii of the scene graph.
 
     Attributes:
@@ -32,7 +33,15 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             reach when this share of one box lies inside the other (per axis, multiplied);
             0 disables. Large fixtures need it: a front face, an edge, an open door and the
             interior of one cabinet have centroids far apart but boxes inside one another.
-        box_tolerance_m: Slack added around boxes for that test (m).
+        box_tolerance_m: Slack added around boxes for that test, and for the test that
+            tells whether an observation lies inside a node's box when it is fused (m).
+        fade: Least weight of a new observation in a node's position estimate, in (0, 1].
+            The n-th observation since the estimate started weighs ``max(1/n, fade)``: the
+            first ``1/fade`` observations are averaged, after that old evidence fades
+            geometrically, so the estimate follows an object that moved. 1 keeps only the
+            latest observation.
+        misses_to_stale: Misses in a row (perception expected to see a node and did not)
+            after which memory records that the node is no longer at its last place.
     """
 
     default_radius_m: float = 0.30
@@ -40,6 +49,8 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     hypothesis_factor: float = 2.0
     box_overlap: float = 0.6
     box_tolerance_m: float = 0.03
+    fade: float = 0.2
+    misses_to_stale: int = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -53,6 +64,8 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
         object.__setattr__(self, "label_radius_m", cleaned)
         if self.hypothesis_factor < 1.0:
             raise ConfigError("association.hypothesis_factor must be >= 1")
+        if self.fade > 1.0:
+            raise ConfigError(f"association.fade must be at most 1, got {self.fade!r}")
 
     def radius(self, label: str) -> float:
         """Association radius of ``label`` (m)."""

@@ -29,7 +29,13 @@ LOG = logging.getLogger(__name__)
 
 
 class EventKind(StrEnum):
-    """Kinds of events across the world, task and keyframe logs."""
+    """Kinds of events across the world, task and keyframe logs.
+
+    The payload of each world kind is validated by ``mimir_memory.graph``. Among them,
+    ``observation_missed`` (``node_id``, ``camera``, ``reason``) records that perception
+    expected to see a node and did not, and ``nodes_merged`` (``kept_id``, ``merged_id``,
+    ``reason``) folds a duplicate node into another.
+    """
 
     NODE_CREATED = "node_created"
     OBSERVATION_FUSED = "observation_fused"
@@ -40,6 +46,8 @@ class EventKind(StrEnum):
     KEYFRAME_LINKED = "keyframe_linked"
     HYPOTHESES_LINKED = "hypotheses_linked"
     EVENT_RETRACTED = "event_retracted"
+    OBSERVATION_MISSED = "observation_missed"
+    NODES_MERGED = "nodes_merged"
     GOAL_ADDED = "goal_added"
     GOAL_STATUS_CHANGED = "goal_status_changed"
     HAND_CHANGED = "hand_changed"
@@ -62,6 +70,8 @@ WORLD_KINDS = frozenset(
         EventKind.KEYFRAME_LINKED,
         EventKind.HYPOTHESES_LINKED,
         EventKind.EVENT_RETRACTED,
+        EventKind.OBSERVATION_MISSED,
+        EventKind.NODES_MERGED,
     }
 )
 TASK_KINDS = frozenset(

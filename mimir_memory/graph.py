@@ -3,6 +3,17 @@
 The node record follows messymem.md appendix A.3 (label, position, 3D box, first seen,
 properties, contents, task history) plus mimir.md's single active parent and the alternative
 hypotheses kept for same-name instances that may be different objects.
+
+Three kinds of event keep the graph in step with a world where objects move:
+
+* ``observation_fused`` updates a position estimate in which old evidence fades (see
+  :meth:`SceneGraphState._apply_fused`), and ``parent_changed`` may carry the ``centroid`` an
+  object was put down at, which restarts the estimate there.
+* ``observation_missed`` (payload ``node_id``, ``camera``, ``reason``) records that perception
+  expected to see a node and did not; the node counts these misses until it is seen again.
+* ``nodes_merged`` (payload ``kept_id``, ``merged_id``, ``reason``) folds a duplicate into the
+  node kept. The merged id then lives on as an alias: :meth:`SceneGraphState.node` and every
+  later event that names it resolve to the kept node.
 """
 
 from __future__ import annotations
@@ -27,6 +38,10 @@ from mimir_memory.events import WORLD_KINDS, EventKind, MemoryEvent
 
 HAND_PARENT = "hand"
 """Reserved parent id meaning "held by the robot's gripper"."""
+
+AT_LAST_PLACE = "at_last_place"
+"""Property set to False when a node was missed too often where it was last seen (see
+``WorldMemory.record_miss``) and back to True when perception sees it again."""
 
 PARENT_RELATIONS = ("room", "surface", "container", "hand")
 SEEDED_PROPERTIES: dict[str, float] = {
@@ -123,6 +138,10 @@ class SceneNode:
     keyframes: list[str] = field(default_factory=list)
     history: dict[str, list[str]] = field(default_factory=dict)
     """Event ids that shaped each field (property name, ``contents``, ``parent``...)."""
+    position_samples: int = 0
+    """Observations in the current position estimate; a placement restarts it at 1."""
+    misses: int = 0
+    """Misses recorded since the node was last seen (or put down somewhere new)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON record of the node (messymem A.3 fields plus parent and hypotheses)."""
@@ -145,6 +164,8 @@ class SceneNode:
             "parent_relation": self.parent_relation,
             "hypotheses": sorted(self.alternatives),
             "keyframes": list(self.keyframes),
+            "position_samples": self.position_samples,
+            "misses": self.misses,
         }
 
 
@@ -191,6 +212,14 @@ class GridIndex:
         self._cells.setdefault(key, {}).setdefault(cell, set()).add(node_id)
         self._where[node_id] = (key, cell)
 
+    def remove(self, node_id: str) -> None:
+        """Forget a node (a no-op for an id the index does not hold)."""
+        old = self._where.pop(node_id, None)
+        if old is not None:
+            members = self._cells[old[0]].get(old[1])
+            if members is not None:
+                members.discard(node_id)
+
     def candidates(self, label: str, point: Point, radius: float) -> Iterator[str]:
         """Node ids of ``label`` whose cell may hold points within ``radius`` of ``point``."""
         key = label_key(label)
@@ -221,6 +250,11 @@ def _pt(value: Any) -> Point:
     return (float(value[0]), float(value[1]), float(value[2]))
 
 
+def _lerp(a: Point, b: Point, t: float) -> Point:
+    """The point ``t`` of the way from ``a`` to ``b``."""
+    return (a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t, a[2] + (b[2] - a[2]) * t)
+
+
 def _dist(a: Point, b: Point) -> float:
     # math.dist scales internally, so even a far query point cannot overflow
     return math.dist(a, b)
@@ -244,8 +278,12 @@ def _confidence(value: object) -> float:
 @dataclass
 class _BatchContext:
     created: set[str] = field(default_factory=set)
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels of the nodes created earlier in the batch."""
     parents: dict[str, str | None] = field(default_factory=dict)
     retracted: set[str] = field(default_factory=set)
+    merged: dict[str, str] = field(default_factory=dict)
+    """Nodes merged earlier in the batch -> the node they were merged into."""
 
 
 @dataclass(frozen=True)
@@ -295,10 +333,14 @@ class SceneGraphState:
         """Skipped events later retracted by an ``event_retracted`` event (id -> reason)."""
         self.reserved_ids: set[str] = set()
         """Node ids named by skipped ``node_created`` events: never handed out again."""
+        self.aliases: dict[str, str] = {}
+        """Ids of merged nodes -> the live node each was merged into (always one hop)."""
 
     # ------------------------------------------------------------------ queries
     def node(self, node_id: str) -> SceneNode:
-        """The node with this id.
+        """The node with this id; the id of a merged node gives the node it was merged into.
+
+        The node returned then carries the kept id in ``node_id``, not the one asked for.
 
         Raises:
             UnknownNodeError: No such node.
@@ -306,9 +348,13 @@ class SceneGraphState:
         if not isinstance(node_id, str):
             raise UnknownNodeError(f"node id must be a string, got {node_id!r}")
         try:
-            return self.nodes[node_id]
+            return self.nodes[self.resolve(node_id)]
         except KeyError as err:
             raise UnknownNodeError(f"unknown node {node_id!r}") from err
+
+    def resolve(self, node_id: str) -> str:
+        """The live id behind ``node_id``: the kept node for a merged id, else the id itself."""
+        return self.aliases.get(node_id, node_id)
 
     def next_node_id(self, label: str, reserved: Mapping[str, int] | None = None) -> str:
         """The id the next node of ``label`` would get (``<label>_<n>``)."""
@@ -355,6 +401,7 @@ class SceneGraphState:
         return {
             "revision": self.revision,
             "nodes": {nid: self.nodes[nid].to_dict() for nid in sorted(self.nodes)},
+            "merged": {nid: self.aliases[nid] for nid in sorted(self.aliases)},
         }
 
     # --------------------------------------------------------------- validation
@@ -375,10 +422,31 @@ class SceneGraphState:
                 raise InvalidValueError(f"{event.kind.value}: {err}") from err
 
     def _exists(self, node_id: object, ctx: _BatchContext) -> str:
-        known = isinstance(node_id, str) and (node_id in self.nodes or node_id in ctx.created)
-        if not known or not isinstance(node_id, str):
-            raise UnknownNodeError(f"unknown node {node_id!r}")
-        return node_id
+        """The live id ``node_id`` names (a merged id gives the node kept).
+
+        Raises:
+            UnknownNodeError: The id names no node, live, created or merged in the batch.
+        """
+        if isinstance(node_id, str):
+            live = self._resolve_in(node_id, ctx)
+            if live in self.nodes or live in ctx.created:
+                return live
+        raise UnknownNodeError(f"unknown node {node_id!r}")
+
+    def _resolve_in(self, node_id: str, ctx: _BatchContext) -> str:
+        """Like :meth:`resolve`, counting the merges made earlier in the batch."""
+        current = node_id
+        seen = {current}
+        while True:
+            target = ctx.merged.get(current, self.aliases.get(current))
+            if target is None or target in seen:
+                return current
+            seen.add(target)
+            current = target
+
+    def _label_of(self, node_id: str, ctx: _BatchContext) -> str:
+        node = self.nodes.get(node_id)
+        return node.label if node is not None else ctx.labels[node_id]
 
     def _check_one(self, event: MemoryEvent, ctx: _BatchContext) -> None:
         if event.kind not in WORLD_KINDS:
@@ -395,6 +463,9 @@ class SceneGraphState:
         node_id = _require_str(data, "node_id")
         if node_id in self.nodes or node_id in ctx.created or node_id == HAND_PARENT:
             raise GraphConsistencyError(f"node {node_id!r} already exists")
+        if node_id in self.aliases or node_id in ctx.merged:
+            raise GraphConsistencyError(
+                f"node id {node_id!r} belonged to a node merged into another; it is not reused")
         if node_id in self.reserved_ids:
             raise GraphConsistencyError(
                 f"node id {node_id!r} was taken by an event memory could not apply")
@@ -403,6 +474,7 @@ class SceneGraphState:
         for alt in bounds.items(data.get("alternatives", []), "alternatives"):
             self._exists(alt, ctx)
         ctx.created.add(node_id)
+        ctx.labels[node_id] = data["label"]
 
     def _check_observation_fused(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
         self._exists(data.get("node_id"), ctx)
@@ -450,6 +522,13 @@ class SceneGraphState:
         node_id = self._exists(data.get("node_id"), ctx)
         parent = data.get("parent_id")
         relation = data.get("relation")
+        if data.get("centroid") is not None:
+            centre = self.bounds.point(data["centroid"], "placement centroid")
+            node = self.nodes.get(node_id)
+            if node is not None:  # the box moves with it and must stay in the workspace
+                lo, hi = _centred_box(node, centre)
+                self.bounds.point(lo, "placed bbox_min")
+                self.bounds.point(hi, "placed bbox_max")
         if parent is None:
             if relation is not None:
                 raise InvalidValueError("a cleared parent takes no relation")
@@ -461,7 +540,7 @@ class SceneGraphState:
             if (parent == HAND_PARENT) != (relation == "hand"):
                 raise InvalidValueError("the hand parent goes with the 'hand' relation only")
             if parent != HAND_PARENT:
-                self._exists(parent, ctx)
+                parent = self._exists(parent, ctx)
                 if parent == node_id or node_id in self.ancestors(parent, ctx.parents):
                     raise GraphConsistencyError(
                         f"making {parent!r} the parent of {node_id!r} creates a cycle"
@@ -494,8 +573,10 @@ class SceneGraphState:
         node_ids = data.get("node_ids")
         if not isinstance(node_ids, list) or len(set(map(str, node_ids))) < 2:
             raise InvalidValueError("hypotheses_linked needs at least two node ids")
-        for node_id in bounds.items(node_ids, "node_ids"):
-            self._exists(node_id, ctx)
+        live = {self._exists(node_id, ctx) for node_id in bounds.items(node_ids, "node_ids")}
+        if len(live) < 2:
+            raise InvalidValueError(
+                f"hypotheses_linked needs at least two nodes; {node_ids!r} were merged into one")
 
     def _check_event_retracted(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
         bounds = self.bounds
@@ -507,6 +588,48 @@ class SceneGraphState:
                 "retracted")
         ctx.retracted.add(target)
 
+    def _check_observation_missed(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        self._exists(data.get("node_id"), ctx)
+        self.bounds.ident(data.get("camera", ""), "camera", allow_empty=True)
+        self.bounds.text(data.get("reason", ""), "reason")
+
+    def _check_nodes_merged(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
+        bounds = self.bounds
+        kept_named = bounds.ident(_require_str(data, "kept_id"), "kept_id")
+        merged_id = bounds.ident(_require_str(data, "merged_id"), "merged_id")
+        bounds.text(data.get("reason", ""), "reason")
+        if merged_id in self.aliases or merged_id in ctx.merged:
+            raise GraphConsistencyError(
+                f"node {merged_id!r} was already merged into "
+                f"{self._resolve_in(merged_id, ctx)!r}")
+        merged = self._exists(merged_id, ctx)
+        kept = self._exists(kept_named, ctx)
+        if kept == merged:
+            raise GraphConsistencyError(f"cannot merge node {merged_id!r} into itself")
+        kept_label, merged_label = self._label_of(kept, ctx), self._label_of(merged, ctx)
+        if label_key(kept_label) != label_key(merged_label):
+            raise GraphConsistencyError(
+                f"cannot merge {merged_id!r} ({merged_label!r}) into {kept!r} ({kept_label!r}): "
+                "only nodes of one label are duplicates")
+        if (kept in self.ancestors(merged, ctx.parents)
+                or merged in self.ancestors(kept, ctx.parents)):
+            raise GraphConsistencyError(
+                f"cannot merge {merged_id!r} into {kept!r}: one holds the other")
+        # what the projection will do to parents, for the checks of later events of the batch
+        children = {c for c in self.children.get(merged, ()) if c not in ctx.parents}
+        children.update(c for c, p in ctx.parents.items() if p == merged)
+        for child in children:
+            ctx.parents[child] = kept
+        if self._parent_in(kept, ctx) is None:
+            ctx.parents[kept] = self._parent_in(merged, ctx)
+        ctx.merged[merged] = kept
+
+    def _parent_in(self, node_id: str, ctx: _BatchContext) -> str | None:
+        """Parent of a node, counting the parent changes made earlier in the batch."""
+        if node_id in ctx.parents:
+            return ctx.parents[node_id]
+        node = self.nodes.get(node_id)
+        return node.parent if node is not None else None
 
     def _check_geometry(self, data: Mapping[str, Any]) -> None:
         # finite, inside the workspace, box ordered and holding its centroid (BoundsError,
@@ -563,27 +686,57 @@ class SceneGraphState:
         self.retracted[skipped.event_id] = str(data.get("reason", ""))
 
     def _apply_fused(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
-        node = self.nodes[data["node_id"]]
-        n = node.observation_count + 1
-        c = _pt(data["centroid"])
-        node.centroid = (
-            node.centroid[0] + (c[0] - node.centroid[0]) / n,
-            node.centroid[1] + (c[1] - node.centroid[1]) / n,
-            node.centroid[2] + (c[2] - node.centroid[2]) / n,
-        )
+        """Fold an observation into the node's position estimate.
+
+        The centroid is an exponential moving average: the n-th observation since the
+        estimate started weighs ``w = max(1/n, fade)`` (``AssociationConfig.fade``), so the
+        first observations are averaged and, once there are more than ``1/fade``, older ones
+        fade geometrically and the estimate follows an object that moved.
+
+        The box follows per axis, with the same weight. On an axis where the observed box
+        lies inside the node's (widened by ``box_tolerance_m``) the node's extent stays: a
+        view of part of the object (a fixture's front face, its open interior) says nothing
+        against the parts it does not show, so partial views never erode a fixture's box. On
+        an axis where the observed box reaches outside the node's, both ends move the share
+        ``w`` toward the observed ones; repeated views of a moved object keep reaching
+        outside until the box has followed them (to within the tolerance). A plain union
+        would only grow, and a decayed union stops shrinking as soon as the new place lies
+        inside it, so either would leave a moved object's box stretched over both places.
+        Moving ends with the weight of the centroid keeps the centroid inside the box.
+
+        The node counts as seen: its misses restart from zero.
+        """
+        node = self.nodes[self.resolve(data["node_id"])]
+        n = node.position_samples + 1
+        weight = max(1.0 / n, self.association.fade)
+        node.centroid = _lerp(node.centroid, _pt(data["centroid"]), weight)
         lo = _pt(data["bbox_min"])
         hi = _pt(data["bbox_max"])
-        node.bbox_min = (min(node.bbox_min[0], lo[0]), min(node.bbox_min[1], lo[1]),
-                         min(node.bbox_min[2], lo[2]))
-        node.bbox_max = (max(node.bbox_max[0], hi[0]), max(node.bbox_max[1], hi[1]),
-                         max(node.bbox_max[2], hi[2]))
-        node.observation_count = n
+        tol = self.association.box_tolerance_m
+        new_min = list(node.bbox_min)
+        new_max = list(node.bbox_max)
+        for axis in range(3):
+            inside = (lo[axis] >= node.bbox_min[axis] - tol
+                      and hi[axis] <= node.bbox_max[axis] + tol)
+            if not inside:
+                new_min[axis] += (lo[axis] - new_min[axis]) * weight
+                new_max[axis] += (hi[axis] - new_max[axis]) * weight
+        node.bbox_min = (new_min[0], new_min[1], new_min[2])
+        node.bbox_max = (new_max[0], new_max[1], new_max[2])
+        node.position_samples = n
+        node.observation_count += 1
+        node.misses = 0
         node.last_seen = max(node.last_seen, event.stamp)
         self.index.insert(node.node_id, node.label, node.centroid)
         node.history.setdefault("position", []).append(event.event_id)
 
+    def _apply_missed(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        node = self.nodes[self.resolve(data["node_id"])]
+        node.misses += 1
+        node.history.setdefault("misses", []).append(event.event_id)
+
     def _apply_property(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
-        node = self.nodes[data["node_id"]]
+        node = self.nodes[self.resolve(data["node_id"])]
         name = data["name"]
         node.history.setdefault(name, []).append(event.event_id)
         current = node.properties.get(name)
@@ -600,7 +753,7 @@ class SceneGraphState:
         )
 
     def _apply_contents(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
-        node = self.nodes[data["node_id"]]
+        node = self.nodes[self.resolve(data["node_id"])]
         node.history.setdefault("contents", []).append(event.event_id)
         if node.contents_stamp is not None and event.stamp < node.contents_stamp:
             return
@@ -611,17 +764,33 @@ class SceneGraphState:
         node.contents_reasoning = data.get("reasoning", "")
 
     def _apply_parent(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
-        node = self.nodes[data["node_id"]]
+        """Attach a node to its new parent; with a ``centroid``, also move it there.
+
+        A placement puts the centroid at the given point, slides the box (same size) to
+        centre on it and restarts the position estimate from it as its one sample, so the
+        observations made at the old place no longer pull the node back. The misses counted
+        at the old place are dropped too.
+        """
+        node = self.nodes[self.resolve(data["node_id"])]
         if node.parent is not None:
             self.children.get(node.parent, set()).discard(node.node_id)
-        node.parent = data.get("parent_id")
+        parent = data.get("parent_id")
+        node.parent = parent if parent in (None, HAND_PARENT) else self.resolve(parent)
         node.parent_relation = data.get("relation")
         if node.parent is not None:
             self.children.setdefault(node.parent, set()).add(node.node_id)
         node.history.setdefault("parent", []).append(event.event_id)
+        if data.get("centroid") is not None:
+            centre = _pt(data["centroid"])
+            node.bbox_min, node.bbox_max = _centred_box(node, centre)
+            node.centroid = centre
+            node.position_samples = 1
+            node.misses = 0
+            self.index.insert(node.node_id, node.label, centre)
+            node.history.setdefault("position", []).append(event.event_id)
 
     def _apply_outcome(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
-        node = self.nodes[data["node_id"]]
+        node = self.nodes[self.resolve(data["node_id"])]
         node.task_history.append({
             "task": data["task"],
             "success": data["success"],
@@ -633,14 +802,14 @@ class SceneGraphState:
         node.history.setdefault("task_history", []).append(event.event_id)
 
     def _apply_hypotheses(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
-        ids = list(dict.fromkeys(data["node_ids"]))
+        ids = list(dict.fromkeys(self.resolve(i) for i in data["node_ids"]))
         for node_id in ids:
             self.nodes[node_id].alternatives.update(i for i in ids if i != node_id)
             self.nodes[node_id].history.setdefault("hypotheses", []).append(event.event_id)
 
     def _apply_keyframe(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
         frame_id = data["frame_id"]
-        for node_id in dict.fromkeys(data["node_ids"]):
+        for node_id in dict.fromkeys(self.resolve(i) for i in data["node_ids"]):
             target = self.nodes[node_id]
             if frame_id not in target.keyframes:
                 target.keyframes.append(frame_id)
@@ -665,6 +834,7 @@ class SceneGraphState:
             observation_count=1 if data.get("observed", True) else 0,
             first_seen_frame=data.get("first_seen_frame"),
         )
+        node.position_samples = node.observation_count
         for name, confidence in SEEDED_PROPERTIES.items():
             node.properties[name] = PropertyValue(
                 value="unknown",
@@ -679,9 +849,131 @@ class SceneGraphState:
         prefix, _, number = node_id.rpartition("_")
         if number.isdigit() and prefix == node_id_prefix(label):
             self.label_counters[prefix] = max(self.label_counters.get(prefix, 0), int(number))
-        for alt in data.get("alternatives", []):
+        for alt in dict.fromkeys(self.resolve(a) for a in data.get("alternatives", [])):
             node.alternatives.add(alt)
             self.nodes[alt].alternatives.add(node_id)
+
+    def _apply_merged(self, event: MemoryEvent, data: Mapping[str, Any]) -> None:
+        """Fold the duplicate ``merged_id`` into ``kept_id`` and retire its id as an alias.
+
+        The kept node takes the duplicate's evidence: its position estimate is the mean of
+        both, weighted by the observations in each estimate, each counted at most ``1/fade``
+        (beyond that an estimate weighs a new observation as an average of ``1/fade`` would,
+        so it holds no more evidence), and so is its box; observation counts add up; first
+        and last seen span both; keyframes are the union and task histories interleave by
+        stamp. Contents, and each property, come from whichever node set them last (a value
+        seeded at creation never replaces one that was observed or told). The duplicate's
+        children move to the kept node, which also takes the duplicate's parent when it has
+        none. Hypothesis links to the duplicate move to the kept node, and the two are no
+        longer alternatives of each other. Each field's history lists both nodes' events,
+        ``merged`` lists the merge itself, which also joins ``position``.
+
+        The duplicate leaves the live graph (nodes, spatial index, children) but its id stays
+        in :attr:`aliases`, so lookups and later events that name it reach the kept node.
+        """
+        kept = self.nodes[self.resolve(data["kept_id"])]
+        gone = self.nodes.pop(data["merged_id"])
+        self.index.remove(gone.node_id)
+        self._merge_position(kept, gone)
+        self._merge_records(kept, gone)
+        self._merge_links(kept, gone, event)
+        for name, ids in gone.history.items():
+            target = kept.history.setdefault(name, [])
+            target.extend(i for i in ids if i not in target)
+        kept.history.setdefault("merged", []).append(event.event_id)
+        kept.history.setdefault("position", []).append(event.event_id)
+        for alias, target_id in self.aliases.items():
+            if target_id == gone.node_id:
+                self.aliases[alias] = kept.node_id
+        self.aliases[gone.node_id] = kept.node_id
+
+    def _merge_position(self, kept: SceneNode, gone: SceneNode) -> None:
+        """Position, box, counts and first/last seen of a merge (see :meth:`_apply_merged`)."""
+        cap = 1.0 / self.association.fade
+        mine = min(float(kept.position_samples), cap)
+        theirs = min(float(gone.position_samples), cap)
+        if theirs > 0.0:
+            share = theirs / (mine + theirs)
+            kept.centroid = _lerp(kept.centroid, gone.centroid, share)
+            kept.bbox_min = _lerp(kept.bbox_min, gone.bbox_min, share)
+            kept.bbox_max = _lerp(kept.bbox_max, gone.bbox_max, share)
+        kept.position_samples += gone.position_samples
+        kept.observation_count += gone.observation_count
+        if gone.last_seen > kept.last_seen:
+            kept.misses = gone.misses
+        kept.last_seen = max(kept.last_seen, gone.last_seen)
+        if gone.first_seen_frame is not None and (
+                kept.first_seen_frame is None or gone.first_seen < kept.first_seen):
+            kept.first_seen_frame = gone.first_seen_frame
+        kept.first_seen = min(kept.first_seen, gone.first_seen)
+        self.index.insert(kept.node_id, kept.label, kept.centroid)
+
+    def _merge_records(self, kept: SceneNode, gone: SceneNode) -> None:
+        """Keyframes, task history, contents and properties of a merge."""
+        kept_id, gone_id = kept.node_id, gone.node_id
+        for frame_id in gone.keyframes:
+            if frame_id not in kept.keyframes:
+                kept.keyframes.append(frame_id)
+            links = self.keyframe_links.get(frame_id)
+            if links is not None:
+                links[:] = dict.fromkeys(kept_id if i == gone_id else i for i in links)
+        kept.task_history = sorted([*kept.task_history, *gone.task_history],
+                                   key=lambda record: float(record["stamp"]))
+        if gone.contents_stamp is not None and (
+                kept.contents_stamp is None or gone.contents_stamp > kept.contents_stamp):
+            kept.contents = gone.contents
+            kept.contents_empty = gone.contents_empty
+            kept.contents_source_action = gone.contents_source_action
+            kept.contents_reasoning = gone.contents_reasoning
+            kept.contents_stamp = gone.contents_stamp
+        seeds = {*kept.history.get("created", ()), *gone.history.get("created", ())}
+        for name, prop in gone.properties.items():
+            current = kept.properties.get(name)
+            if current is None or _property_rank(prop, seeds) > _property_rank(current, seeds):
+                kept.properties[name] = prop
+
+    def _merge_links(self, kept: SceneNode, gone: SceneNode, event: MemoryEvent) -> None:
+        """Children, parent and hypothesis links of a merge."""
+        kept_id, gone_id = kept.node_id, gone.node_id
+        for child_id in self.children.pop(gone_id, set()):
+            child = self.nodes[child_id]
+            child.parent = kept_id
+            child.history.setdefault("parent", []).append(event.event_id)
+            self.children.setdefault(kept_id, set()).add(child_id)
+        if gone.parent is not None:
+            self.children.get(gone.parent, set()).discard(gone_id)
+            if kept.parent is None:
+                kept.parent = gone.parent
+                kept.parent_relation = gone.parent_relation
+                self.children.setdefault(kept.parent, set()).add(kept_id)
+
+        for alt_id in gone.alternatives:
+            alt = self.nodes.get(alt_id)
+            if alt is not None:
+                alt.alternatives.discard(gone_id)
+                if alt_id != kept_id:
+                    alt.alternatives.add(kept_id)
+                    kept.alternatives.add(alt_id)
+        kept.alternatives.discard(gone_id)
+        kept.alternatives.discard(kept_id)
+
+
+def _centred_box(node: SceneNode, centre: Point) -> tuple[Point, Point]:
+    """The node's box slid (same size) to centre on ``centre``."""
+    half = [(node.bbox_max[a] - node.bbox_min[a]) / 2.0 for a in range(3)]
+    return ((centre[0] - half[0], centre[1] - half[1], centre[2] - half[2]),
+            (centre[0] + half[0], centre[1] + half[1], centre[2] + half[2]))
+
+
+def _property_rank(prop: PropertyValue, seeds: set[str]) -> tuple[bool, float]:
+    """Order of property values when two nodes merge: evidence over seeds, then newest.
+
+    Args:
+        prop: A property value.
+        seeds: Ids of the ``node_created`` events behind both nodes (the seeded values).
+    """
+    stamp = prop.stamp if prop.stamp is not None else -math.inf
+    return (prop.event_id not in seeds, stamp)
 
 
 _CHECKS: dict[EventKind, Callable[[SceneGraphState, Mapping[str, Any], _BatchContext], None]] = {
@@ -694,6 +986,8 @@ _CHECKS: dict[EventKind, Callable[[SceneGraphState, Mapping[str, Any], _BatchCon
     EventKind.KEYFRAME_LINKED: SceneGraphState._check_keyframe_linked,
     EventKind.HYPOTHESES_LINKED: SceneGraphState._check_hypotheses_linked,
     EventKind.EVENT_RETRACTED: SceneGraphState._check_event_retracted,
+    EventKind.OBSERVATION_MISSED: SceneGraphState._check_observation_missed,
+    EventKind.NODES_MERGED: SceneGraphState._check_nodes_merged,
 }
 """The validation of each world event kind."""
 
@@ -708,5 +1002,7 @@ _APPLY: dict[EventKind, Callable[[SceneGraphState, MemoryEvent, Mapping[str, Any
     EventKind.KEYFRAME_LINKED: SceneGraphState._apply_keyframe,
     EventKind.HYPOTHESES_LINKED: SceneGraphState._apply_hypotheses,
     EventKind.EVENT_RETRACTED: SceneGraphState._apply_retracted,
+    EventKind.OBSERVATION_MISSED: SceneGraphState._apply_missed,
+    EventKind.NODES_MERGED: SceneGraphState._apply_merged,
 }
 """How each world event kind changes the graph."""

@@ -59,6 +59,8 @@ def _node_record(node: SceneNode, level: int) -> dict[str, Any]:
         record["tasks"] = [[h["task"], h["success"], h.get("failure_reason")] for h in history]
     if node.alternatives:
         record["alts"] = sorted(node.alternatives)
+    if node.misses and level <= 1:
+        record["missed"] = node.misses
     return record
 
 
@@ -85,7 +87,8 @@ def render_graph(state: SceneGraphState, max_chars: int, focus: Iterable[str] = 
     Args:
         state: The scene graph.
         max_chars: Upper bound of the returned text's length.
-        focus: Node ids to keep longest when nodes must be dropped (with their parents).
+        focus: Node ids to keep longest when nodes must be dropped (with their parents); the
+            id of a merged node stands for the node it was merged into.
 
     Raises:
         InvalidValueError: ``max_chars`` is below :data:`MIN_RENDER_CHARS`.
@@ -94,7 +97,7 @@ def render_graph(state: SceneGraphState, max_chars: int, focus: Iterable[str] = 
         raise InvalidValueError(f"max_chars must be an integer, got {max_chars!r}")
     if max_chars < MIN_RENDER_CHARS:
         raise InvalidValueError(f"max_chars must be at least {MIN_RENDER_CHARS}")
-    focus_set = {f for f in focus if f in state.nodes}
+    focus_set = {state.resolve(f) for f in focus if isinstance(f, str)} & state.nodes.keys()
     for node_id in list(focus_set):
         focus_set.update(a for a in state.ancestors(node_id) if a in state.nodes)
     header = f"# scene graph revision {state.revision}, {len(state.nodes)} nodes"

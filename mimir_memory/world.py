@@ -30,6 +30,7 @@ from mimir_memory.events import (
     new_event_id,
 )
 from mimir_memory.graph import (
+    AT_LAST_PLACE,
     HAND_PARENT,
     Point,
     SceneGraphState,
@@ -45,6 +46,9 @@ from mimir_memory.schema import DatabaseHandle, Store, open_database
 from mimir_memory.updates import NodeUpdate
 
 LOG = logging.getLogger(__name__)
+
+PLACE_CONFIDENCE = 0.9
+"""Confidence of the ``at_last_place`` values memory writes itself."""
 
 
 @dataclass(frozen=True)
@@ -304,7 +308,9 @@ class WorldMemory(Store):
                 here with the reason, and the rest is stored; when None, it refuses the batch.
 
         Returns:
-            One ``node_created`` or ``observation_fused`` event per stored observation.
+            One ``node_created`` or ``observation_fused`` event per stored observation; an
+            ``observation_fused`` event of a node whose ``at_last_place`` property is False is
+            followed by a ``property_set`` event putting it back to True (it is back).
 
         Raises:
             InvalidValueError: An observation breaks a bound and ``refused`` is None (nothing
@@ -358,7 +364,21 @@ class WorldMemory(Store):
                     evidence=evidence,
                 )
             )
+            if not assoc.created and self._away(assoc.node_id):
+                where = f"camera {obs.camera!r}" if obs.camera else "perception"
+                events.append(self._event(
+                    EventKind.PROPERTY_SET,
+                    _property_payload(assoc.node_id, AT_LAST_PLACE, True,
+                                      confidence=PLACE_CONFIDENCE,
+                                      reasoning=f"seen again by {where} after it was missed",
+                                      is_opened=None),
+                    stamp=float(obs.stamp), source=source, evidence=evidence, verdict=None))
         return self.append(events)
+
+    def _away(self, node_id: str) -> bool:
+        """True when memory holds that the node is no longer at its last place."""
+        prop = self.state.node(node_id).properties.get(AT_LAST_PLACE)
+        return prop is not None and prop.value is False
 
     def add_node(
         self,
@@ -448,15 +468,126 @@ class WorldMemory(Store):
         relation: str | None,
         *,
         stamp: float,
+        position: Iterable[float] | None = None,
         source: Source = Source.INTERACTION,
         evidence: Evidence | None = None,
         verdict: Verdict = Verdict.ADMIT,
         event_id: str | None = None,
     ) -> MemoryEvent:
-        """Set the single active parent (room, surface, container, or ``hand``) of a node."""
-        payload = {"node_id": node_id, "parent_id": parent_id, "relation": relation}
+        """Set the single active parent (room, surface, container, or ``hand``) of a node.
+
+        Args:
+            node_id: The node (a merged id names the node it was merged into).
+            parent_id: New parent, ``"hand"``, or None to clear it.
+            relation: ``room``, ``surface``, ``container`` or ``hand``; None with no parent.
+            stamp: Stamp of the evidence.
+            position: Where the node was put (map frame, m): the node moves there, its box
+                slides along and its position estimate restarts from that point.
+            source: Source of the event.
+            evidence: Evidence references.
+            verdict: The verifier's verdict.
+            event_id: Caller's id for the event.
+
+        Raises:
+            InvalidValueError: ``position`` is not three finite numbers, or breaks a bound.
+            UnknownNodeError: ``node_id`` or ``parent_id`` names no node.
+            GraphConsistencyError: The new parent would make a cycle.
+        """
+        payload = _parent_payload(node_id, parent_id, relation, position)
         return self._one(EventKind.PARENT_CHANGED, payload, stamp=stamp, source=source,
                          evidence=evidence, verdict=verdict, event_id=event_id)
+
+    @synchronized
+    def record_miss(
+        self,
+        node_id: str,
+        *,
+        stamp: float,
+        camera: str = "",
+        reason: str = "",
+        source: Source = Source.PERCEPTION,
+        evidence: Evidence | None = None,
+    ) -> list[MemoryEvent]:
+        """Record that perception expected to see a node and did not (negative evidence).
+
+        The node counts its misses until it is seen again. The miss that brings the count to
+        ``AssociationConfig.misses_to_stale`` also writes, in the same transaction, the
+        property ``at_last_place`` = False: the object is no longer where memory last saw it.
+        Nothing is deleted; :meth:`ingest` sets the property back to True when the node is
+        fused again.
+
+        Args:
+            node_id: The node that was not seen.
+            stamp: Stamp of the view that should have shown it (s).
+            camera: Camera of that view (may be empty).
+            reason: Why it was expected there (free text, may be empty).
+            source: Source of the events.
+            evidence: Evidence references (e.g. the keyframe of the view).
+
+        Returns:
+            The stored events: the ``observation_missed`` event, then the ``property_set``
+            event when this miss makes the node stale.
+
+        Raises:
+            UnknownNodeError: No such node.
+            InvalidValueError: A stamp that is not a finite number, or a camera or reason
+                that is not a string within the bounds.
+        """
+        self.refresh()
+        node = self.state.node(node_id)
+        _check_stamp(stamp)
+        payload = {"node_id": node_id, "camera": camera, "reason": reason}
+        events = [self._event(EventKind.OBSERVATION_MISSED, payload, stamp=stamp,
+                              source=source, evidence=evidence, verdict=None)]
+        count = node.misses + 1
+        limit = self.config.association.misses_to_stale
+        if count >= limit and not self._away(node_id):
+            note = (f"expected in view but not seen {count} times in a row since it was last "
+                    f"seen (limit {limit})")
+            events.append(self._event(
+                EventKind.PROPERTY_SET,
+                _property_payload(node_id, AT_LAST_PLACE, False, confidence=PLACE_CONFIDENCE,
+                                  reasoning=note, is_opened=None),
+                stamp=stamp, source=source, evidence=evidence, verdict=None))
+        return self.append(events)
+
+    def merge(
+        self,
+        kept_id: str,
+        merged_id: str,
+        *,
+        stamp: float,
+        reason: str,
+        source: Source = Source.OPERATOR,
+        evidence: Evidence | None = None,
+        event_id: str | None = None,
+    ) -> MemoryEvent:
+        """Merge a duplicate node into another (see ``SceneGraphState._apply_merged``).
+
+        Afterwards ``merged_id`` is an alias: :meth:`node`, :meth:`why` and later events that
+        name it reach the kept node, and :meth:`why` on the kept node lists both nodes'
+        events. :meth:`as_of` before the merge still shows the two nodes.
+
+        Args:
+            kept_id: The node that stays (a merged id names the node it was merged into).
+            merged_id: The duplicate; it must still be a node of its own.
+            stamp: Stamp of the evidence that they are one object (s).
+            reason: Why they are one object.
+            source: Source of the event.
+            evidence: Evidence references.
+            event_id: Caller's id for the event.
+
+        Raises:
+            UnknownNodeError: Either id names no node.
+            GraphConsistencyError: The ids name one node, nodes of different labels, a node
+                that was already merged, or nodes of which one holds the other.
+            InvalidValueError: A stamp that is not a finite number, or a reason that is not
+                a string within the bounds.
+        """
+        _check_stamp(stamp)
+        payload = {"kept_id": kept_id, "merged_id": merged_id, "reason": reason}
+        return self._one(EventKind.NODES_MERGED, payload, stamp=stamp, source=source,
+                         evidence=evidence, verdict=None, event_id=event_id)
 
     def record_outcome(
         self,
@@ -513,6 +644,7 @@ class WorldMemory(Store):
         properties: Mapping[str, Mapping[str, Any]] | None = None,
         contents: Mapping[str, Any] | None = None,
         parent: tuple[str | None, str | None] | None = None,
+        position: Iterable[float] | None = None,
         outcome: Mapping[str, Any] | None = None,
         evidence: Evidence | None = None,
         verdict: Verdict = Verdict.ADMIT,
@@ -528,14 +660,23 @@ class WorldMemory(Store):
             properties: ``name -> {"value", "confidence", "reasoning"?, "is_opened"?}``.
             contents: ``{"contents": [...], "is_empty": bool, "source_action"?, "reasoning"?}``.
             parent: ``(parent_id, relation)``.
+            position: Where the node was put with that parent (see :meth:`set_parent`); only
+                together with ``parent``.
             outcome: ``{"task", "success", "failure_reason"?}``.
             evidence: Evidence shared by all updates.
             verdict: Verdict shared by all updates.
             event_id: Caller's id for the update; the events get ``<event_id>:<n>`` so that
                 replaying the same update is recognised (see :meth:`update_applied`).
             verdict_reason: Why the verifier decided so; kept in every event's payload.
+
+        Raises:
+            UnknownNodeError: The node, or a parent, is not in the graph.
+            InvalidValueError: A malformed update, or a ``position`` without a ``parent`` or
+                that is not three finite numbers.
         """
         self.state.node(node_id)
+        if position is not None and parent is None:
+            raise InvalidValueError("position is where a node was put: it needs a parent")
         updates: list[tuple[EventKind, dict[str, Any]]] = []
         for name, spec in (properties or {}).items():
             if not isinstance(spec, Mapping):
@@ -552,7 +693,7 @@ class WorldMemory(Store):
                 contents.get("reasoning", ""))))
         if parent is not None:
             updates.append((EventKind.PARENT_CHANGED,
-                            {"node_id": node_id, "parent_id": parent[0], "relation": parent[1]}))
+                            _parent_payload(node_id, parent[0], parent[1], position)))
         if outcome is not None:
             payload = _outcome_payload(node_id, outcome.get("task"), outcome.get("success"),
                                        outcome.get("failure_reason"))
@@ -589,7 +730,8 @@ class WorldMemory(Store):
         return self.update_node(
             update.node_id, stamp=stamp, source=update.source,
             properties=update.property_specs(), contents=update.contents_spec(),
-            parent=update.parent_spec(), outcome=update.outcome_spec(),
+            parent=update.parent_spec(), position=update.parent_position,
+            outcome=update.outcome_spec(),
             evidence=update.core_evidence(), verdict=update.verdict,
             event_id=update.update_id or None, verdict_reason=update.verdict_reason,
         )
@@ -635,7 +777,10 @@ class WorldMemory(Store):
     # ------------------------------------------------------------------- queries
     @synchronized
     def node(self, node_id: str) -> SceneNode:
-        """Node by id (raises UnknownNodeError)."""
+        """Node by id (raises UnknownNodeError).
+
+        The id of a node merged into another gives the node kept, whose ``node_id`` differs.
+        """
         return self.state.node(node_id)
 
     @synchronized
@@ -677,7 +822,7 @@ class WorldMemory(Store):
             relation: Only children attached with this relation (``container``, ``surface``...).
         """
         if container_id != HAND_PARENT:
-            self.state.node(container_id)
+            container_id = self.state.node(container_id).node_id
         result: list[SceneNode] = []
         frontier = [container_id]
         seen = {container_id}
@@ -699,10 +844,13 @@ class WorldMemory(Store):
     def why(self, node_id: str, field: str) -> list[MemoryEvent]:
         """Admitted events (oldest first) behind a node field, with their evidence.
 
+        A node that absorbed duplicates lists their events too, and the id of a merged node
+        answers for the node it was merged into.
+
         Args:
             node_id: Node id.
             field: A property name, or ``contents``, ``parent``, ``position``, ``task_history``,
-                ``hypotheses``, ``created``.
+                ``hypotheses``, ``created``, ``misses``, ``merged``.
 
         Raises:
             UnknownNodeError: No such node.
@@ -762,6 +910,32 @@ def _property_payload(node_id: str, name: str, value: Any, *, confidence: Any,
     if is_opened is not None:
         payload["is_opened"] = is_opened
     return payload
+
+
+def _parent_payload(node_id: str, parent_id: Any, relation: Any,
+                    position: Iterable[float] | None) -> dict[str, Any]:
+    """Payload of a ``parent_changed`` event (``centroid`` only when a position is given).
+
+    Raises:
+        InvalidValueError: ``position`` is not three finite numbers.
+    """
+    payload: dict[str, Any] = {"node_id": node_id, "parent_id": parent_id, "relation": relation}
+    if position is not None:
+        payload["centroid"] = list(finite_point(position, "position"))
+    return payload
+
+
+def _check_stamp(stamp: object) -> float:
+    """A finite stamp (s).
+
+    Raises:
+        InvalidValueError: Not a number, or NaN/inf.
+    """
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        raise InvalidValueError(f"stamp must be a number, got {stamp!r}")
+    if not math.isfinite(stamp):
+        raise InvalidValueError(f"stamp must be finite, got {stamp!r}")
+    return float(stamp)
 
 
 def _contents_payload(node_id: str, items: list[Any], is_empty: Any, source_action: Any,

@@ -1,0 +1,388 @@
+"""World memory that follows a changing world: fading position estimates, placements that move
+a node, negative evidence (misses) and merging duplicate nodes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from memory_helpers import obs
+
+from mimir_memory.config import (
+    AssociationConfig,
+    ConfigError,
+    MemoryConfig,
+    load_memory_config,
+    memory_config_from_dict,
+)
+from mimir_memory.errors import (
+    GraphConsistencyError,
+    InvalidValueError,
+    UnknownNodeError,
+)
+from mimir_memory.events import EventKind, MemoryEvent, Source
+from mimir_memory.graph import AT_LAST_PLACE
+from mimir_memory.observations import ObjectObservation
+from mimir_memory.world import WorldMemory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _config(**association: object) -> MemoryConfig:
+    """The fixture's association radii with some fields changed."""
+    return MemoryConfig(association=AssociationConfig(0.3, {"cabinet": 0.6},
+                                                      **association))  # type: ignore[arg-type]
+
+
+def _box(label: str, lo: list[float], hi: list[float], stamp: float) -> ObjectObservation:
+    centre = (np.asarray(lo) + np.asarray(hi)) / 2.0
+    return ObjectObservation(label=label, centroid=centre, bbox_min=np.asarray(lo),
+                             bbox_max=np.asarray(hi), stamp=stamp)
+
+
+# ------------------------------------------------------------------ 1. fading position estimate
+def test_position_and_box_follow_an_object_that_moved(world: WorldMemory) -> None:
+    for i in range(5):
+        world.ingest([obs("mug", [0, 0, 0], stamp=1.0 + i)])
+    assert world.node("mug_1").centroid == pytest.approx((0.0, 0.0, 0.0))
+    for i in range(10):
+        world.ingest([obs("mug", [0.1, 0, 0], stamp=10.0 + i)])
+    node = world.node("mug_1")
+    assert node.observation_count == 15 and node.position_samples == 15
+    # every new observation weighs fade = 0.2: the old place fades geometrically, where a
+    # running average would still sit at 10/15 of the way (0.0667)
+    assert node.centroid[0] == pytest.approx(0.1 * (1 - 0.8**10))
+    # the box slides while the views reach outside it (six views, until its upper end is
+    # within the 0.03 m tolerance of theirs), then stops: same size, moved with the object
+    assert node.bbox_min[0] == pytest.approx(0.05 - 0.1 * 0.8**6)
+    assert node.bbox_max[0] == pytest.approx(0.15 - 0.1 * 0.8**6)
+    assert node.bbox_min[1] == pytest.approx(-0.05) and node.bbox_max[2] == pytest.approx(0.05)
+    assert node.bbox_min[0] <= node.centroid[0] <= node.bbox_max[0]
+
+
+def test_first_observations_are_averaged_then_old_ones_fade(world: WorldMemory) -> None:
+    xs = [0.0, 0.1, 0.2, 0.1, 0.0, 0.2]
+    for i, x in enumerate(xs):
+        world.ingest([obs("mug", [x, 0, 0], stamp=1.0 + i)])
+    average = sum(xs[:5]) / 5  # weights 1, 1/2, ..., 1/5: a plain mean
+    assert world.node("mug_1").centroid[0] == pytest.approx(average + (0.2 - average) * 0.2)
+
+
+def test_fixture_box_stays_under_partial_views(world: WorldMemory) -> None:
+    whole = ([0.2, 0.5, 1.0], [1.24, 1.34, 1.45])
+    world.ingest([_box("cabinet", *whole, stamp=1.0)])
+    for i in range(8):  # front faces and edges, all inside the box
+        face = ([0.86, 0.78 + 0.01 * i, 1.0], [0.89, 1.33, 1.45])
+        (event,) = world.ingest([_box("cabinet", *face, stamp=2.0 + i)])
+        assert event.payload["node_id"] == "cabinet_1"
+    node = world.node("cabinet_1")
+    assert node.bbox_min == pytest.approx(tuple(whole[0]))
+    assert node.bbox_max == pytest.approx(tuple(whole[1]))
+    assert node.centroid[0] > 0.8  # the centroid follows the views that were made
+
+
+def test_fade_of_one_keeps_only_the_latest_observation(tmp_path: Path) -> None:
+    with WorldMemory.open(tmp_path / "w.db", config=_config(fade=1.0)) as world:
+        world.ingest([obs("mug", [0, 0, 0], stamp=1.0)])
+        world.ingest([obs("mug", [0.2, 0, 0], stamp=2.0)])
+        assert world.node("mug_1").centroid[0] == pytest.approx(0.2)
+        assert world.node("mug_1").bbox_min[0] == pytest.approx(0.15)
+
+
+def test_fade_and_misses_to_stale_are_configured_and_validated() -> None:
+    shipped = load_memory_config(REPO / "config" / "memory.yaml").association
+    assert shipped.fade == pytest.approx(0.2) and shipped.misses_to_stale == 3
+    assert AssociationConfig().fade == pytest.approx(0.2)
+    assert memory_config_from_dict({"association": {"fade": 1}}).association.fade == 1.0
+    for bad in ({"fade": 0}, {"fade": -0.1}, {"fade": 1.5}, {"fade": math.nan},
+                {"fade": math.inf}, {"fade": True}, {"fade": "slow"},
+                {"misses_to_stale": 0}, {"misses_to_stale": -2}, {"misses_to_stale": 2.5},
+                {"misses_to_stale": True}):
+        with pytest.raises(ConfigError):
+            AssociationConfig(**bad)
+    with pytest.raises(ConfigError):
+        memory_config_from_dict({"association": {"fade": 2.0}})
+    with pytest.raises(ConfigError):
+        memory_config_from_dict({"association": {"misses_to_stale": 0}})
+
+
+# ------------------------------------------------------------------ 2. moving with a holder
+def test_placement_moves_the_node_and_restarts_its_estimate(world: WorldMemory) -> None:
+    for i in range(5):
+        world.ingest([obs("mug", [0, 0, 0.9], stamp=1.0 + i)])
+    world.ingest([obs("cabinet", [2, 0, 1], half=0.3, stamp=6.0)])
+    world.set_parent("mug_1", "hand", "hand", stamp=7.0)
+    assert world.node("mug_1").centroid == pytest.approx((0.0, 0.0, 0.9))  # no position given
+    placed = world.set_parent("mug_1", "cabinet_1", "container", stamp=8.0,
+                              position=(2.0, 0.1, 1.0))
+    assert placed.payload["centroid"] == [2.0, 0.1, 1.0]
+    node = world.node("mug_1")
+    assert node.centroid == (2.0, 0.1, 1.0) and node.position_samples == 1
+    assert node.bbox_min == pytest.approx((1.95, 0.05, 0.95))
+    assert node.bbox_max == pytest.approx((2.05, 0.15, 1.05))
+    assert node.parent == "cabinet_1" and node.observation_count == 5
+    assert world.why("mug_1", "position")[-1].event_id == placed.event_id
+    assert [n.node_id for n in world.nodes_near([2, 0.1, 1], 0.05)] == ["mug_1"]
+    # the first view at the new place counts as much as the placement: the old place no more
+    (event,) = world.ingest([obs("mug", [2.04, 0.1, 1.0], stamp=9.0)])
+    assert event.kind is EventKind.OBSERVATION_FUSED and event.payload["node_id"] == "mug_1"
+    node = world.node("mug_1")
+    assert node.centroid[0] == pytest.approx(2.02)
+    assert node.bbox_min[0] == pytest.approx(1.97) and node.bbox_max[0] == pytest.approx(2.07)
+    # a mug at the old place is another mug now
+    (event,) = world.ingest([obs("mug", [0, 0, 0.9], stamp=10.0)])
+    assert event.kind is EventKind.NODE_CREATED and event.payload["node_id"] == "mug_2"
+
+
+def test_update_node_moves_the_node_with_its_parent(world: WorldMemory) -> None:
+    world.ingest([obs("mug", [0, 0, 0]), obs("table", [3, 0, 0.7], half=0.4)])
+    events = world.update_node("mug_1", stamp=2.0, parent=("table_1", "surface"),
+                               position=np.array([3.1, 0.0, 0.8]))
+    assert [e.kind for e in events] == [EventKind.PARENT_CHANGED]
+    assert events[0].payload["centroid"] == [3.1, 0.0, 0.8]
+    assert world.node("mug_1").centroid == pytest.approx((3.1, 0.0, 0.8))
+    assert world.node("mug_1").parent == "table_1"
+
+
+def test_bad_placement_positions_are_refused_without_writing(world: WorldMemory) -> None:
+    world.ingest([obs("mug", [0, 0, 0]), obs("table", [3, 0, 0.7], half=0.4)])
+    count, before = world.log.count(), world.graph_snapshot()
+    for bad in ([math.nan, 0, 0.8], [3, math.inf, 0.8], [3, 0], [3, 0, 0.8, 1], "abc",
+                [3, "x", 0.8], [1e6, 0, 0.8]):
+        with pytest.raises(InvalidValueError):
+            world.set_parent("mug_1", "table_1", "surface", stamp=2.0,
+                             position=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidValueError):
+            world.update_node("mug_1", stamp=2.0, parent=("table_1", "surface"),
+                              position=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError):  # a position says where it was put: needs a parent
+        world.update_node("mug_1", stamp=2.0, position=(3.0, 0.0, 0.8))
+    assert world.log.count() == count and world.graph_snapshot() == before
+
+
+# ------------------------------------------------------------------ 3. negative evidence
+def test_misses_make_a_node_stale_and_a_sighting_brings_it_back(world: WorldMemory) -> None:
+    world.ingest([obs("mug", [0, 0, 0], stamp=1.0)])
+    first = world.record_miss("mug_1", stamp=2.0, camera="head", reason="in view, unoccluded")
+    assert [e.kind for e in first] == [EventKind.OBSERVATION_MISSED]
+    assert first[0].payload == {"node_id": "mug_1", "camera": "head",
+                                "reason": "in view, unoccluded"}
+    assert len(world.record_miss("mug_1", stamp=3.0)) == 1
+    assert world.node("mug_1").misses == 2 and AT_LAST_PLACE not in world.node("mug_1").properties
+    third = world.record_miss("mug_1", stamp=4.0, camera="head")
+    assert [e.kind for e in third] == [EventKind.OBSERVATION_MISSED, EventKind.PROPERTY_SET]
+    stale = world.node("mug_1").properties[AT_LAST_PLACE]
+    assert stale.value is False and stale.confidence == pytest.approx(0.9)
+    assert "3 times" in stale.reasoning and stale.source == "perception"
+    assert "mug_1" in world.state.nodes  # an event, never a deletion
+    # a further miss is counted, the property is not written again
+    assert [e.kind for e in world.record_miss("mug_1", stamp=5.0)] == [
+        EventKind.OBSERVATION_MISSED]
+    assert world.node("mug_1").misses == 4
+    back = world.ingest([obs("mug", [0.02, 0, 0], stamp=6.0)])
+    assert [e.kind for e in back] == [EventKind.OBSERVATION_FUSED, EventKind.PROPERTY_SET]
+    node = world.node("mug_1")
+    assert node.misses == 0 and node.properties[AT_LAST_PLACE].value is True
+    assert [e.kind for e in world.ingest([obs("mug", [0.02, 0, 0], stamp=7.0)])] == [
+        EventKind.OBSERVATION_FUSED]
+    assert len(world.why("mug_1", "misses")) == 4
+    assert [e.payload["value"] for e in world.why("mug_1", AT_LAST_PLACE)] == [False, True]
+    assert '"missed"' not in world.render(100_000)
+
+
+def test_a_miss_limit_of_one_and_placement_reset_misses(tmp_path: Path) -> None:
+    with WorldMemory.open(tmp_path / "w.db", config=_config(misses_to_stale=1)) as world:
+        world.ingest([obs("mug", [0, 0, 0]), obs("table", [3, 0, 0.7], half=0.4)])
+        events = world.record_miss("mug_1", stamp=2.0)
+        assert [e.kind for e in events] == [EventKind.OBSERVATION_MISSED,
+                                            EventKind.PROPERTY_SET]
+        assert '"missed":1' in world.render(100_000)
+        world.set_parent("mug_1", "table_1", "surface", stamp=3.0, position=(3, 0, 0.8))
+        assert world.node("mug_1").misses == 0
+
+
+def test_bad_misses_are_refused_without_writing(world: WorldMemory) -> None:
+    world.ingest([obs("mug", [0, 0, 0])])
+    count = world.log.count()
+    with pytest.raises(UnknownNodeError):
+        world.record_miss("mug_9", stamp=2.0)
+    for stamp in (math.nan, math.inf, "now", True):
+        with pytest.raises(InvalidValueError):
+            world.record_miss("mug_1", stamp=stamp)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError):
+        world.record_miss("mug_1", stamp=2.0, camera=7)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError):
+        world.record_miss("mug_1", stamp=2.0, camera="bad\ncamera")
+    with pytest.raises(InvalidValueError):
+        world.record_miss("mug_1", stamp=2.0, reason=None)  # type: ignore[arg-type]
+    assert world.log.count() == count and world.node("mug_1").misses == 0
+
+
+# ------------------------------------------------------------------ 4. merging duplicates
+def _two_mugs(world: WorldMemory) -> None:
+    """mug_1 seen twice at the origin, mug_2 once at x = 1, each with its own history."""
+    world.ingest([obs("mug", [0, 0, 0], stamp=1.0)])
+    world.ingest([obs("mug", [0, 0, 0], stamp=2.0)])
+    world.ingest([obs("mug", [1, 0, 0], stamp=3.0), obs("spoon", [1, 0, 0.02], stamp=3.0)])
+    world.set_property("mug_1", "color", "red", confidence=0.8, stamp=4.0)
+    world.set_property("mug_1", "pickable", True, confidence=0.9, stamp=4.5)
+    world.set_property("mug_2", "color", "blue", confidence=0.7, stamp=5.0)
+    world.set_property("mug_2", "material", "ceramic", confidence=0.6, stamp=5.0)
+    world.record_outcome("mug_1", "Pick", True, stamp=6.0)
+    world.record_outcome("mug_2", "Look", True, stamp=5.5)
+    world.link_keyframe("kf1", ["mug_1"], stamp=2.0)
+    world.link_keyframe("kf2", ["mug_2"], stamp=3.0)
+    world.set_parent("spoon_1", "mug_2", "container", stamp=3.5)
+
+
+def test_merge_folds_the_duplicate_into_the_kept_node(world: WorldMemory) -> None:
+    _two_mugs(world)
+    colors = [e.event_id for e in world.why("mug_1", "color") + world.why("mug_2", "color")]
+    merge = world.merge("mug_1", "mug_2", stamp=7.0, reason="one mug seen from two sides")
+    assert merge.payload == {"kept_id": "mug_1", "merged_id": "mug_2",
+                             "reason": "one mug seen from two sides"}
+    assert sorted(world.state.nodes) == ["mug_1", "spoon_1"]
+    assert world.state.aliases == {"mug_2": "mug_1"}
+    assert world.graph_snapshot()["merged"] == {"mug_2": "mug_1"}
+    node = world.node("mug_1")
+    assert world.node("mug_2") is node and node.node_id == "mug_1"
+    assert node.centroid[0] == pytest.approx(1 / 3)  # 2 observations at 0, 1 at 1
+    assert node.observation_count == 3 and node.position_samples == 3
+    assert node.first_seen == 1.0 and node.last_seen == 3.0
+    assert node.properties["color"].value == "blue"  # newest wins
+    assert node.properties["pickable"].value is True  # a seed never beats evidence
+    assert node.properties["material"].value == "ceramic"  # missing on the kept node
+    assert [t["task"] for t in node.task_history] == ["Look", "Pick"]
+    assert node.keyframes == ["kf1", "kf2"] and world.state.keyframe_links["kf2"] == ["mug_1"]
+    spoon = world.node("spoon_1")
+    assert spoon.parent == "mug_1" and world.why("spoon_1", "parent")[-1] == merge
+    assert [n.node_id for n in world.nodes_inside("mug_2")] == ["spoon_1"]
+    assert world.nodes_near([1, 0, 0], 0.1, label="mug") == []
+    # provenance: both nodes' events, oldest first, whichever id is asked
+    assert [e.event_id for e in world.why("mug_1", "color")] == colors
+    assert [e.event_id for e in world.why("mug_2", "color")] == colors
+    assert [e.kind for e in world.why("mug_1", "created")] == [EventKind.NODE_CREATED] * 2
+    assert world.why("mug_1", "merged") == [merge]
+    assert world.why("mug_1", "position")[-1] == merge
+    # later events naming the merged id apply to the kept node
+    world.set_property("mug_2", "color", "green", confidence=0.9, stamp=8.0)
+    assert world.node("mug_1").properties["color"].value == "green"
+    world.ingest([obs("mug", [5, 5, 0], stamp=9.0)])
+    assert sorted(world.state.nodes) == ["mug_1", "mug_3", "spoon_1"]  # mug_2 is not reused
+    assert '"mug_2"' not in world.render(100_000, focus=["mug_2"])
+
+
+def test_merge_weighs_each_estimate_at_most_one_over_fade(world: WorldMemory) -> None:
+    for i in range(10):
+        world.ingest([obs("mug", [0, 0, 0], stamp=1.0 + i)])
+    world.ingest([obs("mug", [1, 0, 0], stamp=20.0)])
+    world.merge("mug_1", "mug_2", stamp=21.0, reason="same mug")
+    assert world.node("mug_1").centroid[0] == pytest.approx(1 / 6)  # 5 : 1, not 10 : 1
+    assert world.node("mug_1").position_samples == 11
+
+
+def test_merge_moves_hypotheses_and_parent_to_the_kept_node(world: WorldMemory) -> None:
+    world.add_node("kitchen", [0, 0, 0], stamp=0.5)
+    world.ingest([obs("mug", [0, 0, 0])])
+    world.ingest([obs("mug", [0.45, 0, 0], stamp=2.0)])  # a hypothesis of mug_1
+    world.ingest([obs("mug", [3, 0, 0], stamp=3.0)])
+    world.link_hypotheses(["mug_2", "mug_3"], stamp=4.0)
+    world.set_parent("mug_2", "kitchen_1", "room", stamp=4.5)
+    world.merge("mug_1", "mug_2", stamp=5.0, reason="same mug")
+    assert world.node("mug_1").alternatives == {"mug_3"}
+    assert world.node("mug_3").alternatives == {"mug_1"}
+    assert world.node("mug_1").parent == "kitchen_1"
+    assert [n.node_id for n in world.nodes_inside("kitchen_1")] == ["mug_1"]
+
+
+def test_a_merge_and_events_naming_the_merged_id_in_one_batch(world: WorldMemory) -> None:
+    _two_mugs(world)
+    merge = MemoryEvent(kind=EventKind.NODES_MERGED, stamp=7.0, source=Source.OPERATOR,
+                        payload={"kept_id": "mug_1", "merged_id": "mug_2", "reason": "dup"})
+    later = MemoryEvent(kind=EventKind.PROPERTY_SET, stamp=7.5, source=Source.INTERACTION,
+                        payload={"node_id": "mug_2", "name": "color", "value": "black",
+                                 "confidence": 0.9})
+    again = MemoryEvent(kind=EventKind.NODES_MERGED, stamp=7.6, source=Source.OPERATOR,
+                        payload={"kept_id": "mug_1", "merged_id": "mug_2", "reason": "dup"})
+    count = world.log.count()
+    with pytest.raises(GraphConsistencyError):
+        world.append([merge, later, again])
+    assert world.log.count() == count
+    assert len(world.append([merge, later])) == 2
+    assert world.node("mug_1").properties["color"].value == "black"
+
+
+def test_bad_merges_are_refused_without_writing(world: WorldMemory) -> None:
+    _two_mugs(world)
+    world.ingest([obs("bowl", [4, 0, 0], stamp=3.0), obs("mug", [6, 0, 0], stamp=3.0)])
+    world.set_parent("mug_3", "mug_1", "container", stamp=3.5)
+    count, before = world.log.count(), world.graph_snapshot()
+    with pytest.raises(UnknownNodeError):
+        world.merge("mug_1", "mug_9", stamp=7.0, reason="x")
+    with pytest.raises(UnknownNodeError):
+        world.merge("mug_9", "mug_1", stamp=7.0, reason="x")
+    with pytest.raises(GraphConsistencyError):
+        world.merge("mug_1", "mug_1", stamp=7.0, reason="x")
+    with pytest.raises(GraphConsistencyError):
+        world.merge("mug_1", "bowl_1", stamp=7.0, reason="x")
+    with pytest.raises(GraphConsistencyError):  # one holds the other
+        world.merge("mug_1", "mug_3", stamp=7.0, reason="x")
+    with pytest.raises(InvalidValueError):
+        world.merge("mug_1", "mug_2", stamp=math.nan, reason="x")
+    with pytest.raises(InvalidValueError):
+        world.merge("mug_1", "mug_2", stamp=7.0, reason=3)  # type: ignore[arg-type]
+    assert world.log.count() == count and world.graph_snapshot() == before
+    world.merge("mug_1", "mug_2", stamp=7.0, reason="same mug")
+    count = world.log.count()
+    with pytest.raises(GraphConsistencyError, match="already merged"):
+        world.merge("mug_1", "mug_2", stamp=8.0, reason="again")
+    with pytest.raises(GraphConsistencyError):  # mug_2 is mug_1 now
+        world.merge("mug_2", "mug_1", stamp=8.0, reason="back")
+    assert world.log.count() == count
+
+
+def test_as_of_before_the_merge_shows_both_nodes(world: WorldMemory) -> None:
+    _two_mugs(world)
+    world.merge("mug_1", "mug_2", stamp=7.0, reason="same mug")
+    past = world.as_of(6.5)
+    assert sorted(past.nodes) == ["mug_1", "mug_2", "spoon_1"] and past.aliases == {}
+    assert past.node("mug_2").centroid[0] == pytest.approx(1.0)
+    assert past.node("mug_1").properties["color"].value == "red"
+    assert past.node("spoon_1").parent == "mug_2"
+    after = world.as_of(7.0)
+    assert sorted(after.nodes) == ["mug_1", "spoon_1"]
+    assert after.node("mug_2").node_id == "mug_1"
+
+
+# ------------------------------------------------------------------ replay
+def test_everything_survives_reopen_and_replays_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "world.db"
+    with WorldMemory.open(path) as world:
+        _two_mugs(world)
+        for i in range(8):
+            world.ingest([obs("mug", [0.1, 0, 0], stamp=10.0 + i)])
+        world.record_miss("spoon_1", stamp=11.0)
+        world.ingest([obs("cabinet", [2, 0, 1], half=0.3, stamp=12.0)])
+        world.set_parent("spoon_1", "cabinet_1", "container", stamp=13.0,
+                         position=(2.0, 0.1, 1.1))
+        for stamp in (14.0, 15.0, 16.0):
+            world.record_miss("cabinet_1", stamp=stamp, camera="head")
+        world.merge("mug_1", "mug_2", stamp=17.0, reason="same mug")
+        world.set_property("mug_2", "color", "green", confidence=0.9, stamp=18.0)
+        live = world.graph_snapshot()
+        why = [e.event_id for e in world.why("mug_2", "color")]
+        past = world.as_of(16.5).snapshot()
+    assert live["merged"] == {"mug_2": "mug_1"}
+    assert live["nodes"]["cabinet_1"]["misses"] == 3
+    assert live["nodes"]["cabinet_1"]["properties"][AT_LAST_PLACE]["value"] is False
+    assert live["nodes"]["spoon_1"]["pos"] == [2.0, 0.1, 1.1]
+    with WorldMemory.open(path) as again:
+        assert again.graph_snapshot() == live
+        assert [e.event_id for e in again.why("mug_2", "color")] == why
+        assert again.as_of(16.5).snapshot() == past
+        assert "mug_2" in past["nodes"] and past["merged"] == {}
+    with WorldMemory.open(path, readonly=True) as reader:
+        assert reader.graph_snapshot() == live
+        assert reader.skipped_events == []
