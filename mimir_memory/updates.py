@@ -97,6 +97,8 @@ class NodeUpdate:
         contents: the node's new contents (empty: known to be empty); None leaves them.
         contents_source_action: primitive that revealed the contents.
         parent: ``(parent_id, relation)`` to set ("" detaches); None leaves the parent.
+        parent_position: where the node now lies (fixed frame, m), given with a parent when the
+            node moved with its holder (a placed object); None keeps the remembered position.
         task_record: a record to append to the task history; None appends nothing.
         evidence: evidence behind the update.
         verdict: the verifier's decision (deferred and rejected updates are logged only).
@@ -110,6 +112,7 @@ class NodeUpdate:
     contents: tuple[ContentEntry, ...] | None = None
     contents_source_action: str = ""
     parent: tuple[str, str] | None = None
+    parent_position: tuple[float, float, float] | None = None
     task_record: TaskRecordEntry | None = None
     evidence: tuple[EvidenceLink, ...] = ()
     verdict: Verdict = Verdict.ADMIT
@@ -123,6 +126,15 @@ class NodeUpdate:
         names = [p.name for p in self.properties]
         if len(set(names)) != len(names):
             raise InvalidValueError(f"a property is set twice in one update: {names}")
+        if self.parent_position is not None:
+            if self.parent is None:
+                raise InvalidValueError("a position is written only with a parent change")
+            point = tuple(self.parent_position)
+            if len(point) != 3 or not all(isinstance(v, int | float) and math.isfinite(v)
+                                          for v in point):
+                raise InvalidValueError(
+                    f"parent_position must be three finite numbers, got {self.parent_position!r}")
+            object.__setattr__(self, "parent_position", tuple(float(v) for v in point))
 
     # ------------------------------------------------ the memory core's update_node arguments
     def property_specs(self) -> dict[str, dict[str, Any]]:

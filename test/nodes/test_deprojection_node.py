@@ -18,7 +18,7 @@ from ros_helpers import DiagnosticsCounters
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
-from mimir.nodes.memory.messages import observation_from_msg
+from mimir.nodes.memory.messages import observation_from_msg, view_from_msg
 from mimir.nodes.perception.deprojection_node import DeprojectionNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info, segmentation_to_msg
 from mimir.ros import qos
@@ -124,13 +124,28 @@ def check_two(msg: ObjectObservationArray, stamp: float) -> None:
     assert obs["mug"].point_count > 100
 
 
+def check_view(msg: ObjectObservationArray, depth: float | None) -> None:
+    """The frame's view: the camera pose and intrinsics, the grid at ``depth`` (None: no depth)."""
+    view = view_from_msg(msg.view)
+    assert view is not None
+    np.testing.assert_allclose(view.camera_to_map, MAP_FROM_CAMERA, atol=1e-6)
+    assert (view.fx, view.fy, view.cx, view.cy) == (INTR.fx, INTR.fy, INTR.cx, INTR.cy)
+    assert (view.width, view.height) == (80, 60) and view.max_range_m == pytest.approx(10.0)
+    assert view.grid_shape == (24, 32)  # the default grid fits the 80 x 60 image
+    if depth is None:
+        assert np.all(np.isnan(view.depth_min_m))
+    else:
+        np.testing.assert_allclose(view.depth_min_m, depth, rtol=1e-6)
+    assert "mug" in view.labels_sought and "cabinet" in view.labels_sought
+
+
 def test_deprojection_node(
     ros_context: Context, ros_executor: MultiThreadedExecutor, spin_node: Node,
     wait_for: Callable[..., bool],
 ) -> None:
     params = {"cameras": ["base", "pole", "wrist"], "erode_px": 1, "min_points": 20,
               "max_instances": 50, "transform_timeout": 0.3, "diagnostics_period": 0.2,
-              "sync_max_age": 1.0}
+              "sync_max_age": 1.0, "vocabulary": "kitchen"}
     node = DeprojectionNode(context=ros_context,
                             parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
     ros_executor.add_node(node)
@@ -154,6 +169,7 @@ def test_deprojection_node(
 
     assert wait_for(happy, timeout=15.0), "no observations came back"
     check_two(drv.array("base", sent[-1]), sent[-1])  # type: ignore[arg-type]
+    check_view(drv.array("base", sent[-1]), 2.0)  # type: ignore[arg-type]
 
     def outcome(camera: str, stamp: float, key: str | None) -> bool:
         """Wait for the frame's array (key None) or for counter ``key`` to grow."""
@@ -165,6 +181,7 @@ def test_deprojection_node(
     drv.send("base", 11.0, two_instances(), plane_mm(2000))
     assert outcome("base", 11.0, None)
     check_two(drv.array("base", 11.0), 11.0)  # type: ignore[arg-type]
+    check_view(drv.array("base", 11.0), 2.0)  # type: ignore[arg-type]
 
     # An instance without pixels: skipped and counted, the others still published.
     drv.send("base", 12.0, two_instances(extra_empty=True), plane(2.0))
@@ -177,6 +194,8 @@ def test_deprojection_node(
     assert outcome("base", 13.5, None) and outcome("base", 13.0, None)
     assert len(drv.array("base", 13.0).observations) == 0  # type: ignore[union-attr]
     assert len(drv.array("base", 13.5).observations) == 0  # type: ignore[union-attr]
+    check_view(drv.array("base", 13.0), None)  # type: ignore[arg-type]
+    check_view(drv.array("base", 13.5), None)  # type: ignore[arg-type]
     assert wait_for(lambda: drv.count("base.no_valid_depth") >= 4)
 
     # Color/segmentation vs depth size mismatch: skipped, nothing published.

@@ -189,7 +189,7 @@ def test_the_type_list_is_complete() -> None:
     assert "mimir_msgs/Property" in names
     assert "mimir_msgs/SaveKeyframe_Request" in names
     assert "mimir_msgs/RunTask_Feedback" in names
-    assert len(MIMIR_TYPES) == 19 + 2 * 12 + 3 * 2
+    assert len(MIMIR_TYPES) == 20 + 2 * 12 + 3 * 2
     # the fill walks nested messages, sequences and fixed arrays
     assert _float_field_count(CameraInfo) == 2 + 9 + 9 + 12
     assert _float_field_count(mimir_msgs.msg.ObjectObservation) == 3 * 3 + 7 + 3 + 1

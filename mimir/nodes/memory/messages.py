@@ -6,6 +6,7 @@ services (analyzer, planner). Values of properties travel as JSON text (``value_
 
 from __future__ import annotations
 
+import array
 import json
 import math
 from collections.abc import Iterable
@@ -33,7 +34,9 @@ from mimir_memory.updates import (
     PropertyWrite,
     TaskRecordEntry,
 )
+from mimir_memory.visibility import CameraView as CoreView
 from mimir_msgs.msg import (
+    CameraView,
     ContentItem,
     EvidenceRef,
     KeyframeLabel,
@@ -261,6 +264,52 @@ def observations_from_msg(msg: ObjectObservationArray) -> list[CoreObservation]:
     return [observation_from_msg(item, msg) for item in msg.observations]
 
 
+def view_to_msg(view: CoreView | None) -> CameraView:
+    """The one encoder of a camera view; None gives a view marked invalid (unknown)."""
+    msg = CameraView()
+    if view is None:
+        return msg
+    msg.valid = True
+    pose = view.camera_to_map
+    msg.pose.position = _point(pose[:3, 3])
+    q = msg.pose.orientation
+    q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quaternion(pose[:3, :3]))
+    msg.fx, msg.fy, msg.cx, msg.cy = view.fx, view.fy, view.cx, view.cy
+    msg.width, msg.height = view.width, view.height
+    msg.max_range_m = float(view.max_range_m)
+    msg.depth_rows, msg.depth_cols = view.grid_shape
+    # an array.array of typecode "f" is taken as it is (no per-item check of 768 floats)
+    msg.depth_min_m = array.array("f", np.ascontiguousarray(view.depth_min_m,
+                                                            dtype=np.float32).tobytes())
+    msg.labels_sought = list(view.labels_sought)
+    return msg
+
+
+def view_from_msg(msg: CameraView) -> CoreView | None:
+    """The one decoder of a camera view: None when the message marks it unknown.
+
+    Raises:
+        MessageValueError: A pose, intrinsics, size or depth grid the core refuses (a zero or
+            non-finite quaternion, zero focal length, a grid whose length is not rows x cols...).
+    """
+    if not msg.valid:
+        return None
+    p, q = msg.pose.position, msg.pose.orientation
+    try:
+        pose = np.eye(4)
+        pose[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
+        pose[:3, 3] = (p.x, p.y, p.z)
+        return CoreView.from_flat(
+            camera_to_map=pose, fx=msg.fx, fy=msg.fy, cx=msg.cx, cy=msg.cy,
+            width=int(msg.width), height=int(msg.height), max_range_m=float(msg.max_range_m),
+            depth_rows=int(msg.depth_rows), depth_cols=int(msg.depth_cols),
+            depth_min_m=np.asarray(msg.depth_min_m, dtype=np.float32),
+            labels_sought=[str(label) for label in msg.labels_sought],
+        )
+    except (InvalidTransformError, InvalidValueError) as err:
+        raise MessageValueError(f"camera view: {err}") from err
+
+
 _PHASES = {
     Trigger.INTERACTION_PRE: "before",
     Trigger.INTERACTION_DURING: "during",
@@ -400,6 +449,10 @@ def node_update_to_msg(update: NodeUpdate) -> UpdateNode.Request:
     if update.parent is not None:
         request.set_parent = True
         request.parent_id, request.parent_relation = update.parent
+    if update.parent_position is not None:
+        request.set_position = True
+        request.position = Point(x=update.parent_position[0], y=update.parent_position[1],
+                                 z=update.parent_position[2])
     if update.task_record is not None:
         rec = update.task_record
         request.add_task_record = True
@@ -459,6 +512,8 @@ def node_update_from_msg(request: UpdateNode.Request,
                            for c in request.contents) if request.set_contents else None,
             contents_source_action=request.contents_source_action,
             parent=(request.parent_id, request.parent_relation) if request.set_parent else None,
+            parent_position=(request.position.x, request.position.y, request.position.z)
+            if request.set_position else None,
             task_record=TaskRecordEntry(
                 rec.task, rec.primitive, bool(rec.success), rec.failure_reason,
                 rec.interaction_id, to_seconds(rec.stamp)) if request.add_task_record else None,

@@ -12,6 +12,20 @@ observations for longer than one batch. When the queue is full the oldest batch 
 counted (``observations_dropped.backlog``): memory is built from fresh views rather than falling
 ever further behind. Every access to world memory (the writer, ``update_node``,
 ``get_scene_graph``, publishing) holds one lock, so the database keeps a single writer at a time.
+
+Negative evidence (``record_misses``): when an array carries a valid ``view``, the writer asks
+:func:`mimir_memory.visibility.expected_unseen` which remembered nodes that frame should have
+shown (in the image, in range, nothing nearer in the depth grid, a label the segmenter looked
+for, not a fixture, not inside a container or in the hand) and that no observation of the frame
+was associated with, and records a miss for each (:meth:`WorldMemory.record_miss`; enough
+misses in a row make memory record ``at_last_place`` = false). The ``miss_*`` parameters are
+the thresholds. One node counts at most one miss per ``miss_min_period_s`` of frame time, so a
+single glance from three cameras is one miss, not three. Labels of observations the frame had
+but memory refused are left out for that frame, since their node may well have been in view.
+Misses never hold up ingestion: a view that cannot be read, or whose stamp lies further ahead
+of the clock than the bounds allow, is counted (``misses.bad_view``; logged once) and the
+observations of its array are stored as usual. Diagnostics count ``misses.recorded``,
+``misses.stale`` (misses that marked a node gone), ``misses.throttled`` and ``misses.refused``.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from visualization_msgs.msg import Marker, MarkerArray
 
+from mimir.bounds import BoundsError
 from mimir.nodes import common_params as shared
 from mimir.nodes.memory.messages import (
     MessageValueError,
@@ -38,6 +53,7 @@ from mimir.nodes.memory.messages import (
     node_to_msg,
     node_update_from_msg,
     observation_from_msg,
+    view_from_msg,
 )
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
@@ -50,17 +66,26 @@ from mimir.ros.time import to_seconds
 from mimir.settings import param
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError, failure_class
-from mimir_memory.events import MemoryEvent, Source
+from mimir_memory.events import EventKind, MemoryEvent, Source
 from mimir_memory.graph import SceneNode as CoreNode
 from mimir_memory.observations import InvalidObservationError
 from mimir_memory.observations import ObjectObservation as CoreObservation
+from mimir_memory.visibility import (
+    DEFAULT_SKIP_LABELS,
+    CameraView,
+    VisibilityConfig,
+    expected_unseen,
+)
 from mimir_memory.world import WorldMemory
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.msg import ObjectObservationArray, SceneGraph
 from mimir_msgs.srv import GetSceneGraph, UpdateNode
 
 #: Counters that turn the /diagnostics status to WARN when they grow.
-_WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "storage_errors")
+_WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "storage_errors",
+              "misses.bad_view", "misses.refused")
+#: Events that tell which node an observation was associated with.
+_SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
 
 
 @dataclass(frozen=True)
@@ -75,6 +100,29 @@ class SceneGraphConfig:
         30, "observation batches waiting for the writer at most; beyond, the oldest is dropped "
         "(about 1 s of three cameras at 10 Hz)")
     markers: bool = param(True, "publish RViz markers")
+    record_misses: bool = param(
+        True, "record a miss for a remembered object that a frame's view should have shown and "
+        "did not (negative evidence; needs observation arrays with a valid view)",
+        read_only=True)
+    miss_margin_px: float = param(
+        10.0, "a node counts only when its projected extent keeps this far from the image "
+        "border (px)", read_only=True)
+    miss_min_range_m: float = param(
+        0.3, "nearest depth at which a node counts as expected (m)", read_only=True)
+    miss_max_range_m: float = param(
+        4.0, "farthest depth at which a node counts as expected (m); the view's range limits "
+        "it too", read_only=True)
+    miss_occlusion_tolerance_m: float = param(
+        0.1, "a depth-grid cell nearer than the node's depth minus this hides the node (m)",
+        read_only=True)
+    miss_min_size_px: float = param(
+        12.0, "least projected size of a node's box (longest side, px) to count as expected",
+        read_only=True)
+    miss_skip_labels: tuple[str, ...] = param(
+        DEFAULT_SKIP_LABELS, "labels never expected whole in a frame (fixtures); a label or one "
+        "of its words matches", read_only=True)
+    miss_min_period_s: float = param(
+        1.0, "least frame time between two misses recorded for one node (s)", read_only=True)
     diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
@@ -82,6 +130,20 @@ class SceneGraphConfig:
             raise ValueError("publish_period_s and diagnostics_period must be positive")
         if self.queue_batches < 1:
             raise ValueError("queue_batches must be at least 1")
+        if not self.miss_min_period_s >= 0.0:
+            raise ValueError("miss_min_period_s must be >= 0")
+        self.visibility()  # raises ConfigError (a ValueError) for bad miss_* values
+
+    def visibility(self) -> VisibilityConfig:
+        """The thresholds of the negative-evidence test."""
+        return VisibilityConfig(
+            margin_px=self.miss_margin_px,
+            min_range_m=self.miss_min_range_m,
+            max_range_m=self.miss_max_range_m,
+            occlusion_tolerance_m=self.miss_occlusion_tolerance_m,
+            min_size_px=self.miss_min_size_px,
+            skip_labels=self.miss_skip_labels,
+        )
 
 
 def _colour(label: str) -> tuple[float, float, float]:
@@ -132,6 +194,10 @@ class SceneGraphNode(Node):
         # memory revision each latched topic last went out at (-1: never)
         self._sent = {"graph": -1, "markers": -1}
         self._last_stamp = 0.0
+        self._visibility = self.config.visibility()
+        # frame stamp of the last miss recorded per node, and whether a bad view was logged
+        self._last_miss: dict[str, float] = {}
+        self._bad_view_logged = False
         self.counters = NodeCounters(_WARN_KEYS)
         db_group = MutuallyExclusiveCallbackGroup()
         inbox_group = MutuallyExclusiveCallbackGroup()
@@ -274,35 +340,94 @@ class SceneGraphNode(Node):
                        f"{self.world.bounds.max_items})", len(msg.observations))
             return
         now = to_seconds(self.get_clock().now().to_msg())
+        view = self._read_view(msg, now)
         observations: list[CoreObservation] = []
+        unsure: set[str] = set()  # labels of observations memory did not take
         for item in msg.observations:
             # each observation stands or falls alone: a bad one costs only itself
             try:
                 obs = observation_from_msg(item, msg)
             except InvalidObservationError as err:
                 self._drop("invalid", str(err))
+                unsure.add(str(item.label))
                 continue
             if obs.frame_id != self.config.map_frame:
                 self._drop("wrong_frame", f"observation in frame {obs.frame_id!r}")
+                unsure.add(obs.label)
                 continue
             observations.append(obs)
-        if not observations:
-            return
-        refused: list[tuple[CoreObservation, str]] = []
+        events: list[MemoryEvent] = []
+        if observations:
+            refused: list[tuple[CoreObservation, str]] = []
+            try:
+                events = self.world.ingest(observations, source=Source.PERCEPTION, now=now,
+                                           refused=refused)
+            except MemoryStoreError as err:
+                self.counters.add("storage_errors")
+                self._drop(failure_class(err).lower(), f"could not store them: {err}",
+                           len(observations) - len(refused))
+                return  # what the frame matched is unknown: no misses either
+            for obs, reason in refused:
+                self._drop("invalid", reason)
+                unsure.add(obs.label)
+        if events:
+            self.counters.add("observations_stored",
+                              sum(e.kind in _SEEN_KINDS for e in events))
+            self._emit(events)
+        if view is not None:
+            seen = {str(e.payload["node_id"]) for e in events if e.kind in _SEEN_KINDS}
+            self._record_misses(msg, view, seen, unsure)
+
+    def _read_view(self, msg: ObjectObservationArray, now: float) -> CameraView | None:
+        """The array's view when misses are recorded and it is valid; a bad one (or one
+        stamped beyond what the bounds allow against the clock ``now``) is counted."""
+        if not self.config.record_misses:
+            return None
         try:
-            events = self.world.ingest(observations, source=Source.PERCEPTION, now=now,
-                                       refused=refused)
-        except MemoryStoreError as err:
-            self.counters.add("storage_errors")
-            self._drop(failure_class(err).lower(), f"could not store them: {err}",
-                       len(observations) - len(refused))
-            events = []
-        for _, reason in refused:
-            self._drop("invalid", reason)
-        if not events:
-            return
-        self.counters.add("observations_stored", len(events))
-        self._emit(events)
+            view = view_from_msg(msg.view)
+            if view is not None:
+                self.world.bounds.stamp(to_seconds(msg.header.stamp), now, "view stamp")
+            return view
+        except (MessageValueError, BoundsError) as err:
+            self.counters.add("misses.bad_view")
+            if not self._bad_view_logged:
+                self._bad_view_logged = True
+                self.get_logger().warning(
+                    f"ignoring the view of a {msg.camera or 'camera'} frame, its observations "
+                    f"are stored as usual: {err} (later bad views are only counted, "
+                    "misses.bad_view)")
+            return None
+
+    def _record_misses(self, msg: ObjectObservationArray, view: CameraView, seen: set[str],
+                       unsure: set[str]) -> None:
+        """Record a miss for every node the frame should have shown (writer, holding the lock)."""
+        stamp = to_seconds(msg.header.stamp)
+        camera = str(msg.camera)
+        for node_id in seen:
+            self._last_miss.pop(node_id, None)
+        expected = expected_unseen(self.world.state.nodes.values(), view, seen,
+                                   self._visibility, skip_labels=unsure)
+        for node_id, reason in expected:
+            last = self._last_miss.get(node_id)
+            if last is not None and abs(stamp - last) < self.config.miss_min_period_s:
+                self.counters.add("misses.throttled")
+                continue
+            try:
+                events = self.world.record_miss(
+                    node_id, stamp=stamp, camera=camera,
+                    reason=f"camera {camera or '(unnamed)'}: {reason}")
+            except MemoryStoreError as err:
+                self.counters.add("misses.refused")
+                if failure_class(err) == "STORAGE_ERROR":
+                    self.counters.add("storage_errors")
+                self.get_logger().warning(f"could not record a miss of {node_id}: {err}",
+                                          throttle_duration_sec=5.0)
+                continue
+            self._last_miss[node_id] = stamp
+            self.counters.add("misses.recorded")
+            self.counters.add("misses.stale", sum(e.kind == EventKind.PROPERTY_SET
+                                                  for e in events))
+            self._emit(events)
 
     def _on_get_graph(self, request: GetSceneGraph.Request,
                       response: GetSceneGraph.Response) -> GetSceneGraph.Response:

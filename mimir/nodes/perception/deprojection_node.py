@@ -17,6 +17,15 @@ in ``map_frame`` at the image stamp, deprojects every instance with
 ``mimir_msgs/ObjectObservationArray`` per frame on ``observations`` (events QoS, header frame
 = ``map_frame``, stamp = image stamp; possibly empty when no instance had enough valid depth).
 
+Each array also carries the frame's ``view`` (``mimir_msgs/CameraView``): the optical frame's
+pose in the map, the intrinsics and image size, ``max_depth`` as the range, a
+``view_grid_rows`` x ``view_grid_cols`` grid of the nearest valid depth in each cell of the
+depth image (:func:`mimir_memory.visibility.nearest_depth_grid`, a few milliseconds on an HD
+frame), and the labels of ``vocabulary`` as the labels sought (empty when no vocabulary is
+set). World memory uses it to notice remembered objects the frame should have shown and did
+not. A frame whose view cannot be built still goes out, with ``view.valid`` false
+(``view_failed``).
+
 Message callbacks only convert and queue; matched frames are deprojected in their own callback
 group. A frame whose transform is not yet available is retried until ``transform_timeout``
 (seconds of waiting, since TF may arrive after the image) and then skipped.
@@ -48,7 +57,7 @@ from std_msgs.msg import Header
 
 from mimir import transforms as tfm
 from mimir.bounds import BoundsError, load_bounds
-from mimir.nodes.memory.messages import observation_to_msg
+from mimir.nodes.memory.messages import observation_to_msg, view_to_msg
 from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.nodes.perception.messages import (
     CameraInfoError,
@@ -57,6 +66,7 @@ from mimir.nodes.perception.messages import (
     camera_info_to_intrinsics,
     msg_to_segmentation,
 )
+from mimir.nodes.perception.segmentation_node import resolve_vocabulary
 from mimir.paths import config_file
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters, SkipReasons
@@ -66,6 +76,8 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import from_seconds, to_seconds
+from mimir_memory.errors import InvalidValueError
+from mimir_memory.visibility import CameraView, nearest_depth_grid
 from mimir_msgs.msg import ObjectObservationArray, Segmentation
 from mimir_perception.deprojection import Deprojector, DepthUnit, SkipReason
 from mimir_perception.errors import (
@@ -91,6 +103,7 @@ _WARN_KEYS = (
     "backlog",
     "deprojection_failed",
     "pose_outside_workspace",
+    "view_failed",
     *(f"segmentation_{r}" for r in ("stale", "late", "duplicate", "queue_full")),
     *(r.value for r in SkipReason),
 )
@@ -126,6 +139,8 @@ class DeprojectionNode(Node):
                 for cam in cfg.cameras
                 for unit in ("mm", "m")
             }
+            self._labels_sought = (resolve_vocabulary(cfg.vocabulary).labels
+                                   if cfg.vocabulary else ())
         except (ValueError, PerceptionError, OSError, BoundsError) as err:
             raise PerceptionNodeError(f"invalid deprojection parameters: {err}") from err
         self.counters = NodeCounters(_WARN_KEYS)
@@ -282,10 +297,30 @@ class DeprojectionNode(Node):
         out.header = Header(frame_id=self.config.map_frame, stamp=from_seconds(frame.stamp))
         out.camera = camera
         out.observations = [observation_to_msg(o) for o in result.observations]
+        out.view = view_to_msg(self._view(frame, pose, unit))
         self._obs_pub.publish(out)
         self._last_published[camera] = frame.stamp
         self.counters.add(f"{camera}.frames_published")
         self.counters.add(f"{camera}.observations", len(out.observations))
+
+    def _view(self, frame: SyncedFrame, pose: tfm.Matrix4, unit: DepthUnit) -> CameraView | None:
+        """What the frame's camera could see, or None (counted) when it cannot be built."""
+        cfg = self.config
+        intrinsics = frame.intrinsics
+        height, width = frame.depth.shape[:2]
+        try:
+            grid = nearest_depth_grid(
+                frame.depth, min(cfg.view_grid_rows, height), min(cfg.view_grid_cols, width),
+                scale=0.001 if unit == "mm" else 1.0, min_depth=cfg.min_depth,
+                max_depth=cfg.max_depth)
+            return CameraView(
+                camera_to_map=pose, fx=intrinsics.fx, fy=intrinsics.fy, cx=intrinsics.cx,
+                cy=intrinsics.cy, width=intrinsics.width, height=intrinsics.height,
+                max_range_m=cfg.max_depth, depth_min_m=grid, labels_sought=self._labels_sought)
+        except InvalidValueError as err:
+            self._skip(frame.camera, "view_failed", f"frame at {frame.stamp:.3f} goes out "
+                       f"without a view: {err}")
+            return None
 
     def _report(self) -> None:
         with self._sync_lock:

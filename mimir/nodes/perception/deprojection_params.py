@@ -45,6 +45,19 @@ class DeprojectionNodeConfig:
     centroid: str = param("median", "median, mean or trimmed_mean", read_only=True)
     pixel_stride: int = param(1, "use every n-th row and column", read_only=True)
     compute_obb: bool = param(True, "also compute oriented boxes", read_only=True)
+    view_grid_rows: int = param(
+        24,
+        "rows of the nearest-depth grid each published view carries (at most the image height)",
+        read_only=True)
+    view_grid_cols: int = param(
+        32,
+        "columns of the nearest-depth grid each published view carries (at most the image width)",
+        read_only=True)
+    vocabulary: str = param(
+        "",
+        "the segmenter's prompt vocabulary (a name under config/vocabularies or a YAML path): its "
+        "labels go out as each view's labels_sought; empty leaves them unknown",
+        read_only=True)
     diagnostics_period: float = shared.diagnostics_period()
     memory_config: str = shared.memory_config(
         "settings YAML whose bounds section limits poses and observations; empty for the "
@@ -58,6 +71,8 @@ class DeprojectionNodeConfig:
             raise ValueError("transform_timeout >= 0, tf_cache > 0 and max_backlog >= 1 needed")
         if not self.diagnostics_period > 0.0:
             raise ValueError("diagnostics_period must be positive")
+        if self.view_grid_rows < 1 or self.view_grid_cols < 1:
+            raise ValueError("view_grid_rows and view_grid_cols must be at least 1")
 
     def deprojection(self, unit: DepthUnit, bounds: Bounds = DEFAULT_BOUNDS
                      ) -> DeprojectionConfig:
