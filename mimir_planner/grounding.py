@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import cv2
 
 from mimir_memory.errors import MemoryStoreError
-from mimir_memory.graph import SceneGraphState, SceneNode
+from mimir_memory.graph import AT_LAST_PLACE, SceneGraphState, SceneNode
 from mimir_memory.keyframes import KeyframeStore, Trigger
 from mimir_memory.task import FailedBinding
 from mimir_planner.errors import RecallError
@@ -244,6 +244,9 @@ class Grounder:
                 return "cannot be opened or closed"
             if kind is GoalKind.OPEN and _prop(node, "locked") is True:
                 return "remembered locked"
+        if kind in (GoalKind.FIND, GoalKind.PICK, GoalKind.GO_TO) and cand.content_item is None \
+                and _prop(node, AT_LAST_PLACE) is False:
+            return "no longer where memory last saw it (missed by the cameras since)"
         if kind is GoalKind.PICK:
             if cand.content_item is not None:
                 return "known only from contents; needs a look inside first"

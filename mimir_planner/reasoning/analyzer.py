@@ -57,6 +57,7 @@ from mimir_planner.reasoning.percepts import (
     moved,
     primitive_intent,
     pull_tracking,
+    release_point,
 )
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import (
@@ -68,6 +69,7 @@ from mimir_planner.reasoning.vlm import (
     VlmResponse,
 )
 from mimir_planner.reasoning.world_view import NodeView, WorldView, is_opened, node_state
+from mimir_planner.reasoning.writes import Whereabouts
 
 LOG = logging.getLogger(__name__)
 
@@ -517,6 +519,21 @@ class InteractionAnalyzer:
             harness=result,
             keyframes=keyframes,
             answer_attempts=attempts,
+        )
+
+    def whereabouts(self, prepared: PreparedInteraction,
+                    detections: Sequence[Detection3D] = ()) -> Whereabouts:
+        """What this interaction showed about where things are, for the parents it writes:
+        where each detection was and where the jaws let go."""
+        vocab = self._cfg.vocabulary
+        return Whereabouts(
+            world=self._world,
+            intent=prepared.ctx.intent,
+            detections={d.ref: d.position for d in (*detections, *prepared.evidence.detections)},
+            release_point=release_point(prepared.evidence.gripper, self._cfg.percepts),
+            fixture_labels=frozenset(vocab.fixture_labels),
+            synonyms=vocab.synonyms,
+            margin_m=self._cfg.percepts.box_margin_m,
         )
 
     def _keyframes(

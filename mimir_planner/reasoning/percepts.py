@@ -145,6 +145,16 @@ def pull_tracking(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> Pu
     )
 
 
+def release_point(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> np.ndarray | None:
+    """Where the hand was (map, m) at the last sample whose jaws held something: where a placed
+    object was let go. None when no held sample carries the hand position."""
+    held = [s for s in sorted(samples, key=lambda s: s.stamp)
+            if s.hand_position is not None and _engaged(s, cfg)]
+    if not held:
+        return None
+    return np.asarray(held[-1].hand_position, dtype=np.float64)
+
+
 def _relative_pose(before: CameraFrame, after: CameraFrame) -> np.ndarray | None:
     """Pose of ``before``'s optical frame in ``after``'s.
 

@@ -70,6 +70,9 @@ class NodeView(Protocol):
     @property
     def contents(self) -> Sequence[str]: ...
 
+    @property
+    def parent(self) -> str: ...
+
 
 class WorldView(Protocol):
     """Read access to world memory (implemented by the memory core)."""
@@ -84,6 +87,8 @@ class WorldView(Protocol):
 
     def nodes_with_label(self, label: str) -> Sequence[NodeView]: ...
 
+    def children_of(self, parent: str) -> Sequence[NodeView]: ...
+
 
 @dataclass(frozen=True)
 class NodeSnapshot:
@@ -95,6 +100,8 @@ class NodeSnapshot:
     bbox: Box3D | None = None
     properties: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     contents: Sequence[str] = ()
+    parent: str = ""
+    """Id of the node's active parent (``"hand"`` while held), empty when it has none."""
 
     def __post_init__(self) -> None:
         if not self.node_id or not self.label:
@@ -155,4 +162,10 @@ class InMemoryWorld:
     def nodes_with_label(self, label: str) -> list[NodeSnapshot]:
         return sorted(
             (n for n in self._nodes.values() if n.label == label), key=lambda n: n.node_id
+        )
+
+    def children_of(self, parent: str) -> list[NodeSnapshot]:
+        return sorted(
+            (n for n in self._nodes.values() if parent and n.parent == parent),
+            key=lambda n: n.node_id,
         )

@@ -11,12 +11,15 @@ that applies them share this one decision.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from mimir_memory.errors import InvalidValueError
 from mimir_memory.events import Source
 from mimir_memory.events import Verdict as MemoryVerdict
+from mimir_memory.graph import HAND_PARENT
 from mimir_memory.updates import (
     ContentEntry,
     EvidenceLink,
@@ -27,15 +30,19 @@ from mimir_memory.updates import (
 from mimir_planner.reasoning.claims import (
     Claim,
     ContentClaim,
+    ContentItem,
     ContentsUpdate,
     Decision,
     EmptyClaim,
     GroundingClaim,
     OutcomeClaim,
+    OutcomeUpdate,
     PropertyClaim,
     Verdict,
 )
 from mimir_planner.reasoning.harness import HarnessResult
+from mimir_planner.reasoning.percepts import names_match
+from mimir_planner.reasoning.world_view import NodeView, WorldView
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,35 @@ class WriteContext:
     detection_refs: frozenset[str]
     known: Callable[[str], bool]
     event_prefix: str
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    """What one analysis knows about where things are, for the parents it writes.
+
+    With it, :func:`plan_writes` builds the world tree from admitted interactions: the things an
+    inspection found inside a fixture become its children (``container``), a picked thing goes
+    to the hand, and what the hand held goes to the place it was put (``container`` for a
+    fixture, ``surface`` for anything else) at the point where the jaws let go.
+
+    Attributes:
+        world: memory as the analyzer last read it (nodes, boxes, parents).
+        intent: intent of the analysed primitive (``pick``, ``place``, ``inspection``...).
+        detections: evidence reference of a detection -> where it was (map, m).
+        release_point: the hand's position (map, m) at the last sample the jaws held
+            something, or None.
+        fixture_labels: labels of the things that hold others inside them.
+        synonyms: content names that count as a node's label.
+        margin_m: slack around a fixture's box within which a node counts as inside it.
+    """
+
+    world: WorldView
+    intent: str
+    detections: Mapping[str, np.ndarray] = field(default_factory=dict)
+    release_point: np.ndarray | None = None
+    fixture_labels: frozenset[str] = frozenset()
+    synonyms: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    margin_m: float = 0.03
 
 
 @dataclass
@@ -165,7 +201,8 @@ def _claim_update(claim: Claim, verdict: Verdict,
     return claim.cited_id, None
 
 
-def _contents_update(update: ContentsUpdate, ctx: WriteContext) -> NodeUpdate:
+def _contents_update(update: ContentsUpdate, ctx: WriteContext,
+                     item_nodes: Sequence[str] = ()) -> NodeUpdate:
     effective = [v for v in update.verdicts if v.effective is not None]
     decision = (Decision.CORRECT if any(v.decision is Decision.CORRECT for v in effective)
                 else Decision.ADMIT)
@@ -175,7 +212,8 @@ def _contents_update(update: ContentsUpdate, ctx: WriteContext) -> NodeUpdate:
     for index, item in enumerate(update.contents):
         note = _reasoning(update.reasoning, per_item[index]) if index < len(per_item) else (
             update.reasoning)
-        items.append(ContentEntry(item.name, item.description, reasoning=note))
+        node_id = item_nodes[index] if index < len(item_nodes) else ""
+        items.append(ContentEntry(item.name, item.description, node_id, note))
     origin = effective[0].interaction_id if effective else ""
     return NodeUpdate(
         node_id=update.fixture_id,
@@ -188,9 +226,10 @@ def _contents_update(update: ContentsUpdate, ctx: WriteContext) -> NodeUpdate:
     )
 
 
-def plan_writes(result: HarnessResult, ctx: WriteContext, skip_deferred: bool = False
-                ) -> list[PlannedWrite]:
-    """One write per verdict (the admitted contents of a fixture share one write).
+def plan_writes(result: HarnessResult, ctx: WriteContext, skip_deferred: bool = False,
+                where: Whereabouts | None = None) -> list[PlannedWrite]:
+    """One write per verdict (the admitted contents of a fixture share one write), then the
+    parent changes the admitted claims imply when ``where`` is given.
 
     Grounding verdicts and claims about ids that memory does not hold are not written (they
     are answered to the caller only); each written update gets the id
@@ -200,8 +239,11 @@ def plan_writes(result: HarnessResult, ctx: WriteContext, skip_deferred: bool = 
         result: the harness verdicts and admitted updates.
         ctx: shared write context.
         skip_deferred: leave out verdicts that are still deferred (re-checks).
+        where: what the analysis knows about where things are; None writes no parents.
     """
     contents = {u.fixture_id: u for u in result.contents_updates}
+    item_nodes = ({f: _item_nodes(u, where) for f, u in contents.items()}
+                  if where is not None else {})
     written_contents: dict[str, PlannedWrite] = {}
     plans: list[PlannedWrite] = []
     for verdict in result.verdicts:
@@ -218,7 +260,9 @@ def plan_writes(result: HarnessResult, ctx: WriteContext, skip_deferred: bool = 
             if fixture in written_contents:
                 written_contents[fixture].verdicts.append(verdict)
                 continue
-            plan = PlannedWrite([verdict], _contents_update(contents[fixture], ctx), fixture)
+            plan = PlannedWrite(
+                [verdict], _contents_update(contents[fixture], ctx, item_nodes.get(fixture, ())),
+                fixture)
             if not ctx.known(fixture):
                 plan.update, plan.note = None, f"'{fixture}' is not in memory"
             written_contents[fixture] = plan
@@ -238,10 +282,110 @@ def plan_writes(result: HarnessResult, ctx: WriteContext, skip_deferred: bool = 
             plans.append(PlannedWrite([verdict], None, subject, f"'{subject}' is not in memory"))
             continue
         plans.append(PlannedWrite([verdict], update, subject))
+    if where is not None:
+        plans += _parent_plans(result, ctx, where, item_nodes)
     for index, plan in enumerate(plans):
         if plan.update is not None:
             plan.update = dataclasses.replace(plan.update,
                                               update_id=f"{ctx.event_prefix}:{index}")
+    return plans
+
+
+def _inside(node: NodeView, fixture: NodeView, margin: float) -> bool:
+    box = fixture.bbox
+    return box is not None and node.node_id != fixture.node_id and box.contains(
+        node.position, margin)
+
+
+def _item_node(item: ContentItem, fixture: NodeView, where: Whereabouts,
+               taken: set[str]) -> str:
+    """Id of the node an admitted content item is (same thing, inside the fixture, nearest to
+    where it was detected), or "" when memory has no such node yet."""
+    box = fixture.bbox
+    if box is None:
+        return ""
+    seen = [where.detections[r] for r in item.evidence_refs if r in where.detections]
+    anchor = np.mean(seen, axis=0) if seen else box.center
+    reach = float(np.linalg.norm(box.upper - box.lower)) / 2.0 + where.margin_m
+    found = [n for n in where.world.nodes_near(box.center, reach)
+             if n.node_id not in taken and names_match(item.name, n.label, where.synonyms)
+             and _inside(n, fixture, where.margin_m)]
+    if not found:
+        return ""
+    best = min(found, key=lambda n: (float(np.linalg.norm(n.position - anchor)), n.node_id))
+    taken.add(best.node_id)
+    return best.node_id
+
+
+def _item_nodes(update: ContentsUpdate, where: Whereabouts | None) -> tuple[str, ...]:
+    """Node id (or "") of each admitted content item of a fixture, in order."""
+    fixture = where.world.node(update.fixture_id) if where is not None else None
+    if where is None or fixture is None:
+        return ()
+    taken: set[str] = set()
+    return tuple(_item_node(item, fixture, where, taken) for item in update.contents)
+
+
+def _parent_update(node_id: str, parent: tuple[str, str], verdict: Verdict,
+                   links: tuple[EvidenceLink, ...], reason: str, *,
+                   position: tuple[float, float, float] | None = None) -> NodeUpdate:
+    return NodeUpdate(node_id=node_id, source=Source.INTERACTION, evidence=links,
+                      verdict=MemoryVerdict(str(verdict.decision)),
+                      verdict_reason=f"{_note(verdict)}; {reason}", parent=parent,
+                      parent_position=position)
+
+
+def _outcome_parents(outcome: OutcomeUpdate, ctx: WriteContext,
+                     where: Whereabouts) -> list[PlannedWrite]:
+    """A successful pick puts its target in the hand; a successful place puts what the hand
+    held at the place (where the jaws let go, when the arm reported it)."""
+    if not outcome.success or where.intent not in ("pick", "place"):
+        return []
+    verdict = outcome.verdict
+    links = evidence_links(outcome.evidence_refs, ctx, verdict.interaction_id)
+    if where.intent == "pick":
+        held = where.world.node(outcome.target_id)
+        if held is None or held.parent == HAND_PARENT:
+            return []
+        return [PlannedWrite([verdict], _parent_update(
+            held.node_id, (HAND_PARENT, "hand"), verdict, links,
+            f"picked up by {ctx.primitive}"), held.node_id)]
+    target = where.world.node(outcome.target_id)
+    if target is None:
+        return []
+    relation = "container" if target.label in where.fixture_labels else "surface"
+    point = None
+    if where.release_point is not None:
+        x, y, z = (float(v) for v in where.release_point)
+        point = (x, y, z)
+    return [PlannedWrite([verdict], _parent_update(
+        node.node_id, (target.node_id, relation), verdict, links,
+        f"placed {'in' if relation == 'container' else 'on'} '{target.node_id}' by "
+        f"{ctx.primitive}" + ("" if point is None else " where the jaws let go"),
+        position=point), node.node_id)
+        for node in where.world.children_of(HAND_PARENT) if node.node_id != target.node_id]
+
+
+def _parent_plans(result: HarnessResult, ctx: WriteContext, where: Whereabouts,
+                  item_nodes: Mapping[str, Sequence[str]]) -> list[PlannedWrite]:
+    """The parent changes the admitted contents and outcomes imply (none already in memory)."""
+    plans: list[PlannedWrite] = []
+    for update in result.contents_updates:
+        effective = [v for v in update.verdicts if v.effective is not None]
+        if not effective or not ctx.known(update.fixture_id):
+            continue
+        verdict = effective[0]
+        links = evidence_links(update.evidence_refs, ctx, verdict.interaction_id)
+        for item, node_id in zip(update.contents, item_nodes.get(update.fixture_id, ()),
+                                 strict=False):
+            node = where.world.node(node_id) if node_id else None
+            if node is None or node.parent == update.fixture_id:
+                continue
+            plans.append(PlannedWrite([verdict], _parent_update(
+                node_id, (update.fixture_id, "container"), verdict, links,
+                f"'{item.name}' seen inside '{update.fixture_id}'"), node_id))
+    for outcome in result.outcome_updates:
+        plans += _outcome_parents(outcome, ctx, where)
     return plans
 
 

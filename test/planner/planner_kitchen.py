@@ -1,8 +1,12 @@
 """A simulated kitchen and executor for the planner tests.
 
-The executor plays the robot and the interaction analyzer: it acts on a ground-truth kitchen and
-writes what the analyzer would admit into world memory (locked state, opened state, contents,
-object nodes seen inside, parents after pick and place), then returns the feedback.
+The executor plays the robot, perception and the interaction analyzer: it acts on a ground-truth
+kitchen and writes memory through the production write paths only. What the cameras see goes in
+as observations (``WorldMemory.ingest``, as the scene graph node stores them); what an
+interaction revealed goes in as the analyzer's admitted verdicts, turned into node updates by
+:func:`~mimir_planner.reasoning.writes.plan_writes` (locked and opened state, contents with
+their nodes as the fixture's children, a picked thing in the hand, a placed one at its place)
+and applied with ``WorldMemory.apply_update``.
 """
 
 from __future__ import annotations
@@ -13,15 +17,39 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from mimir_memory.keyframes import KeyframeStore
+from mimir_memory.observations import ObjectObservation
 from mimir_memory.task import Effect, EffectKind, Feedback, TaskMemory
+from mimir_memory.updates import NodeUpdate
 from mimir_memory.world import WorldMemory
 from mimir_planner.config import PlannerConfig, load_planner_config
 from mimir_planner.planner import PlannerSession
 from mimir_planner.primitives import ExecutableStep
+from mimir_planner.reasoning import (
+    ContentClaim,
+    ContentsUpdate,
+    Decision,
+    EmptyClaim,
+    HarnessResult,
+    OutcomeClaim,
+    OutcomeUpdate,
+    PropertyClaim,
+    Verdict,
+    load_reasoning_config,
+)
+from mimir_planner.reasoning.claims import ContentItem
 from mimir_planner.reasoning.errors import BackendUnavailableError
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
+from mimir_planner.reasoning.world_view import Box3D, InMemoryWorld, NodeSnapshot
+from mimir_planner.reasoning.writes import Whereabouts, WriteContext, plan_writes
 from mimir_planner.runs import ExecutionOutcome
+
+FIXTURE_HALF_SIZE = 0.25  # m: half the side of a fixture's observed box
+OBJECT_HALF_SIZE = 0.04  # m
+_FIXTURE_WORDS = frozenset({"cabinet", "drawer", "fridge", "counter", "table", "shelf", "sink",
+                            "microwave", "oven", "dishwasher"})
 
 
 @dataclass
@@ -36,6 +64,38 @@ class Fixture:
     is_open: bool = False
 
 
+def observation(label: str, position: Sequence[float], half: float, stamp: float,
+                camera: str = "pole") -> ObjectObservation:
+    """What a camera reports of a thing of this label at ``position`` (map)."""
+    centre = np.asarray(position, dtype=np.float64)
+    return ObjectObservation(label=label, centroid=centre, bbox_min=centre - half,
+                             bbox_max=centre + half, stamp=stamp, score=0.9, point_count=400,
+                             camera=camera)
+
+
+def world_view(world: WorldMemory) -> InMemoryWorld:
+    """Memory as the analyzer reads it (a snapshot of every node)."""
+    return InMemoryWorld(
+        NodeSnapshot(n.node_id, n.label, np.asarray(n.centroid),
+                     Box3D(np.asarray(n.bbox_min), np.asarray(n.bbox_max)),
+                     {k: v.to_dict() for k, v in n.properties.items()},
+                     tuple(str(c.get("name", "")) for c in n.contents), parent=n.parent or "")
+        for n in world.state.nodes.values())
+
+
+def _admit(claim: PropertyClaim | OutcomeClaim | ContentClaim | EmptyClaim) -> Verdict:
+    return Verdict(claim, Decision.ADMIT, "seen by the test kitchen", ("gripper@1.000",),
+                   "kitchen", interaction_id="kitchen")
+
+
+def _outcome(target: str, primitive: str, success: bool, why: str | None = None
+             ) -> tuple[Verdict, OutcomeUpdate]:
+    claim = OutcomeClaim(target, primitive, success, why,
+                         "success" if success else "fixture_locked", 0.9)
+    verdict = _admit(claim)
+    return verdict, OutcomeUpdate.admitted(claim, verdict)
+
+
 @dataclass
 class Kitchen:
     """Ground truth plus the executor."""
@@ -46,13 +106,33 @@ class Kitchen:
     hand: str | None = None
     stamp: float = 100.0
     object_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
+    writes: int = 0
 
     def _tick(self) -> float:
         self.stamp += 1.0
         return self.stamp
 
+    def _analyzed(self, step: ExecutableStep, result: HarnessResult, stamp: float, *,
+                  release: Sequence[float] | None = None) -> None:
+        """Writes what the analyzer writes for these admitted verdicts."""
+        vocab = load_reasoning_config().vocabulary
+        intent = {"inspect": "inspection"}.get(step.primitive, step.primitive)
+        self.writes += 1
+        ctx = WriteContext(
+            interaction_id=f"kitchen-{self.writes}", primitive=step.primitive, task="test",
+            stamp=stamp, keyframe_ids=(), frame_keyframes={}, detection_refs=frozenset(),
+            known=self.world.state.nodes.__contains__,
+            event_prefix=f"analyzer:kitchen-{self.writes}")
+        where = Whereabouts(world=world_view(self.world), intent=intent,
+                            release_point=None if release is None else np.asarray(release),
+                            fixture_labels=frozenset(vocab.fixture_labels),
+                            synonyms=vocab.synonyms)
+        for plan in plan_writes(result, ctx, where=where):
+            if plan.update is not None:
+                self.world.apply_update(plan.update, stamp=stamp)
+
     def execute(self, step: ExecutableStep) -> ExecutionOutcome:
-        """Act on the ground truth and write analyzer-style updates to world memory."""
+        """Act on the ground truth and write what the robot's pipeline would to memory."""
         self.executed.append(step)
         stamp = self._tick()
         target = step.target
@@ -63,19 +143,17 @@ class Kitchen:
         if step.primitive in ("open", "close"):
             assert fixture is not None
             if fixture.locked:
-                self.world.update_node(
-                    target, stamp=stamp,
-                    properties={"locked": {"value": True, "confidence": 0.85,
-                                           "reasoning": "grip held, door did not move"}},
-                    outcome={"task": step.primitive, "success": False,
-                             "failure_reason": "locked"})
+                locked = _admit(PropertyClaim(target, "locked", True, 0.85,
+                                              "grip held, door did not move"))
+                verdict, outcome = _outcome(target, step.primitive, False, "locked")
+                self._analyzed(step, HarnessResult((locked, verdict), (), (), (outcome,)),
+                               stamp)
                 return ExecutionOutcome(Feedback(False), "locked: door did not move", stamp)
             fixture.is_open = step.primitive == "open"
-            self.world.update_node(
-                target, stamp=stamp,
-                properties={"openable": {"value": True, "confidence": 0.9,
-                                         "is_opened": fixture.is_open}},
-                outcome={"task": step.primitive, "success": True})
+            opened = _admit(PropertyClaim(target, "openable", True, 0.9, "door moved",
+                                          is_opened=fixture.is_open))
+            verdict, outcome = _outcome(target, step.primitive, True)
+            self._analyzed(step, HarnessResult((opened, verdict), (), (), (outcome,)), stamp)
             effect = Effect(EffectKind.STATE, target, target="is_open", value=fixture.is_open)
             word = "opened" if fixture.is_open else "closed"
             return ExecutionOutcome(Feedback(True, (effect,)), word, stamp)
@@ -83,30 +161,41 @@ class Kitchen:
             assert fixture is not None
             if fixture.opens and not fixture.is_open:
                 return ExecutionOutcome(Feedback(False), "closed: nothing visible", stamp)
-            self.world.set_contents(target, [{"name": c} for c in fixture.contents],
-                                    is_empty=not fixture.contents, stamp=stamp,
-                                    source_action="inspect")
+            # the cameras see what is inside (perception's write), then the analyzer admits it
+            x, y, z = fixture.position
+            self.world.ingest([observation(name, (x, y, z - 0.05), OBJECT_HALF_SIZE, stamp,
+                                           camera="wrist")
+                               for name in fixture.contents
+                               if (target, name) not in self.object_nodes])
+            claims = ([_admit(ContentClaim(target, name, "", "seen inside"))
+                       for name in fixture.contents]
+                      or [_admit(EmptyClaim(target, "nothing inside"))])
+            contents = ContentsUpdate(target, tuple(ContentItem(n, "") for n in fixture.contents),
+                                      not fixture.contents, "seen inside", "inspect",
+                                      tuple(claims), ())
+            self._analyzed(step, HarnessResult(tuple(claims), (), (contents,), ()), stamp)
             for name in fixture.contents:
-                if (target, name) in self.object_nodes:
-                    continue
-                x, y, z = fixture.position
-                event = self.world.add_node(name, (x, y, z - 0.05), stamp=stamp)
-                node_id = event.payload["node_id"]
-                self.world.set_parent(node_id, target, "container", stamp=stamp)
-                self.object_nodes[(target, name)] = node_id
+                child = next((c for c in self.world.state.children.get(target, ())
+                              if self.world.state.nodes[c].label == name), None)
+                if child is not None:
+                    self.object_nodes[(target, name)] = child
             return ExecutionOutcome(Feedback(True), f"saw {list(fixture.contents)}", stamp)
         if step.primitive == "pick":
             if self.hand is not None:
                 return ExecutionOutcome(Feedback(False), "hand full", stamp)
             self.hand = target
-            self.world.set_parent(target, "hand", "hand", stamp=stamp)
+            verdict, outcome = _outcome(target, "pick", True)
+            self._analyzed(step, HarnessResult((verdict,), (), (), (outcome,)), stamp)
             return ExecutionOutcome(Feedback(True, (Effect(EffectKind.GRASP, target),)),
                                     "grasped", stamp)
         if step.primitive == "place":
             held = self.hand
             assert held is not None
             relation = "container" if fixture is not None and fixture.opens else "surface"
-            self.world.set_parent(held, target, relation, stamp=stamp)
+            verdict, outcome = _outcome(target, "place", True)
+            node = self.world.state.nodes[target]
+            self._analyzed(step, HarnessResult((verdict,), (), (), (outcome,)), stamp,
+                           release=node.centroid)
             self.hand = None
             effect = Effect(EffectKind.PLACE, held, target=target, value=relation)
             return ExecutionOutcome(Feedback(True, (effect,)), "placed", stamp)
@@ -116,30 +205,35 @@ class Kitchen:
 def build_kitchen(
     root: Path, layout: Sequence[tuple[str, Fixture]]
 ) -> tuple[WorldMemory, TaskMemory, Kitchen]:
-    """World and task memory in ``root`` with the layout's fixtures declared as nodes.
+    """World and task memory in ``root`` with the layout's fixtures as the cameras saw them.
 
     Each entry is (expected node id, fixture); the id must be what the label yields.
     """
     world = WorldMemory.open(root / "world.db")
     task = TaskMemory.open(root / "task.db")
-    fixtures: dict[str, Fixture] = {}
-    for expected, fx in layout:
-        event = world.add_node(fx.label, fx.position, stamp=1.0)
-        assert event.payload["node_id"] == expected, event.payload["node_id"]
-        fixtures[expected] = fx
-    return world, task, Kitchen(world, fixtures)
+    # one look at the whole kitchen: each fixture becomes its own node
+    events = world.ingest([observation(fx.label, fx.position, FIXTURE_HALF_SIZE, 1.0)
+                           for _, fx in layout])
+    ids = [e.payload["node_id"] for e in events]
+    assert ids == [expected for expected, _ in layout], ids
+    return world, task, Kitchen(world, dict(layout))
 
 
 @contextmanager
 def seeded_world(path: Path, nodes: Sequence[tuple[str, tuple[float, float, float]]],
                  parents: Sequence[tuple[str, str, str]] = ()) -> Iterator[WorldMemory]:
-    """World memory at ``path``, closed on exit, with ``nodes`` (label, position) added at
-    1.0 s and then ``parents`` (child id, parent id, relation) set at 2.0 s."""
+    """World memory at ``path``, closed on exit: ``nodes`` (label, position) as one look of the
+    cameras at 1.0 s, then ``parents`` (child id, parent id, relation) as the analyzer writes
+    them at 2.0 s."""
     world = WorldMemory.open(path)
-    for label, position in nodes:
-        world.add_node(label, position, stamp=1.0)
-    for child, parent, relation in parents:
-        world.set_parent(child, parent, relation, stamp=2.0)
+    if nodes:
+        half = {n: FIXTURE_HALF_SIZE if n in _FIXTURE_WORDS else OBJECT_HALF_SIZE
+                for n, _ in nodes}
+        world.ingest([observation(label, position, half[label], 1.0)
+                      for label, position in nodes])
+    for index, (child, parent, relation) in enumerate(parents):
+        world.apply_update(NodeUpdate(child, update_id=f"seed:{index}", parent=(parent, relation),
+                                      verdict_reason="seeded"), stamp=2.0)
     try:
         yield world
     finally:

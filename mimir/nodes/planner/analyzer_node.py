@@ -341,7 +341,8 @@ class AnalyzerNode(Node):
                 detection_refs=frozenset(d.ref for d in detections), known=self.world.has_node,
                 event_prefix=f"analyzer:{iid}",
             )
-            plans = plan_writes(result.harness, ctx)
+            plans = plan_writes(result.harness, ctx,
+                                where=self.analyzer.whereabouts(prepared, detections))
             if recheck is not None:
                 plans += plan_writes(recheck, dataclasses.replace(
                     ctx, primitive="", task="", event_prefix=f"analyzer:{iid}:recheck"),

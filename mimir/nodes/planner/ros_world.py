@@ -108,6 +108,7 @@ def snapshot_from_msg(msg: SceneNode) -> tuple[NodeSnapshot, list[str], bool]:
             bbox=box,
             properties=props,
             contents=tuple(c.name for c in msg.contents if c.name),
+            parent=msg.parent_id,
         )
     except EvidenceError as err:
         raise SceneGraphMessageError(f"node {msg.id!r}: {err}") from err
@@ -192,6 +193,9 @@ class SceneGraphWorld:
 
     def nodes_with_label(self, label: str) -> list[NodeSnapshot]:
         return self._current().nodes_with_label(label)
+
+    def children_of(self, parent: str) -> list[NodeSnapshot]:
+        return self._current().children_of(parent)
 
     def node_ids(self) -> list[str]:
         """Ids of every node held, sorted."""
