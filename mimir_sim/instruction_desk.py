@@ -3,7 +3,9 @@
 :class:`InstructionDesk` is what the bridge's ``sim/begin_instruction`` and
 ``sim/judge_instruction`` services call. Beginning an instruction checks its index and text,
 optionally puts the robot back at the instruction's start (a move that belongs to no
-instruction), and tags what follows with the index. Judging binds the entities the robot named to
+instruction), applies the objects the scenario moves itself at that point (``moves``: a person
+tidied up while the robot was away; kept in :attr:`InstructionDesk.moves` and reported by the
+judge), and tags what follows with the index. Judging binds the entities the robot named to
 simulated entities by label and remembered position (never the planner's words as ids; see
 :mod:`mimir_sim.answer_binding`), records which objects were clearly visible in the
 rendered frames, and evaluates every criterion with :mod:`mimir_sim.judge`.
@@ -12,6 +14,7 @@ rendered frames, and evaluates every criterion with :mod:`mimir_sim.judge`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +22,14 @@ from typing import Any
 from mimir.labels import label_text
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 from mimir_sim.answer_binding import EntityResolver
+from mimir_sim.errors import PrimitiveError
 from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction
 from mimir_sim.rendering import Frame
 from mimir_sim.scenario import InstructionSpec
 from mimir_sim.scene_layout import start_pose_for
 from mimir_sim.sim import KitchenSim
+
+LOG = logging.getLogger(__name__)
 
 # result codes; the ROS layer maps them onto the service responses' constants of the same name
 NONE = "NONE"
@@ -38,6 +44,33 @@ class NamedEntity:
     node_id: str = ""
     label: str = ""
     position: tuple[float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class AppliedMove:
+    """An object the scenario moved when instruction ``instruction`` began."""
+
+    instruction: int
+    object: str
+    fixture: str
+    slot: tuple[float, float]
+    position: tuple[float, float, float]
+
+    def describe(self) -> str:
+        """One line for logs and messages."""
+        return (
+            f"moved {self.object} to {self.fixture} slot ({self.slot[0]:.2f}, "
+            f"{self.slot[1]:.2f})"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The move as JSON-ready values, for the judge's report."""
+        return {
+            "object": self.object,
+            "fixture": self.fixture,
+            "slot": list(self.slot),
+            "position": list(self.position),
+        }
 
 
 @dataclass(frozen=True)
@@ -87,6 +120,9 @@ class InstructionDesk:
         self.discover_min_pixels = discover_min_pixels
         self.visibility = VisibilityLog()
         self._objects = frozenset(sim.scene.objects)
+        #: every move the scenario made, in the order they were applied (an instruction begun
+        #: twice moves its objects twice)
+        self.moves: list[AppliedMove] = []
 
     def instruction(self, index: int) -> InstructionSpec | None:
         """The scenario's instruction ``index``, or ``None``."""
@@ -110,7 +146,16 @@ class InstructionDesk:
         )
 
     def begin(self, index: int, text: str, reset_robot: bool) -> BeginResult:
-        """Start instruction ``index``; ``text`` (if given) must match it, ignoring case."""
+        """Start instruction ``index``; ``text`` (if given) must match it, ignoring case.
+
+        The robot returns to the start first (when ``reset_robot``), then the instruction's
+        ``moves`` put objects where the scenario wants them (kept in :attr:`moves`; the
+        judge's report lists them), then the instruction begins.
+
+        Raises:
+            PrimitiveError: a move names the object the robot holds (checked before anything
+                changes).
+        """
         instruction = self.instruction(index)
         if instruction is None:
             return BeginResult(UNKNOWN_INSTRUCTION, self._missing(index))
@@ -119,12 +164,23 @@ class InstructionDesk:
             return BeginResult(
                 MISMATCH, f"instruction {index} is {instruction.text!r}, not {text!r}"
             )
+        held = self.sim.holding
+        if held is not None and any(move.object == held for move in instruction.moves):
+            raise PrimitiveError(
+                f"instruction {index} moves {held}, which the robot holds; place it first"
+            )
         if reset_robot:
             start = instruction.start_at or self.sim.scene.scenario.start_at
             if start is not None:
                 # the return trip belongs to no instruction, so judging never counts it
                 self.sim.instruction = None
                 self.return_robot(start_pose_for(self.sim.scene.fixtures[start]))
+        applied: list[AppliedMove] = []
+        for move in instruction.moves:
+            position = self.sim.relocate(move.object, move.fixture, move.slot)
+            applied.append(AppliedMove(index, move.object, move.fixture, move.slot, position))
+            LOG.info("instruction %d: %s", index, applied[-1].describe())
+        self.moves.extend(applied)
         self.sim.begin_instruction(index)
         return BeginResult()
 
@@ -192,5 +248,6 @@ class InstructionDesk:
             "criteria": criteria,
             "answer_bound": bound,
             "visible_objects": visible,
+            "scenario_moves": [m.as_dict() for m in self.moves if m.instruction == index],
         }
         return JudgeResult(NONE, "", verdict.success, progress, details)

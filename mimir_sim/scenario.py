@@ -106,14 +106,32 @@ class CriterionSpec:
 
 
 @dataclass(frozen=True)
+class MoveSpec:
+    """An object the scenario itself moves when an instruction begins (a person tidied up).
+
+    The object goes to slot ``(u, v)`` in [0, 1]^2 of the fixture ``fixture``, like an object's
+    initial ``slot``; the robot plays no part in the move.
+    """
+
+    object: str
+    fixture: str
+    slot: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class InstructionSpec:
-    """One instruction of the sequence with how it is judged."""
+    """One instruction of the sequence with how it is judged.
+
+    ``moves`` are applied when the instruction begins, after the robot is returned to its start
+    and before it acts.
+    """
 
     text: str
     family: str
     success: tuple[CriterionSpec, ...]
     failure: tuple[CriterionSpec, ...] = ()
     start_at: str | None = None
+    moves: tuple[MoveSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -325,15 +343,17 @@ def _parse_variant(data: object, key: str) -> VariantSpec:
     )
 
 
+def _slot(value: object, key: str) -> tuple[float, float]:
+    vec = _vector(value, key, 2)
+    if any(v < 0.0 or v > 1.0 for v in vec):
+        raise MalformedScenarioError(key, "slot coordinates must lie in [0, 1]")
+    return (vec[0], vec[1])
+
+
 def _parse_object(data: object, key: str) -> ObjectSpec:
     raw = _mapping(data, key)
     _unknown_keys(raw, key, ("id", "category", "in", "slot", "variant"))
-    slot: tuple[float, float] | None = None
-    if "slot" in raw:
-        vec = _vector(raw["slot"], f"{key}.slot", 2)
-        if any(v < 0.0 or v > 1.0 for v in vec):
-            raise MalformedScenarioError(f"{key}.slot", "slot coordinates must lie in [0, 1]")
-        slot = (vec[0], vec[1])
+    slot = _slot(raw["slot"], f"{key}.slot") if "slot" in raw else None
     return ObjectSpec(
         id=_str(_required(raw, "id", key), f"{key}.id"),
         category=_str(_required(raw, "category", key), f"{key}.category"),
@@ -371,13 +391,24 @@ def _parse_criterion(data: object, key: str) -> CriterionSpec:
     return CriterionSpec(type=ctype, fixture=fixture, object=obj, answer=answer)
 
 
+def _parse_move(data: object, key: str) -> MoveSpec:
+    raw = _mapping(data, key)
+    _unknown_keys(raw, key, ("object", "in", "slot"))
+    return MoveSpec(
+        object=_str(_required(raw, "object", key), f"{key}.object"),
+        fixture=_str(_required(raw, "in", key), f"{key}.in"),
+        slot=_slot(_required(raw, "slot", key), f"{key}.slot"),
+    )
+
+
 def _parse_instruction(data: object, key: str) -> InstructionSpec:
     raw = _mapping(data, key)
-    _unknown_keys(raw, key, ("text", "family", "success", "failure", "start_at"))
+    _unknown_keys(raw, key, ("text", "family", "success", "failure", "start_at", "moves"))
     success_raw = _list(_required(raw, "success", key), f"{key}.success")
     if not success_raw:
         raise MalformedScenarioError(f"{key}.success", "expected at least one criterion")
     failure_raw = _list(raw.get("failure", []), f"{key}.failure")
+    moves_raw = _list(raw.get("moves", []), f"{key}.moves")
     return InstructionSpec(
         text=_str(_required(raw, "text", key), f"{key}.text"),
         family=_choice(_required(raw, "family", key), f"{key}.family", FAMILIES),
@@ -388,6 +419,7 @@ def _parse_instruction(data: object, key: str) -> InstructionSpec:
             _parse_criterion(item, f"{key}.failure[{i}]") for i, item in enumerate(failure_raw)
         ),
         start_at=_str(raw["start_at"], f"{key}.start_at") if "start_at" in raw else None,
+        moves=tuple(_parse_move(item, f"{key}.moves[{i}]") for i, item in enumerate(moves_raw)),
     )
 
 
@@ -457,9 +489,16 @@ def available_scenarios(scenarios_dir: Path | None = None) -> list[str]:
 
 def _check_instruction_ids(instr: InstructionSpec, key: str, fixture_ids: set[str],
                            object_ids: set[str]) -> None:
-    """Every fixture and object an instruction's criteria name must exist in the scenario."""
+    """Every fixture and object an instruction's start, moves and criteria name must exist in
+    the scenario."""
     if instr.start_at is not None and instr.start_at not in fixture_ids:
         raise MalformedScenarioError(f"{key}.start_at", f"unknown fixture {instr.start_at!r}")
+    for j, move in enumerate(instr.moves):
+        mkey = f"{key}.moves[{j}]"
+        if move.object not in object_ids:
+            raise MalformedScenarioError(f"{mkey}.object", f"unknown object {move.object!r}")
+        if move.fixture not in fixture_ids:
+            raise MalformedScenarioError(f"{mkey}.in", f"unknown fixture {move.fixture!r}")
     for group, crits in (("success", instr.success), ("failure", instr.failure)):
         for j, crit in enumerate(crits):
             ckey = f"{key}.{group}[{j}]"

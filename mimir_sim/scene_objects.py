@@ -47,11 +47,51 @@ def _jitter_color(
     return (float(out[0]), float(out[1]), float(out[2]))
 
 
+def slot_position(
+    fixture: FixtureLayout,
+    category: CategorySpec,
+    slot: tuple[float, float],
+    jitter: tuple[float, float] = (0.0, 0.0),
+) -> tuple[float, float, float]:
+    """Where an object of ``category`` stands at ``slot`` of a fixture (world frame, metres).
+
+    ``slot`` is ``(u, v)`` in [0, 1]^2: u runs across the fixture from the robot's left (+y) to
+    its right, v from the front to the back. The object keeps 1 cm plus its own horizontal
+    half extent off the interior's sides (it sits in the middle where the interior is narrower
+    than that) and rests 3 mm above the interior's floor. ``jitter`` is added to x and y
+    before the result is clipped back inside those margins; the initial layout draws it from
+    the scenario's seed, a scenario's move passes none.
+
+    The interior is that of the closed fixture: a caller placing into an open drawer shifts x
+    by the drawer's travel.
+    """
+    margin = _object_half_extent_xy(category) + 0.01
+    x_lo, x_hi = fixture.interior_low[0] + margin, fixture.interior_high[0] - margin
+    y_lo, y_hi = fixture.interior_low[1] + margin, fixture.interior_high[1] - margin
+    if x_lo > x_hi:
+        x_lo = x_hi = (fixture.interior_low[0] + fixture.interior_high[0]) / 2
+    if y_lo > y_hi:
+        y_lo = y_hi = (fixture.interior_low[1] + fixture.interior_high[1]) / 2
+    # u runs from the robot's left (+y) to its right, v from the front to the back
+    x = x_lo + slot[1] * (x_hi - x_lo) + jitter[0]
+    y = y_hi - slot[0] * (y_hi - y_lo) + jitter[1]
+    x = float(np.clip(x, x_lo, x_hi))
+    y = float(np.clip(y, y_lo, y_hi))
+    z = fixture.interior_low[2] + _object_half_height(category) + 0.003
+    return (x, y, z)
+
+
 def place_objects(
     scenario: Scenario,
     fixtures: dict[str, FixtureLayout],
     rng: np.random.Generator,
 ) -> dict[str, ObjectLayout]:
+    """Initial layout of the scenario's objects: position, yaw and appearance of each.
+
+    Objects without a slot are spread evenly across the middle of their fixture. Position
+    jitter, yaw and any appearance the scenario leaves open are drawn from ``rng`` in a fixed
+    order, so a seed always gives the same layout.
+    """
     by_fixture: dict[str, list[ObjectSpec]] = {}
     for obj in scenario.objects:
         by_fixture.setdefault(obj.fixture, []).append(obj)
@@ -67,19 +107,10 @@ def place_objects(
                 slot = ((k + 1) / (len(unslotted) + 1), 0.5)
             else:
                 slot = obj.slot
-            margin = _object_half_extent_xy(cat) + 0.01
-            x_lo, x_hi = fx.interior_low[0] + margin, fx.interior_high[0] - margin
-            y_lo, y_hi = fx.interior_low[1] + margin, fx.interior_high[1] - margin
-            if x_lo > x_hi:
-                x_lo = x_hi = (fx.interior_low[0] + fx.interior_high[0]) / 2
-            if y_lo > y_hi:
-                y_lo = y_hi = (fx.interior_low[1] + fx.interior_high[1]) / 2
-            # u runs from the robot's left (+y) to its right, v from the front to the back
-            x = x_lo + slot[1] * (x_hi - x_lo) + rng.uniform(-1, 1) * rand.object_jitter
-            y = y_hi - slot[0] * (y_hi - y_lo) + rng.uniform(-1, 1) * rand.object_jitter
-            x = float(np.clip(x, x_lo, x_hi))
-            y = float(np.clip(y, y_lo, y_hi))
-            z = fx.interior_low[2] + _object_half_height(cat) + 0.003
+            # x jitter is drawn before y jitter (the order fixes the layout of a seed)
+            jitter_x = rng.uniform(-1, 1) * rand.object_jitter
+            jitter_y = rng.uniform(-1, 1) * rand.object_jitter
+            x, y, z = slot_position(fx, cat, slot, (jitter_x, jitter_y))
             variant: VariantSpec = obj.variant
             color = variant.color or _jitter_color(rng, cat.color, rand.color_jitter)
             pattern = variant.pattern or str(

@@ -20,7 +20,9 @@ use the part directly (``sim.truth``, ``sim.body``, ``sim.cameras``...).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Unpack
 
@@ -29,6 +31,7 @@ import numpy as np
 from mimir_sim.config import SimConfig
 from mimir_sim.controllers import RobotControl
 from mimir_sim.doors import DoorSkills
+from mimir_sim.errors import PrimitiveError, UnknownEntityError
 from mimir_sim.fixtures import ArticulatedFixtures
 from mimir_sim.geometry import FloatArray
 from mimir_sim.grasping import GraspAssist
@@ -39,6 +42,7 @@ from mimir_sim.robot import HOME_ARM, FingerContact, RobotBody, RobotState
 from mimir_sim.scenario import Scenario
 from mimir_sim.scene import build_scene
 from mimir_sim.scene_layout import KitchenScene, start_pose_for
+from mimir_sim.scene_objects import slot_position
 from mimir_sim.sim_primitives import MoveResult, Primitives
 from mimir_sim.skills import RobotParts
 from mimir_sim.truth import EntitySearch, EntityState, SceneTruth
@@ -218,6 +222,69 @@ class KitchenSim:
     def is_open(self, fixture_id: str) -> bool:
         """Whether the door or drawer is open past the configured threshold."""
         return self.fixtures.is_open(fixture_id)
+
+    def relocate(
+        self, object_id: str, fixture_id: str, slot: tuple[float, float]
+    ) -> tuple[float, float, float]:
+        """Put an object at ``slot`` of a fixture by hand, as a person tidying up would.
+
+        The object's free joint is set to the slot's position (:func:`slot_position`, without
+        jitter, so the scenario decides exactly where it goes), standing upright with the yaw it
+        has now and at rest; time does not advance. Into an open drawer the object goes where
+        the slot is now, and rides the drawer from there.
+
+        The move becomes part of the scene: ``scene.objects`` and ``scene.entities`` name the
+        new fixture (the judge takes an object's home from them: an inspection of the new
+        fixture discovers it) and a later :meth:`reset` puts the object at its new place.
+        Queries of where an object is now (:meth:`object_fixture`, :meth:`entity_state`) follow
+        from its pose. The slot is the caller's to keep free of other objects. Call from the
+        simulation thread only.
+
+        Returns:
+            World position the object was put at (x, y, z).
+
+        Raises:
+            UnknownEntityError: no such object or fixture in the scene.
+            PrimitiveError: the robot holds the object, or ``slot`` is not two numbers in
+                [0, 1].
+        """
+        scene = self.scene
+        layout = scene.objects.get(object_id)
+        if layout is None:
+            raise UnknownEntityError(
+                f"cannot relocate unknown object {object_id!r} "
+                f"(objects: {', '.join(sorted(scene.objects))})"
+            )
+        fixture = scene.fixtures.get(fixture_id)
+        if fixture is None:
+            raise UnknownEntityError(
+                f"cannot relocate {object_id} into unknown fixture {fixture_id!r} "
+                f"(fixtures: {', '.join(sorted(scene.fixtures))})"
+            )
+        if len(slot) != 2 or not all(0.0 <= float(v) <= 1.0 for v in slot):
+            raise PrimitiveError(f"slot must be two numbers in [0, 1], got {slot!r}")
+        if self.grasp.holding == object_id:
+            raise PrimitiveError(f"cannot relocate {object_id}: the robot holds it")
+        category = scene.scenario.catalog[layout.category]
+        x, y, z = slot_position(fixture, category, (float(slot[0]), float(slot[1])))
+        joint = self.model.joint(f"{object_id}/free")
+        qpos, dof = int(joint.qposadr[0]), int(joint.dofadr[0])
+        w, qx, qy, qz = (float(v) for v in self.data.qpos[qpos + 3 : qpos + 7])
+        yaw = math.atan2(2.0 * (w * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+        upright = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+        # the layout's interior is the closed drawer's; an open drawer has carried it out by its
+        # travel along -x
+        travel = self.fixtures.opening(fixture_id) if fixture.is_drawer else 0.0
+        self.data.qpos[qpos : qpos + 3] = (x - travel, y, z)
+        self.data.qpos[qpos + 3 : qpos + 7] = upright
+        self.data.qvel[dof : dof + 6] = 0.0
+        # a reset starts from qpos0 with every drawer closed: the new place is the object's home
+        self.model.qpos0[qpos : qpos + 3] = (x, y, z)
+        self.model.qpos0[qpos + 3 : qpos + 7] = upright
+        self.world.forward()
+        scene.objects[object_id] = replace(layout, fixture=fixture_id, pos=(x, y, z), yaw=yaw)
+        scene.entities[object_id] = replace(scene.entities[object_id], fixture=fixture_id)
+        return (x - travel, y, z)
 
     # ------------------------------------------------------------------ robot
 
