@@ -22,9 +22,9 @@ forget an object that is still there. A node counts only when all of these hold:
 * its centroid lies in front of the camera within the range limits and projects into the image,
   at least the margin plus half its projected size away from every edge;
 * its box spans at least ``min_size_px`` pixels in the image (smaller things go undetected);
-* the grid cell it projects into has a valid depth, and that nearest depth is not closer than
-  the node's depth minus the occlusion tolerance (a nearer surface may hide it; an empty cell
-  says nothing).
+* every grid cell its image box touches has a valid depth, and none is closer than the node's
+  depth minus the occlusion tolerance (a nearer surface may hide part of it, and a partly hidden
+  thing may be too small for the segmenter; an empty cell says nothing).
 """
 
 from __future__ import annotations
@@ -377,6 +377,12 @@ def _away(node: SceneNode) -> bool:
     return prop is not None and prop.value is False
 
 
+def _pixel_span(centre: float, half: float, size: int) -> tuple[int, int]:
+    """First and last pixel (clipped to the image) of ``centre +- half``."""
+    return (min(max(math.floor(centre - half + 0.5), 0), size - 1),
+            min(max(math.floor(centre + half + 0.5), 0), size - 1))
+
+
 def expected_unseen(
     nodes: Iterable[SceneNode],
     view: CameraView,
@@ -440,14 +446,21 @@ def expected_unseen(
                 or (sought and label_key(node.label) not in sought)
                 or label_matches(node.label, skip) or hidden_by_memory(node, by_id)):
             continue
-        px = min(max(math.floor(u[index] + 0.5), 0), view.width - 1)
-        py = min(max(math.floor(v[index] + 0.5), 0), view.height - 1)
-        row = int(np.searchsorted(row_edges, py, side="right")) - 1
-        col = int(np.searchsorted(col_edges, px, side="right")) - 1
-        nearest = float(view.depth_min_m[row, col])
+        # every grid cell the node's image box touches must show nothing nearer than the node:
+        # a part hidden behind a door frame or another object can leave too little of it for
+        # the segmenter, so only a wholly clear view counts
+        half = 0.5 * float(size_px[index])
+        lo_row, hi_row = (int(np.searchsorted(row_edges, y, side="right")) - 1
+                          for y in _pixel_span(float(v[index]), half, view.height))
+        lo_col, hi_col = (int(np.searchsorted(col_edges, x, side="right")) - 1
+                          for x in _pixel_span(float(u[index]), half, view.width))
+        cells = view.depth_min_m[lo_row:hi_row + 1, lo_col:hi_col + 1]
         z = float(depth[index])
-        if math.isnan(nearest) or nearest < z - cfg.occlusion_tolerance_m:
-            continue  # no depth there says nothing; a nearer surface may hide it
+        if np.isnan(cells).any():
+            continue  # a cell without depth says nothing about what hides the node
+        nearest = float(cells.min())
+        if nearest < z - cfg.occlusion_tolerance_m:
+            continue  # a nearer surface may hide part of it
         misses.append(ExpectedMiss(
             node.node_id,
             f"expected in view at {z:.2f} m depth (pixel {u[index]:.0f}, {v[index]:.0f}; "

@@ -115,7 +115,11 @@ def test_the_depth_grid_and_the_lookup_agree_on_cells() -> None:
     grid = nearest_depth_grid(depth, ROWS, COLS, scale=0.001)
     assert expected_unseen([MUG], view(grid), set(), CFG) == []
     depth[60, 80] = 3000
-    depth[60, 79] = 1000  # a near pixel in the next cell to the left does not hide it
+    depth[60, 79] = 1000  # the next cell to the left still lies under the mug's image box
+    grid = nearest_depth_grid(depth, ROWS, COLS, scale=0.001)
+    assert expected_unseen([MUG], view(grid), set(), CFG) == []
+    depth[60, 79] = 3000
+    depth[2, 2] = 1000  # a near pixel far from the mug's image box does not hide it
     grid = nearest_depth_grid(depth, ROWS, COLS, scale=0.001)
     assert ids(expected_unseen([MUG], view(grid), set(), CFG)) == ["mug_1"]
 
