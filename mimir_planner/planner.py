@@ -104,6 +104,7 @@ from mimir_planner.grounding import (
     history_primitive,
 )
 from mimir_planner.instructions import GoalKind, GoalSpec, parse_instruction
+from mimir_planner.outcomes import fixture_opens
 from mimir_planner.overlay import Mark, draw_set_of_marks
 from mimir_planner.plan_schema import PlanAnswer, parse_plan_answer
 from mimir_planner.policies import (
@@ -655,12 +656,12 @@ class PlannerSession:
         if not loop.find_requires_inspection:
             return False
         cand = grounding.candidate
-        if (loop.find_accepts_sighting and cand.content_item is None
-                and cand.node_id in self.seen_now()):
-            return False
         node = self.world.state.nodes.get(holder)
         if node is None or holder_sealed(node, believed_open):
             return False
+        if (cand.content_item is None and cand.node_id in self.seen_now()
+                and (loop.find_accepts_sighting or not fixture_opens(node, self.config))):
+            return False  # seen now; on a surface there is nothing more to look into
         return holder not in self.inspected_now()
 
     def _binding(self, goal: Goal, spec: GoalSpec | None,

@@ -266,9 +266,9 @@ class OfflinePlanner:
         loop = self.registry.config.loop
         if not loop.find_requires_inspection:
             return False
-        if (loop.find_accepts_sighting and cand is not None and cand.content_item is None
-                and cand.node_id in ctx.seen_now):
-            return False
+        if (cand is not None and cand.content_item is None and cand.node_id in ctx.seen_now
+                and (loop.find_accepts_sighting or not self._opens(ctx.world.nodes[holder]))):
+            return False  # seen now; on a surface there is nothing more to look into
         return holder not in ctx.inspected_now and not holder_sealed(
             ctx.world.nodes[holder], ctx.believed_open)
 
