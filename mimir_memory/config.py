@@ -42,6 +42,10 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             latest observation.
         misses_to_stale: Misses in a row (perception expected to see a node and did not)
             after which memory records that the node is no longer at its last place.
+        merge_converged: After a batch is fused, a fused node and another node of its label
+            whose centroids lie within the association radius and whose boxes nest (the
+            ``box_overlap`` test) are one object seen as two: the one with fewer observations is
+            merged into the other by a ``nodes_merged`` event. False keeps both (ablations).
     """
 
     default_radius_m: float = 0.30
@@ -51,6 +55,7 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     box_tolerance_m: float = 0.03
     fade: float = 0.2
     misses_to_stale: int = 3
+    merge_converged: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -373,7 +373,55 @@ class WorldMemory(Store):
                                       reasoning=f"seen again by {where} after it was missed",
                                       is_opened=None),
                     stamp=float(obs.stamp), source=source, evidence=evidence, verdict=None))
-        return self.append(events)
+        stored = self.append(events)
+        if self.config.association.merge_converged:
+            fused = [a.node_id for a in associations if not a.created]
+            stamp = max(float(o.stamp) for o in observations)
+            merges = self._converged(fused, stamp=stamp, source=source)
+            if merges:
+                stored += self.append(merges)
+        return stored
+
+    def _converged(self, node_ids: Sequence[str], *, stamp: float,
+                   source: Source) -> list[MemoryEvent]:
+        """Merges of nodes that turned out to be one object: for each fused node, a same-label
+        node within the association radius whose box nests with its box. The node with more
+        observations (then the older one) is kept."""
+        assoc = self.config.association
+        if assoc.box_overlap <= 0.0:
+            return []
+        merges: list[MemoryEvent] = []
+        gone: set[str] = set()
+        for node_id in dict.fromkeys(node_ids):
+            if node_id in gone or node_id not in self.state.nodes:
+                continue
+            node = self.state.nodes[node_id]
+            radius = assoc.radius(node.label)
+            for distance, other_id in self.state.within(node.label, node.centroid, radius):
+                if other_id == node_id or other_id in gone:
+                    continue
+                other = self.state.nodes[other_id]
+                share = max(
+                    _inside_share(node.bbox_min, node.bbox_max, other.bbox_min, other.bbox_max,
+                                  assoc.box_tolerance_m),
+                    _inside_share(other.bbox_min, other.bbox_max, node.bbox_min, node.bbox_max,
+                                  assoc.box_tolerance_m))
+                if share < assoc.box_overlap or node_id in self.state.ancestors(other_id) \
+                        or other_id in self.state.ancestors(node_id):
+                    continue
+                kept, merged = sorted(
+                    (node, other),
+                    key=lambda n: (-n.observation_count, n.first_seen, n.node_id))
+                merges.append(self._event(
+                    EventKind.NODES_MERGED,
+                    {"kept_id": kept.node_id, "merged_id": merged.node_id,
+                     "reason": f"converged: centroids {distance:.2f} m apart (radius "
+                               f"{radius:.2f} m) and {share:.0%} of one box inside the other"},
+                    stamp=stamp, source=source, evidence=None, verdict=None))
+                gone.add(merged.node_id)
+                if merged.node_id == node_id:
+                    break
+        return merges
 
     def _away(self, node_id: str) -> bool:
         """True when memory holds that the node is no longer at its last place."""

@@ -386,3 +386,61 @@ def test_everything_survives_reopen_and_replays_the_same(tmp_path: Path) -> None
     with WorldMemory.open(path, readonly=True) as reader:
         assert reader.graph_snapshot() == live
         assert reader.skipped_events == []
+
+
+# -- duplicates that converge are merged by ingest ---------------------------------------------
+def _cabinet_views(world: WorldMemory, views: int) -> list[MemoryEvent]:
+    """One cabinet seen whole, then a view of its open door out in front (a second node), then
+    views of the cabinet with its door; returns every event of the last batches."""
+    world.ingest([_box("cabinet", [0.0, 0.0, 0.0], [0.6, 0.6, 0.8], 1.0)])
+    world.ingest([_box("cabinet", [0.25, 0.95, 0.1], [0.35, 1.15, 0.7], 2.0)])
+    events: list[MemoryEvent] = []
+    for index in range(views):
+        events += world.ingest([_box("cabinet", [0.0, 0.0, 0.0], [0.6, 1.1, 0.8],
+                                     3.0 + index)])
+    return events
+
+
+def test_nodes_that_turn_out_to_be_one_are_merged_with_both_histories(tmp_path: Path) -> None:
+    world = WorldMemory.open(tmp_path / "world.db", config=_config())
+    try:
+        events = _cabinet_views(world, 15)
+        merges = [e for e in events if e.kind is EventKind.NODES_MERGED]
+        assert len(merges) == 1, [e.kind for e in events]
+        merge = merges[0]
+        # the node seen more often stays; the door's node becomes an alias of it
+        assert merge.payload["kept_id"] == "cabinet_1"
+        assert merge.payload["merged_id"] == "cabinet_2"
+        assert merge.payload["reason"].startswith("converged: centroids")
+        assert merge.source is Source.PERCEPTION
+        assert sorted(world.state.nodes) == ["cabinet_1"]
+        assert world.node("cabinet_2").node_id == "cabinet_1"
+        created = world.why("cabinet_1", "created")
+        assert [e.payload["node_id"] for e in created] == ["cabinet_1", "cabinet_2"]
+        # later views fuse into the one node; nothing is merged again
+        again = world.ingest([_box("cabinet", [0.0, 0.0, 0.0], [0.6, 1.1, 0.8], 20.0)])
+        assert [e.kind for e in again] == [EventKind.OBSERVATION_FUSED]
+    finally:
+        world.close()
+
+
+def test_neighbours_and_the_switch_keep_nodes_apart(tmp_path: Path) -> None:
+    # two cabinets side by side: centroids within the radius, boxes that do not nest
+    world = WorldMemory.open(tmp_path / "apart.db", config=_config())
+    try:
+        world.ingest([_box("cabinet", [0.0, 0.0, 0.0], [0.6, 0.55, 0.8], 1.0),
+                      _box("cabinet", [0.0, 0.6, 0.0], [0.6, 1.15, 0.8], 1.0)])
+        for stamp in range(2, 10):
+            events = world.ingest([_box("cabinet", [0.0, 0.0, 0.0], [0.6, 0.55, 0.8], stamp),
+                                   _box("cabinet", [0.0, 0.6, 0.0], [0.6, 1.15, 0.8], stamp)])
+            assert EventKind.NODES_MERGED not in [e.kind for e in events]
+        assert sorted(world.state.nodes) == ["cabinet_1", "cabinet_2"]
+    finally:
+        world.close()
+    off = WorldMemory.open(tmp_path / "off.db", config=_config(merge_converged=False))
+    try:
+        events = _cabinet_views(off, 15)
+        assert EventKind.NODES_MERGED not in [e.kind for e in events]
+        assert sorted(off.state.nodes) == ["cabinet_1", "cabinet_2"]
+    finally:
+        off.close()
