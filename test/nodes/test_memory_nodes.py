@@ -22,6 +22,7 @@ from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.ros import qos
 from mimir.ros.images import numpy_to_image
 from mimir.ros.time import from_seconds
+from mimir_memory.world import WorldMemory
 from mimir_msgs.msg import (
     ContentItem,
     EvidenceRef,
@@ -65,6 +66,10 @@ def _start_scene_graph(context: Context, executor: MultiThreadedExecutor,
     ])
     executor.add_node(node)
     return node
+
+
+def _last_scene_graph(executor: MultiThreadedExecutor) -> SceneGraphNode:
+    return [n for n in executor.get_nodes() if isinstance(n, SceneGraphNode)][-1]
 
 
 def test_scene_graph_fuses_updates_and_restarts(
@@ -153,6 +158,21 @@ def test_scene_graph_fuses_updates_and_restarts(
     after = call_service(spin_node, GetSceneGraph, "get_scene_graph", GetSceneGraph.Request())
     assert after.graph.revision == before.graph.revision
     assert after.graph.nodes == before.graph.nodes
+
+    # A duplicate merged while the node was down: asking for its id answers the kept node.
+    ros_executor.remove_node(after_node := _last_scene_graph(ros_executor))
+    after_node.destroy_node()
+    world = WorldMemory.open(tmp_path / "world.db")
+    try:
+        duplicate = world.add_node("mug", (2.05, 0.5, 0.9), stamp=20.0).payload["node_id"]
+        world.merge("mug_1", duplicate, stamp=21.0, reason="one mug seen twice")
+    finally:
+        world.close()
+    _start_scene_graph(ros_context, ros_executor, tmp_path)
+    merged = call_service(spin_node, GetSceneGraph, "get_scene_graph",
+                          GetSceneGraph.Request(node_ids=[duplicate, "mug_1"]))
+    assert merged.error_code == GetSceneGraph.Response.NONE, merged.error_msg
+    assert [n.id for n in merged.graph.nodes] == ["mug_1"]
 
 
 def test_keyframe_node_saves_interactions_and_serves_queries(

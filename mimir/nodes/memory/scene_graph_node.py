@@ -446,12 +446,14 @@ class SceneGraphNode(Node):
             return set_error(response, "INVALID_REQUEST",
                              f"{len(request.node_ids)} node ids (at most "
                              f"{self.world.bounds.max_items})")
-        unknown = [i for i in request.node_ids if i not in state.nodes]
+        # a merged id names the node it was merged into
+        wanted = list(dict.fromkeys(state.resolve(i) for i in request.node_ids))
+        unknown = [i for i in wanted if i not in state.nodes]
         if unknown:
             return set_error(response, "UNKNOWN_NODE",
                              f"unknown node ids: {', '.join(i[:64] for i in unknown[:20])}")
-        if request.node_ids:
-            nodes = [state.nodes[i] for i in request.node_ids]
+        if wanted:
+            nodes = [state.nodes[i] for i in wanted]
         if request.label:
             nodes = [n for n in nodes if n.label == request.label]
         response.graph = graph_to_msg(nodes, state.revision, self.config.map_frame,
