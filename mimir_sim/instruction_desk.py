@@ -22,7 +22,6 @@ from typing import Any
 from mimir.labels import label_text
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 from mimir_sim.answer_binding import EntityResolver
-from mimir_sim.errors import PrimitiveError
 from mimir_sim.judge import VisibilityLog, check_criterion, judge_instruction
 from mimir_sim.rendering import Frame
 from mimir_sim.scenario import InstructionSpec
@@ -35,6 +34,7 @@ LOG = logging.getLogger(__name__)
 NONE = "NONE"
 UNKNOWN_INSTRUCTION = "UNKNOWN_INSTRUCTION"
 MISMATCH = "MISMATCH"
+MOVE_REFUSED = "MOVE_REFUSED"
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,8 @@ class InstructionDesk:
         ``moves`` put objects where the scenario wants them (kept in :attr:`moves`; the
         judge's report lists them), then the instruction begins.
 
-        Raises:
-            PrimitiveError: a move names the object the robot holds (checked before anything
-                changes).
+        A move that names the object the robot holds is refused (``MOVE_REFUSED``) before
+        anything changes.
         """
         instruction = self.instruction(index)
         if instruction is None:
@@ -166,9 +165,9 @@ class InstructionDesk:
             )
         held = self.sim.holding
         if held is not None and any(move.object == held for move in instruction.moves):
-            raise PrimitiveError(
-                f"instruction {index} moves {held}, which the robot holds; place it first"
-            )
+            return BeginResult(
+                MOVE_REFUSED,
+                f"instruction {index} moves {held}, which the robot holds; place it first")
         if reset_robot:
             start = instruction.start_at or self.sim.scene.scenario.start_at
             if start is not None:
