@@ -275,6 +275,19 @@ def _link(servers: SimRobotServers, authkey: bytes) -> RobotLink:
                      call_timeout_s=1.0, backoff=Backoff(initial_s=0.05, max_s=0.2))
 
 
+def test_a_wrong_key_is_refused_at_the_handshake(
+    hosted: tuple[SimRobotServers, bytes],
+) -> None:
+    servers, _ = hosted
+    # the generous limits only keep a loaded machine from turning the refusal into a timeout
+    bad = RobotLink("127.0.0.1", b"wrong-key", base_port=servers.base_address[1],
+                    arm_port=servers.arm_address[1], connect_timeout_s=15.0,
+                    backoff=Backoff(initial_s=0.05, max_s=0.1))
+    with pytest.raises(RobotAuthError):
+        bad.connect(timeout_s=15.0)
+    assert not any(servers.created.values())  # no controller was built for it
+
+
 def test_drive_the_simulated_robot_over_rpc(
     hosted: tuple[SimRobotServers, bytes],
 ) -> None:
@@ -314,14 +327,6 @@ def test_drive_the_simulated_robot_over_rpc(
     assert again.base_state().x == pytest.approx(0.0, abs=1e-6)
     again.close()
     del old
-
-    # a wrong key is refused at the handshake; the generous limits only keep a loaded machine
-    # from turning that refusal into a timeout
-    bad = RobotLink("127.0.0.1", b"wrong-key", base_port=servers.base_address[1],
-                    arm_port=servers.arm_address[1], connect_timeout_s=15.0,
-                    backoff=Backoff(initial_s=0.05, max_s=0.1))
-    with pytest.raises(RobotAuthError):
-        bad.connect(timeout_s=15.0)
 
     servers.stop()
     assert not servers.running
