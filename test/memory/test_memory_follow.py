@@ -444,3 +444,35 @@ def test_neighbours_and_the_switch_keep_nodes_apart(tmp_path: Path) -> None:
         assert sorted(off.state.nodes) == ["cabinet_1", "cabinet_2"]
     finally:
         off.close()
+
+
+def test_an_opened_door_stays_part_of_its_cabinet(tmp_path: Path) -> None:
+    """Three wall cabinets 0.6 m apart; the middle door opens and closes again. Views of the
+    cabinet with its door out in the room, and of the door slab alone, join the middle cabinet:
+    no cabinet_4, and its neighbours keep their places."""
+    world = WorldMemory.open(tmp_path / "world.db", config=_config())
+
+    def closed(y: float, stamp: float) -> ObjectObservation:
+        return _box("cabinet", [0.9, y - 0.275, 1.0], [1.25, y + 0.275, 1.6], stamp)
+
+    try:
+        stamp = 1.0
+        for _ in range(6):
+            world.ingest([closed(0.6, stamp), closed(0.0, stamp), closed(-0.6, stamp)])
+            stamp += 1.0
+        for _ in range(15):
+            world.ingest([_box("cabinet", [0.35, -0.275, 1.0], [1.25, 0.3, 1.6], stamp)])
+            world.ingest([_box("cabinet", [0.35, 0.26, 1.0], [0.9, 0.3, 1.6], stamp + 0.5)])
+            stamp += 1.0
+        for _ in range(10):
+            world.ingest([closed(0.6, stamp), closed(0.0, stamp), closed(-0.6, stamp)])
+            stamp += 1.0
+        nodes = world.state.nodes
+        assert sorted(nodes) == ["cabinet_1", "cabinet_2", "cabinet_3"]
+        assert [nodes[n].observation_count for n in sorted(nodes)] == [16, 46, 16]
+        for node_id, y in (("cabinet_1", 0.6), ("cabinet_2", 0.0), ("cabinet_3", -0.6)):
+            assert nodes[node_id].centroid[1] == pytest.approx(y, abs=0.05)
+        # the closed views brought the middle estimate back against the wall
+        assert nodes["cabinet_2"].centroid[0] == pytest.approx(1.07, abs=0.05)
+    finally:
+        world.close()
