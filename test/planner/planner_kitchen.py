@@ -96,6 +96,62 @@ def _outcome(target: str, primitive: str, success: bool, why: str | None = None
     return verdict, OutcomeUpdate.admitted(claim, verdict)
 
 
+def analyzed(world: WorldMemory, result: HarnessResult, primitive: str, stamp: float, *,
+             name: str, release: Sequence[float] | None = None) -> None:
+    """Writes to memory what the analyzer writes for these verdicts of one ``primitive``:
+    ``plan_writes`` over the memory as it reads it, each update applied as ``update_node``
+    applies it. ``name`` makes the update ids of this analysis."""
+    vocab = load_reasoning_config().vocabulary
+    intent = {"inspect": "inspection"}.get(primitive, primitive)
+    ctx = WriteContext(
+        interaction_id=name, primitive=primitive, task="test", stamp=stamp, keyframe_ids=(),
+        frame_keyframes={}, detection_refs=frozenset(), known=world.state.nodes.__contains__,
+        event_prefix=f"analyzer:{name}")
+    where = Whereabouts(world=world_view(world), intent=intent,
+                        release_point=None if release is None else np.asarray(release),
+                        fixture_labels=frozenset(vocab.fixture_labels), synonyms=vocab.synonyms)
+    for plan in plan_writes(result, ctx, where=where):
+        if plan.update is not None:
+            world.apply_update(plan.update, stamp=stamp)
+
+
+def admit_property(world: WorldMemory, node_id: str, name: str, value: object, *,
+                   stamp: float, confidence: float = 0.9, is_opened: bool | None = None) -> None:
+    """An interaction revealed ``name`` = ``value`` of a node, as the analyzer writes it."""
+    claim = PropertyClaim(node_id, name, value, confidence, "seen by the test",
+                          is_opened=is_opened)
+    analyzed(world, HarnessResult((_admit(claim),), (), (), ()), "open", stamp,
+             name=f"{node_id}-{name}-{stamp}")
+
+
+def admit_contents(world: WorldMemory, fixture_id: str, names: Sequence[str], *,
+                   stamp: float) -> None:
+    """An inspection showed these things inside a fixture (nothing when empty), as the analyzer
+    writes it; things memory holds a node for inside the fixture become its children."""
+    claims = ([_admit(ContentClaim(fixture_id, n, "", "seen inside")) for n in names]
+              or [_admit(EmptyClaim(fixture_id, "nothing inside"))])
+    update = ContentsUpdate(fixture_id, tuple(ContentItem(n, "") for n in names), not names,
+                            "seen inside", "inspect", tuple(claims), ())
+    analyzed(world, HarnessResult(tuple(claims), (), (update,), ()), "inspect", stamp,
+             name=f"{fixture_id}-contents-{stamp}")
+
+
+def admit_placed(world: WorldMemory, node_id: str, holder: str, *, stamp: float) -> None:
+    """The robot picked the node up and put it on or in ``holder`` where it lies, as the
+    analyzer writes the two interactions (hand, then the holder)."""
+    for primitive, target in (("pick", node_id), ("place", holder)):
+        verdict, outcome = _outcome(target, primitive, True)
+        analyzed(world, HarnessResult((verdict,), (), (), (outcome,)), primitive, stamp,
+                 name=f"{node_id}-{primitive}-{stamp}", release=world.state.nodes[node_id].centroid)
+
+
+def see(world: WorldMemory, label: str, position: Sequence[float], *, stamp: float,
+        half: float = OBJECT_HALF_SIZE) -> str:
+    """The cameras saw a thing of ``label`` at ``position``: the node it was stored as."""
+    events = world.ingest([observation(label, position, half, stamp)])
+    return str(events[0].payload["node_id"])
+
+
 @dataclass
 class Kitchen:
     """Ground truth plus the executor."""
@@ -115,21 +171,9 @@ class Kitchen:
     def _analyzed(self, step: ExecutableStep, result: HarnessResult, stamp: float, *,
                   release: Sequence[float] | None = None) -> None:
         """Writes what the analyzer writes for these admitted verdicts."""
-        vocab = load_reasoning_config().vocabulary
-        intent = {"inspect": "inspection"}.get(step.primitive, step.primitive)
         self.writes += 1
-        ctx = WriteContext(
-            interaction_id=f"kitchen-{self.writes}", primitive=step.primitive, task="test",
-            stamp=stamp, keyframe_ids=(), frame_keyframes={}, detection_refs=frozenset(),
-            known=self.world.state.nodes.__contains__,
-            event_prefix=f"analyzer:kitchen-{self.writes}")
-        where = Whereabouts(world=world_view(self.world), intent=intent,
-                            release_point=None if release is None else np.asarray(release),
-                            fixture_labels=frozenset(vocab.fixture_labels),
-                            synonyms=vocab.synonyms)
-        for plan in plan_writes(result, ctx, where=where):
-            if plan.update is not None:
-                self.world.apply_update(plan.update, stamp=stamp)
+        analyzed(self.world, result, step.primitive, stamp, name=f"kitchen-{self.writes}",
+                 release=release)
 
     def execute(self, step: ExecutableStep) -> ExecutionOutcome:
         """Act on the ground truth and write what the robot's pipeline would to memory."""
@@ -260,7 +304,7 @@ def session_for(
 ) -> PlannerSession:
     """A session with the repository config (offline planner unless a policy is given)."""
     cfg = config or load_planner_config()
-    return PlannerSession(world, task, cfg, keyframes=keyframes, **kwargs)  # type: ignore[arg-type]
+    return PlannerSession(world, task, cfg, keyframes=keyframes, **kwargs)
 
 
 RECORDED = Path(__file__).resolve().parent / "recorded"

@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from planner_kitchen import (
+    FIXTURE_HALF_SIZE,
+    admit_contents,
+    admit_placed,
+    admit_property,
+    see,
+)
 
 from mimir_memory.world import WorldMemory
 from mimir_planner.answers import (
@@ -37,19 +44,20 @@ def kitchen(tmp_path: Path):
         "fruit": ((1.0, -0.4, 1.3), ["banana", "apple", "ketchup", "cereal box"]),
         "locked": ((1.0, -1.8, 1.3), []),
     }
+    # written as the robot's pipeline writes them: what the cameras saw, then what
+    # inspections and a failed open revealed
     ids = {}
     for stamp, (name, (pos, contents)) in enumerate(cabinets.items(), start=1):
-        node = world.add_node("cabinet", pos, stamp=float(stamp)).payload["node_id"]
+        node = see(world, "cabinet", pos, stamp=float(stamp), half=FIXTURE_HALF_SIZE)
         ids[name] = node
         if contents:
-            world.set_contents(node, [{"name": c} for c in contents], is_empty=False,
-                               stamp=10.0 + stamp, source_action="inspect")
-    world.set_property(ids["locked"], "locked", True, confidence=0.9, stamp=20.0)
-    counter = world.add_node("counter", (0.8, 0.0, 0.9), stamp=5.0).payload["node_id"]
-    bread = world.add_node("bread", (0.8, 0.1, 0.95), stamp=5.0).payload["node_id"]
-    world.set_parent(bread, counter, "surface", stamp=6.0)
-    mug = world.add_node("mug", (0.8, -0.2, 0.95), stamp=5.0).payload["node_id"]
-    world.set_parent(mug, counter, "surface", stamp=6.0)
+            admit_contents(world, node, contents, stamp=10.0 + stamp)
+    admit_property(world, ids["locked"], "locked", True, stamp=20.0)
+    counter = see(world, "counter", (0.8, 0.0, 0.9), stamp=5.0, half=FIXTURE_HALF_SIZE)
+    bread = see(world, "bread", (0.8, 0.1, 0.95), stamp=5.0)
+    mug = see(world, "mug", (0.8, -0.2, 0.95), stamp=5.0)
+    for thing in (bread, mug):  # the robot put them there
+        admit_placed(world, thing, counter, stamp=6.0)
     ids.update(counter=counter, bread=bread, mug=mug)
     yield world, ids
     world.close()
@@ -188,7 +196,7 @@ def test_exploration_skips_what_cannot_hold_the_object_as_described(kitchen) -> 
     from mimir_planner.primitives import PrimitiveRegistry, RobotContext
 
     world, ids = kitchen
-    unknown = world.add_node("cabinet", (1.0, 3.8, 1.3), stamp=30.0).payload["node_id"]
+    unknown = see(world, "cabinet", (1.0, 3.8, 1.3), stamp=30.0, half=FIXTURE_HALF_SIZE)
     grounder = Grounder(_recall(), PrimitiveRegistry(CONFIG))
     (spec,) = parse_instruction("Find the ketchup that is kept with the pineapple.").goals
     robot = RobotContext(last_moved_to=ids["condiments"])
@@ -211,14 +219,13 @@ def test_where_question_explores_for_an_object_memory_does_not_hold_as_described
     from mimir_planner.primitives import PrimitiveRegistry, RobotContext
 
     world, ids = kitchen
-    unknown = world.add_node("cabinet", (1.0, 3.8, 1.3), stamp=30.0).payload["node_id"]
+    unknown = see(world, "cabinet", (1.0, 3.8, 1.3), stamp=30.0, half=FIXTURE_HALF_SIZE)
     grounder = Grounder(_recall(), PrimitiveRegistry(CONFIG))
     robot = RobotContext(last_moved_to=ids["pantry"])
     (spec,) = parse_instruction("Where was the croissant that sat next to the pineapple?").goals
     result = grounder.ground("g1", spec, world.state, [], robot)
     assert isinstance(result, Exploration) and result.fixture == unknown
-    world.set_contents(unknown, [{"name": "croissant"}, {"name": "pineapple"}], is_empty=False,
-                       stamp=40.0)
+    admit_contents(world, unknown, ["croissant", "pineapple"], stamp=40.0)
     grounded = grounder.ground("g1", spec, world.state, [], robot)
     assert isinstance(grounded, GroundedGoal) and grounded.candidate.node_id == unknown
     text = answer_question(spec, world.state, _recall())

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from planner_kitchen import (
     RecordedBackend,
+    admit_contents,
+    admit_property,
     build_kitchen,
     locked_unlocked_layout,
     recorded_text,
@@ -91,12 +93,11 @@ def test_preconditions_allow_legal_steps_and_memory_refusals(world: WorldMemory)
         "pick", "mug_1", "g1", ("abc",), 4)
     assert registry.validate(_step("place", "counter_1"), world.state,
                              RobotContext("counter_1", holding="mug_1")).primitive == "place"
-    world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=3.0,
-                       reasoning="handle held, no motion")
-    with pytest.raises(ActionRefusedError, match="remembered as locked: handle held"):
+    admit_property(world, "cabinet_1", "locked", True, stamp=3.0)
+    with pytest.raises(ActionRefusedError, match="remembered as locked: seen by the test"):
         registry.validate(_step("open", "cabinet_1"), world.state, inside)
     assert registry.validate(_step("close", "cabinet_1"), world.state, inside)
-    world.set_property("mug_1", "pickable", False, confidence=0.9, stamp=3.0)
+    admit_property(world, "mug_1", "pickable", False, stamp=3.0)
     with pytest.raises(ActionRefusedError, match="not pickable"):
         registry.validate(_step("pick", "mug_1"), world.state, inside)
 
@@ -166,7 +167,7 @@ def test_vlm_request_carries_overlay_and_memory_frames(tmp_path: Path) -> None:
     image = np.repeat(np.repeat(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8), 8, 0), 8, 1)
     kf.save(image, timestamp=5.0, camera="wrist", trigger=Trigger.INTERACTION_PEAK,
             node_ids=["cabinet_3"], labels=[("ketchup", "analyzer")], action="inspect")
-    world.set_contents("cabinet_3", [{"name": "ketchup"}], is_empty=False, stamp=5.0)
+    admit_contents(world, "cabinet_3", ["ketchup"], stamp=5.0)
     cfg = load_planner_config()
     backend = RecordedBackend([recorded_text("plan_answer_question.json")])
     session = session_for(world, task, cfg, keyframes=kf,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from planner_kitchen import seeded_world
+from planner_kitchen import admit_contents, admit_property, seeded_world
 
 from mimir_memory.task import TaskMemory
 from mimir_memory.world import WorldMemory
@@ -28,8 +28,7 @@ def world(tmp_path: Path) -> Iterator[WorldMemory]:
                        ("cup", (1, -0.3, 0.95)), ("mug", (1, 0.6, 1.55))],
                       [("mug_1", "counter_1", "surface"), ("mug_2", "cabinet_1", "container")],
                       ) as w:
-        w.set_contents("cabinet_2", [{"name": "tomato sauce"}, {"name": "mustard"}],
-                       is_empty=False, stamp=3.0)
+        admit_contents(w, "cabinet_2", ["tomato sauce", "mustard"], stamp=3.0)
         yield w
 
 
@@ -169,7 +168,7 @@ def test_grounding_drops_illegal_and_explores_or_blocks(world: WorldMemory) -> N
     assert isinstance(picked, Exploration) and picked.fixture == "cabinet_2"
     counter = g.ground("g1", GoalSpec(GoalKind.OPEN, "counter"), world.state, [], robot)
     assert isinstance(counter, Blocked)
-    world.set_property("cabinet_1", "locked", True, confidence=0.9, stamp=4.0)
+    admit_property(world, "cabinet_1", "locked", True, stamp=4.0)
     locked = g.ground("g1", GoalSpec(GoalKind.OPEN, "cabinet_1"), world.state, [], robot)
     assert isinstance(locked, Blocked) and "remembered locked" in str(locked.dropped)
     spec = GoalSpec(GoalKind.FIND, "banana")
