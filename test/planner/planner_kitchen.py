@@ -88,6 +88,14 @@ def _admit(claim: PropertyClaim | OutcomeClaim | ContentClaim | EmptyClaim) -> V
                    "kitchen", interaction_id="kitchen")
 
 
+def admit_outcome(world: WorldMemory, target: str, primitive: str, success: bool, *,
+                  stamp: float, why: str | None = None, task: str = "test") -> None:
+    """How an interaction ended, as the analyzer records it in the target's task history."""
+    verdict, outcome = _outcome(target, primitive, success, why)
+    analyzed(world, HarnessResult((verdict,), (), (), (outcome,)), primitive, stamp,
+             name=f"{target}-{primitive}-outcome-{stamp}", task=task)
+
+
 def _outcome(target: str, primitive: str, success: bool, why: str | None = None
              ) -> tuple[Verdict, OutcomeUpdate]:
     claim = OutcomeClaim(target, primitive, success, why,
@@ -97,14 +105,14 @@ def _outcome(target: str, primitive: str, success: bool, why: str | None = None
 
 
 def analyzed(world: WorldMemory, result: HarnessResult, primitive: str, stamp: float, *,
-             name: str, release: Sequence[float] | None = None) -> None:
+             name: str, release: Sequence[float] | None = None, task: str = "test") -> None:
     """Writes to memory what the analyzer writes for these verdicts of one ``primitive``:
     ``plan_writes`` over the memory as it reads it, each update applied as ``update_node``
     applies it. ``name`` makes the update ids of this analysis."""
     vocab = load_reasoning_config().vocabulary
     intent = {"inspect": "inspection"}.get(primitive, primitive)
     ctx = WriteContext(
-        interaction_id=name, primitive=primitive, task="test", stamp=stamp, keyframe_ids=(),
+        interaction_id=name, primitive=primitive, task=task, stamp=stamp, keyframe_ids=(),
         frame_keyframes={}, detection_refs=frozenset(), known=world.state.nodes.__contains__,
         event_prefix=f"analyzer:{name}")
     where = Whereabouts(world=world_view(world), intent=intent,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from planner_kitchen import admit_property
 
 from mimir_memory.task import EffectKind
 from mimir_memory.world import WorldMemory
@@ -77,11 +78,9 @@ def test_fixture_opens_from_memory_before_the_label(world: WorldMemory) -> None:
     config = load_planner_config()
     assert fixture_opens(world.node("cabinet_1"), config)
     assert not fixture_opens(world.node("counter_1"), config)
-    world.update_node("cabinet_1", stamp=3.0,
-                      properties={"openable": {"value": False, "confidence": 0.9}})
+    admit_property(world, "cabinet_1", "openable", False, stamp=3.0)
     assert not fixture_opens(world.node("cabinet_1"), config)
-    world.update_node("counter_1", stamp=3.0,
-                      properties={"openable": {"value": True, "confidence": 0.9}})
+    admit_property(world, "counter_1", "openable", True, stamp=3.0)
     assert fixture_opens(world.node("counter_1"), config)
 
 

@@ -16,8 +16,13 @@ from planner_kitchen import (
     Fixture,
     Kitchen,
     RecordedBackend,
+    admit_contents,
+    admit_outcome,
+    admit_placed,
+    admit_property,
     build_kitchen,
     locked_unlocked_layout,
+    see,
     session_for,
 )
 
@@ -56,17 +61,16 @@ class Run1Kitchen(Kitchen):
 
     def _record(self, target: str, primitive: str, success: bool, stamp: float,
                 reason: str | None = None) -> None:
-        self.world.update_node(target, stamp=stamp, outcome={
-            "task": self.instruction, "success": success, "failure_reason": reason,
-            "primitive": primitive})
+        admit_outcome(self.world, target, primitive, success, stamp=stamp, why=reason,
+                      task=self.instruction)
 
     def _perceive(self, target: str, stamp: float) -> None:
         """Perception sees the contents of an open door (nodes without a parent)."""
         x, y, z = self.fixtures[target].position
         for i, name in enumerate(self.fixtures[target].contents):
             if (target, name) not in self.object_nodes:
-                event = self.world.add_node(name, (x, y + 0.04 * i, z - 0.05), stamp=stamp)
-                self.object_nodes[(target, name)] = event.payload["node_id"]
+                self.object_nodes[(target, name)] = see(
+                    self.world, name, (x, y + 0.04 * i, z - 0.05), stamp=stamp)
 
     def execute(self, step: ExecutableStep) -> ExecutionOutcome:
         fixture = self.fixtures.get(step.target)
@@ -75,9 +79,8 @@ class Run1Kitchen(Kitchen):
             stamp = self._tick()
             if fixture.locked:
                 if self.admit_locked:
-                    self.world.update_node(step.target, stamp=stamp, properties={
-                        "locked": {"value": True, "confidence": 0.85,
-                                   "reasoning": "jaws held the handle, no motion"}})
+                    admit_property(self.world, step.target, "locked", True, stamp=stamp,
+                                   confidence=0.85)
                 self._record(step.target, "open", False, stamp, "locked")
                 return ExecutionOutcome(Feedback(False), "NO_MOTION: the fixture did not move",
                                         stamp, code="NO_MOTION", reported=False)
@@ -92,8 +95,8 @@ class Run1Kitchen(Kitchen):
                 self.unverified_opens.discard(step.target)
                 return ExecutionOutcome(Feedback(False), UNVERIFIED, stamp, code="OPENED",
                                         reported=True)
-            self.world.update_node(step.target, stamp=stamp, properties={
-                "openable": {"value": True, "confidence": 0.9, "is_opened": True}})
+            admit_property(self.world, step.target, "openable", True, stamp=stamp,
+                           is_opened=True)
             self._record(step.target, "open", True, stamp)
             return ExecutionOutcome(
                 Feedback(True, (Effect(EffectKind.STATE, step.target, target="is_open",
@@ -259,8 +262,7 @@ def test_locked_fixture_is_never_retried_even_unrecorded(run1) -> None:
 def test_open_fixtures_are_inspected_not_reopened(run1) -> None:
     world, task, kit = run1
     kit.fixtures["cabinet_3"].is_open = True
-    world.set_property("cabinet_3", "openable", True, confidence=0.9, stamp=5.0,
-                       is_opened=True)
+    admit_property(world, "cabinet_3", "openable", True, stamp=5.0, is_opened=True)
     session = session_for(world, task)
     session.submit("Find the ketchup.")
     _arrive(session, "cabinet_3", 6.0)
@@ -270,29 +272,25 @@ def test_open_fixtures_are_inspected_not_reopened(run1) -> None:
     # a recorded successful open (no is_opened in memory) counts as open too
     kit.executed.clear()
     kit.fixtures["cabinet_2"].is_open = True
-    world.update_node("cabinet_2", stamp=20.0, outcome={
-        "task": "earlier", "success": True, "primitive": "open"})
+    admit_outcome(world, "cabinet_2", "open", True, stamp=20.0, task="earlier")
     assert "cabinet_2" in session.believed_open()
     session.submit("Find the banana.")
     session.run(kit)
     assert _steps(kit) == [("move_to", "cabinet_2"), ("inspect", "cabinet_2")]
     # a later verified close overrides it
-    world.set_property("cabinet_2", "openable", True, confidence=0.9, stamp=30.0,
-                       is_opened=False)
+    admit_property(world, "cabinet_2", "openable", True, stamp=30.0, is_opened=False)
     assert "cabinet_2" not in session.believed_open()
 
 
 def _perceived_banana(world: WorldMemory) -> str:
-    event = world.add_node("banana", (1.1, 0.02, 1.55), stamp=7.0)
-    return str(event.payload["node_id"])
+    return see(world, "banana", (1.1, 0.02, 1.55), stamp=7.0)
 
 
 def test_find_of_a_remembered_object_inspects_its_holder_once(run1) -> None:
     world, task, kit = run1
     banana = _perceived_banana(world)
     kit.fixtures["cabinet_2"].is_open = True
-    world.set_property("cabinet_2", "openable", True, confidence=0.9, stamp=7.0,
-                       is_opened=True)
+    admit_property(world, "cabinet_2", "openable", True, stamp=7.0, is_opened=True)
     session = session_for(world, task)
     session.submit("Find the banana.")
     report = session.run(kit)
@@ -319,7 +317,7 @@ def test_find_from_memory_when_inspection_not_required_or_impossible(tmp_path: P
     assert kit.executed == [] and report.completed == ["g001_find"] and report.calls == 1
 
     # default config, but the holder is remembered locked: memory is all there is
-    world.set_property("cabinet_2", "locked", True, confidence=0.9, stamp=8.0)
+    admit_property(world, "cabinet_2", "locked", True, stamp=8.0)
     strict = session_for(world, task)
     strict.submit("Find the banana.")
     report = strict.run(kit)
@@ -384,20 +382,20 @@ def test_holder_inference_and_object_aware_contradictions(run1) -> None:
     world, task, _ = run1
     g = _grounder()
     state = world.state
-    inside = world.add_node("apple", (0.5, 0.5, 0.5), stamp=3.0)  # far from every fixture
+    inside = see(world, "apple", (0.5, 0.5, 0.5), stamp=3.0)  # far from every fixture
     assert g.holder_of(state, g.recall.recall(state, RecallQuery(obj="apple"))[0]) is None
     banana = _perceived_banana(world)
     cand = g.recall.recall(world.state, RecallQuery(obj="banana"))[0]
     assert cand.node_id == banana and g.holder_of(world.state, cand) == "cabinet_2"
-    world.set_parent(banana, "counter_1", "surface", stamp=9.0)
+    admit_placed(world, banana, "counter_1", stamp=9.0)
     cand = g.recall.recall(world.state, RecallQuery(obj="banana"))[0]
     assert g.holder_of(world.state, cand) == "counter_1"
-    world.set_contents("cabinet_3", [{"name": "ketchup"}], is_empty=False, stamp=9.0)
+    admit_contents(world, "cabinet_3", ["ketchup"], stamp=9.0)
     listed = g.recall.recall(world.state, RecallQuery(obj="ketchup"))[0]
     assert listed.content_item == "ketchup" and g.holder_of(world.state, listed) == "cabinet_3"
     fixture = g.recall.recall(world.state, RecallQuery(obj="cabinet_1"))[0]
     assert g.holder_of(world.state, fixture) is None
-    assert inside.payload["node_id"] in world.state.nodes
+    assert inside in world.state.nodes
 
     # a failed (banana, cabinet_2) binding keeps cabinet_2 out of banana searches only
     task.add_goal("g1", Found(("banana",)), stamp=1.0)
@@ -411,7 +409,7 @@ def test_holder_inference_and_object_aware_contradictions(run1) -> None:
     assert isinstance(for_banana, Exploration) and "cabinet_2" not in for_banana.order
     assert "cabinet_2 (contradicted)" in for_banana.reason
     # a banana node believed in the contradicted cabinet is dropped for a find, not bound
-    world.set_parent(banana, "cabinet_2", "container", stamp=10.0)
+    admit_placed(world, banana, "cabinet_2", stamp=10.0)
     grounded = g.ground("g1", GoalSpec(GoalKind.FIND, "banana"), world.state,
                         task.failed_bindings, robot)
     assert not isinstance(grounded, GroundedGoal)
@@ -423,16 +421,14 @@ def test_exploration_reads_history_primitives_and_inspections(run1) -> None:
     g = _grounder()
     robot = RobotContext(last_moved_to="cabinet_1")
     for stamp in (3.0, 4.0):  # the task text is the instruction, the primitive says "open"
-        world.update_node("cabinet_3", stamp=stamp, outcome={
-            "task": "Find the ketchup.", "success": False, "primitive": "open"})
-    world.update_node("cabinet_2", stamp=5.0, outcome={
-        "task": "Find the banana.", "success": True, "primitive": "inspect"})
+        admit_outcome(world, "cabinet_3", "open", False, stamp=stamp, why="stuck",
+                      task="Find the ketchup.")
+    admit_outcome(world, "cabinet_2", "inspect", True, stamp=5.0, task="Find the banana.")
     spec = GoalSpec(GoalKind.FIND, "ketchup")
     result = g.explore("g1", spec, world.state, [], robot)
     assert "cabinet_3 (failed to open twice)" in result.reason
     assert "cabinet_2 (inspected, no ketchup)" in result.reason
-    world.update_node("cabinet_3", stamp=6.0, outcome={
-        "task": "Find the ketchup.", "success": True, "primitive": "open"})
+    admit_outcome(world, "cabinet_3", "open", True, stamp=6.0, task="Find the ketchup.")
     result = g.explore("g1", spec, world.state, [], robot, inspected={"cabinet_1"})
     assert isinstance(result, Exploration) and result.order[0] == "cabinet_3"
     assert "cabinet_1 (inspected, no ketchup)" in result.reason

@@ -11,8 +11,10 @@ import pytest
 from planner_kitchen import (
     Kitchen,
     RecordedBackend,
+    admit_contents,
     build_kitchen,
     locked_unlocked_layout,
+    see,
     session_for,
 )
 
@@ -204,7 +206,7 @@ def test_wait_for_first_nodes(tmp_path: Path) -> None:
                                     poll_s=0.02)
     assert not wait_for_first_nodes(reader, wait_s=30.0, settle_s=0.05,
                                     cancelled=lambda: True)
-    timer = threading.Timer(0.1, lambda: writer.add_node("cabinet", (1.0, 0.0, 1.0), stamp=1.0))
+    timer = threading.Timer(0.1, lambda: see(writer, "cabinet", (1.0, 0.0, 1.0), stamp=1.0))
     timer.start()
     try:
         assert wait_for_first_nodes(reader, wait_s=10.0, settle_s=0.1, cancelled=lambda: False,
@@ -244,7 +246,7 @@ def test_recording_policy_and_tracked_gate(kitchen: Kit) -> None:
 def test_query_memory(kitchen: Kit) -> None:
     world, task, _ = kitchen
     config = load_planner_config()
-    world.set_contents("cabinet_3", [{"name": "ketchup"}], is_empty=False, stamp=5.0)
+    admit_contents(world, "cabinet_3", ["ketchup"], stamp=5.0)
     text = "find the ketchup"
     answer = query_memory(parse_instruction(text), text, world, config, task.failed_bindings)
     assert [c.node_id for c in answer.candidates][:1] == ["cabinet_3"]
