@@ -376,9 +376,13 @@ def open_cabinet(door: Door = NEAR) -> ExecutePrimitive.Goal:
 
 
 # --------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ros() -> Iterator[tuple[Context, MultiThreadedExecutor]]:
-    """One rclpy context and executor for the module (rigs add and remove their nodes)."""
+    """An rclpy context and executor of the test's own (rigs add and remove their nodes).
+
+    Not shared across tests: a callback a previous test left blocked (a reset waiting on a
+    killed server, a stuck call) kept the next test's reset from being answered.
+    """
     context = Context()
     rclpy.init(context=context)
     try:
@@ -388,7 +392,7 @@ def ros() -> Iterator[tuple[Context, MultiThreadedExecutor]]:
         rclpy.try_shutdown(context=context)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def shared_rig(ros: tuple[Context, MultiThreadedExecutor]) -> Iterator[Rig]:
     rig = Rig(*ros)
     try:
@@ -399,7 +403,14 @@ def shared_rig(ros: tuple[Context, MultiThreadedExecutor]) -> Iterator[Rig]:
 
 @pytest.fixture
 def rig(shared_rig: Rig) -> Rig:
-    """The shared rig, reset: odometry zero, arm retracted, the near door in view."""
+    """The shared rig, reset: odometry zero, arm retracted, the near door in view.
+
+    A primitive the previous test left running (a canceled goal winding down, a call that
+    was stuck until released) would refuse or delay the reset and move the base after it:
+    the rig waits until the node is idle first.
+    """
+    assert wait_until(lambda: not shared_rig.node._busy.locked(), 60.0), \
+        "a primitive of the previous test is still running"
     shared_rig.show(NEAR)
     shared_rig.reset()
     return shared_rig
