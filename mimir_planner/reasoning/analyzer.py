@@ -58,6 +58,7 @@ from mimir_planner.reasoning.percepts import (
     primitive_intent,
     pull_tracking,
     release_point,
+    settled_pair,
 )
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import (
@@ -272,8 +273,9 @@ class InteractionAnalyzer:
         """Mechanical evidence of a window from the robot's signals.
 
         The target's motion is measured twice: the depth change in its image region (per
-        camera, first against last frame) and, for an open or close, how far the hand
-        travelled while the jaws held the handle, with how far it was commanded to go. A
+        camera, the earliest frame taken from where the camera ends against the last) and,
+        for an open or close, how far the hand travelled while the jaws held the handle, with
+        how far it was commanded to go. A
         fixture's interior counts as observed only where the cameras could see into it: it
         was opened now, memory holds it open, or its label is open-top. Inspecting a closed
         fixture observes no interior.
@@ -281,15 +283,15 @@ class InteractionAnalyzer:
         percepts = self._cfg.percepts
         depth: dict[str, DisplacementMeasurement] = {}
         for camera in window.cameras():
-            frames = window.frames_of(camera)
-            if len(frames) < 2:
+            pair = settled_pair(window.frames_of(camera), percepts)
+            if pair is None:
                 continue
             for node in fixtures:
                 # only the action's target can have moved; another fixture's image region
                 # changes when the target's door or the arm passes in front of it
                 if node.bbox is None or node.node_id != primitive.target_id:
                     continue
-                measure = depth_change(frames[0], frames[-1], node.node_id, node.bbox, percepts)
+                measure = depth_change(pair[0], pair[1], node.node_id, node.bbox, percepts)
                 best = depth.get(node.node_id)
                 if measure is not None and (best is None or measure.magnitude > best.magnitude):
                     depth[node.node_id] = measure

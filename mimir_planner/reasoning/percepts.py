@@ -168,6 +168,37 @@ def _relative_pose(before: CameraFrame, after: CameraFrame) -> np.ndarray | None
     return None
 
 
+def _registration(before: CameraFrame, after: CameraFrame, cfg: PerceptConfig
+                  ) -> np.ndarray | None:
+    """:func:`_relative_pose`, or None when the camera moved further than the registration
+    limits between the two frames (or a pose is unknown)."""
+    rel = _relative_pose(before, after)
+    if rel is None:
+        return None
+    angle = float(np.arccos(np.clip((np.trace(rel[:3, :3]) - 1.0) / 2.0, -1.0, 1.0)))
+    if np.linalg.norm(rel[:3, 3]) > cfg.registration_max_m or angle > cfg.registration_max_rad:
+        return None
+    return rel
+
+
+def settled_pair(frames: Sequence[CameraFrame], cfg: PerceptConfig
+                 ) -> tuple[CameraFrame, CameraFrame] | None:
+    """The earliest frame taken from where the camera stands in the last one, and the last.
+
+    A window often opens while the base is still settling from the move before the action;
+    comparing its very first frame with the last would then fail the registration limits. The
+    first frame within those limits of the last one is the earliest view of the scene from the
+    same place. None with fewer than two frames or when no earlier frame registers.
+    """
+    if len(frames) < 2:
+        return None
+    last = frames[-1]
+    for frame in frames[:-1]:
+        if frame.camera == last.camera and _registration(frame, last, cfg) is not None:
+            return frame, last
+    return None
+
+
 def depth_change(
     before: CameraFrame, after: CameraFrame, fixture_id: str, box: Box3D, cfg: PerceptConfig
 ) -> DisplacementMeasurement | None:
@@ -184,11 +215,8 @@ def depth_change(
         return None
     if before.intrinsics is None or after.intrinsics is None:
         return None
-    rel = _relative_pose(before, after)
+    rel = _registration(before, after, cfg)
     if rel is None:
-        return None
-    angle = float(np.arccos(np.clip((np.trace(rel[:3, :3]) - 1.0) / 2.0, -1.0, 1.0)))
-    if np.linalg.norm(rel[:3, 3]) > cfg.registration_max_m or angle > cfg.registration_max_rad:
         return None
     region = box_region(before, box)
     if region is None:

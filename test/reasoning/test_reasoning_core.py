@@ -43,6 +43,7 @@ from mimir_planner.reasoning.percepts import (
     names_match,
     primitive_intent,
     pull_tracking,
+    settled_pair,
 )
 
 CFG = load_reasoning_config()
@@ -147,6 +148,31 @@ def test_depth_change_measures_only_the_fixture_region() -> None:
     nan_depth = np.full_like(base[0].depth, np.nan)
     blank = CameraFrame("base", 100.0, base[0].rgb, nan_depth, K, CAM_POSE)
     assert depth_change(blank, base[-1], "drawer_3", drawer_3.bbox, cfg) is None
+
+
+def test_depth_change_starts_from_the_first_frame_taken_where_the_camera_stopped() -> None:
+    cfg = PerceptConfig()
+    drawer = make_world().node("drawer_3")
+    assert drawer is not None and drawer.bbox is not None
+    opened = make_window(contact=True, opened_m=0.2).frames_of("base")
+    settling = []
+    for i, dx in enumerate((0.12, 0.07)):  # the base still closing in on its stance
+        pose = CAM_POSE.copy()
+        pose[0, 3] -= dx
+        settling.append(CameraFrame("base", opened[0].stamp - 2.0 + i, opened[0].rgb,
+                                    opened[0].depth, K, pose, pose))
+    still = [CameraFrame("base", f.stamp, f.rgb, f.depth, K, CAM_POSE, CAM_POSE) for f in opened]
+    frames = [*settling, *still]
+    # the very first frame does not register with the last: no measurement from it
+    assert depth_change(frames[0], frames[-1], "drawer_3", drawer.bbox, cfg) is None
+    pair = settled_pair(frames, cfg)
+    assert pair is not None and pair[0] is still[0] and pair[1] is still[-1]
+    measure = depth_change(pair[0], pair[1], "drawer_3", drawer.bbox, cfg)
+    assert measure is not None and measure.magnitude == pytest.approx(0.2, abs=1e-3)
+    # nothing registers, or a single frame: no pair
+    assert settled_pair([*settling, still[-1]], cfg) is None
+    assert settled_pair(still[:1], cfg) is None
+    assert settled_pair([], cfg) is None
 
 
 def _shifted(frame: CameraFrame, dx: float, *, odom: np.ndarray | None) -> CameraFrame:
