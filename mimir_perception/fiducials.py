@@ -9,7 +9,17 @@ parameter. For each visible known tag the pose of ``base_link`` in the map is
     T_map_base = T_map_tag @ inv(T_cam_tag) @ inv(T_base_cam)
 
 and the per-tag estimates are fused: estimates far from the consensus are rejected, the rest
-averaged with weights that fall with the reprojection error.
+averaged with weights that fall with the reprojection error. That average seeds the final fit,
+chosen by :attr:`LocalizationConfig.solver`:
+
+* ``planar`` (default, for a ground robot): only the base's x, y and heading are free; the
+  camera pose is ``T_map_base(x, y, yaw) @ T_base_cam`` with the base on the floor (z = 0,
+  level), and the three numbers are fitted to the corners of every consistent tag at once by
+  robust least squares on the reprojection error. Camera height and tilt come from the known
+  mounting instead of from the image, where a few nearly coplanar tags fix them poorly and
+  their error would leak into the position.
+* ``full``: one 6-DoF camera pose fitted to all consistent tags (PnP), turned into a base pose,
+  then flattened onto the floor when ``planar`` is set.
 
 Fiducial map file (``config/fiducials/<name>.yaml``)::
 
@@ -33,6 +43,7 @@ from typing import Any
 import cv2
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import least_squares
 
 from mimir import settings
 from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
@@ -56,6 +67,25 @@ def aruco_dictionary(name: str) -> Any:
     if not isinstance(code, int):
         raise FiducialMapError(f"unknown ArUco dictionary {name!r}")
     return cv2.aruco.getPredefinedDictionary(code)
+
+
+SOLVERS = ("planar", "full")
+# A fit whose weakest direction moves the reprojections this little relative to its strongest
+# (singular values of the residual Jacobian) is ill-posed: the corners do not pin the pose down.
+_MIN_CONDITION = 1e-4
+# Scale (pixels) beyond which a corner's residual counts as an outlier in the robust planar fit.
+_ROBUST_SCALE_PX = 1.0
+# A detected quadrilateral whose area is below this fraction of its longest side squared is
+# (nearly) a line: a tag seen edge-on or a broken detection, useless for a pose.
+_MIN_QUAD_AREA_RATIO = 0.05
+
+
+class FitRejectedError(FiducialError):
+    """The tags agreed, but the single pose fitted to all their corners was refused.
+
+    Raised when the fit is ill-posed (degenerate corner geometry), does not converge, puts a
+    corner behind the camera, or leaves an RMS reprojection error above the configured limit.
+    """
 
 
 @dataclass(frozen=True)
@@ -167,7 +197,7 @@ class TagObservation:
 class LocalizationConfig(settings.Checked, section="localization", error=FiducialError,
                          positive=("max_translation_disagreement", "max_rotation_disagreement",
                                    "max_reprojection_error", "max_hold"),
-                         non_negative=("min_tag_pixels",)):
+                         non_negative=("min_tag_pixels",), choices={"solver": SOLVERS}):
     """Settings of the fiducial localiser.
 
     Attributes:
@@ -180,6 +210,9 @@ class LocalizationConfig(settings.Checked, section="localization", error=Fiducia
         max_hold: The last estimate is reported as held for at most this long (s).
         planar: Project the estimate onto the ground plane (z = 0, roll = pitch = 0).
         refine_corners: Sub-pixel corner refinement in the detector.
+        solver: ``planar`` fits only x, y and heading of the base to all tag corners (the
+            camera mounting and a flat floor fix the rest; needs ``planar``); ``full`` fits a
+            6-DoF camera pose and flattens it afterwards when ``planar`` is set.
     """
 
     max_translation_disagreement: float = 0.25
@@ -189,6 +222,14 @@ class LocalizationConfig(settings.Checked, section="localization", error=Fiducia
     max_hold: float = 5.0
     planar: bool = True
     refine_corners: bool = True
+    solver: str = "planar"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.solver == "planar" and not self.planar:
+            raise FiducialError(
+                "localization.solver 'planar' estimates x, y and heading only and needs "
+                "localization.planar true; use solver 'full' for a 6-DoF estimate")
 
 
 @dataclass(frozen=True)
@@ -200,7 +241,8 @@ class LocalizationResult:
         stamp: Stamp of the image the estimate comes from (s).
         used_tags: Ids of tags fused into the estimate.
         rejected_tags: Ids of known tags seen but rejected, with the reason.
-        reprojection_error: Weighted mean RMS reprojection error of the used tags (pixels).
+        reprojection_error: RMS reprojection error of the final fit over the used tags'
+            corners (pixels); the weighted mean of the per-tag errors when no joint fit ran.
         held: True when no tag was usable now and this is the last good estimate.
         age: Time since the estimate's image (s); 0 for a fresh estimate.
     """
@@ -293,6 +335,99 @@ def _solve_square(
     return best
 
 
+def floor_pose(x: float, y: float, yaw: float) -> FloatArray:
+    """Pose on the floor: position ``(x, y, 0)``, heading ``yaw`` (rad), level."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    return make_transform([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], [x, y, 0.0])
+
+
+def solve_planar_base(
+    points_map: npt.ArrayLike,
+    corners: npt.ArrayLike,
+    camera: tuple[npt.ArrayLike, npt.ArrayLike],
+    base_from_camera: npt.ArrayLike,
+    initial: npt.ArrayLike,
+) -> tuple[FloatArray, float]:
+    """Fit the floor pose (x, y, yaw) of the base to known points seen by its camera.
+
+    The camera sits at ``floor_pose(x, y, yaw) @ base_from_camera``; the three numbers are
+    found by robust (soft-L1) least squares on the pixel offsets between ``corners`` and the
+    projections of ``points_map``, starting from ``initial`` flattened onto the floor.
+
+    Args:
+        points_map: (N, 3) points in the map (m), N >= 4.
+        corners: (N, 2) where each point was seen (pixels).
+        camera: ``(K, distortion)`` as OpenCV takes them.
+        base_from_camera: 4x4 mounting of the camera's optical frame on the base.
+        initial: 4x4 starting guess of ``map_from_base``.
+
+    Returns:
+        ``(map_from_base, rms)``: the fitted floor pose and its plain RMS reprojection error
+        (pixels per point).
+
+    Raises:
+        FiducialError: Malformed or non-finite input, or fewer than 4 points.
+        FitRejectedError: The fit is ill-posed (the points cannot fix all three numbers, e.g.
+            they lie on one vertical line), fails to converge, or ends with a point behind
+            the camera.
+    """
+    obj = np.asarray(points_map, dtype=np.float64)
+    img = np.asarray(corners, dtype=np.float64)
+    if obj.ndim != 2 or obj.shape[1] != 3 or img.shape != (obj.shape[0], 2):
+        raise FiducialError(
+            f"planar fit needs (N, 3) map points and (N, 2) corners, got {obj.shape} and "
+            f"{img.shape}")
+    if obj.shape[0] < 4:
+        raise FiducialError(f"planar fit needs at least 4 points, got {obj.shape[0]}")
+    k = np.asarray(camera[0], dtype=np.float64)
+    dist = np.asarray(camera[1], dtype=np.float64)
+    if not all(np.all(np.isfinite(a)) for a in (obj, img, k, dist)):
+        raise FiducialError("planar fit input holds non-finite values")
+    camera_from_base = invert_transform(as_transform(base_from_camera, "base_from_camera"))
+    start = planar_pose(as_transform(initial, "initial"))
+    x0 = np.array([start[0, 3], start[1, 3], math.atan2(start[1, 0], start[0, 0])])
+    rot_cb, trans_cb = camera_from_base[:3, :3], camera_from_base[:3, 3]
+    zero = np.zeros(3)
+
+    def in_camera(p: FloatArray) -> FloatArray:
+        c, s = math.cos(p[2]), math.sin(p[2])
+        rot_mb = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        in_base = (obj - np.array([p[0], p[1], 0.0])) @ rot_mb  # rows: R_mb^T (P - t)
+        return np.asarray(in_base @ rot_cb.T + trans_cb, dtype=np.float64)
+
+    def residuals(p: FloatArray) -> FloatArray:
+        proj, _ = cv2.projectPoints(in_camera(p), zero, zero, k, dist)
+        return np.asarray((proj.reshape(-1, 2) - img).ravel(), dtype=np.float64)
+
+    if np.any(in_camera(x0)[:, 2] <= 0.0):
+        raise FitRejectedError("planar fit: the starting pose puts a point behind the camera")
+    start_residuals = residuals(x0)
+    if not np.all(np.isfinite(start_residuals)):
+        raise FitRejectedError("planar fit: the starting pose projects to non-finite pixels")
+    fit = least_squares(
+        residuals, x0, method="trf", loss="soft_l1", f_scale=_ROBUST_SCALE_PX, x_scale="jac",
+        max_nfev=200,
+    )
+    if fit.status <= 0 or not np.all(np.isfinite(fit.x)):
+        raise FitRejectedError(f"planar fit did not converge: {fit.message}")
+    if np.any(in_camera(fit.x)[:, 2] <= 0.0):
+        raise FitRejectedError("planar fit put a point behind the camera")
+    singular = np.linalg.svd(np.asarray(fit.jac, dtype=np.float64), compute_uv=False)
+    if not np.all(np.isfinite(singular)) or singular[-1] <= _MIN_CONDITION * singular[0]:
+        raise FitRejectedError(
+            "planar fit is ill-posed: the points do not fix x, y and heading (singular values "
+            f"{singular.tolist()})")
+    final = residuals(fit.x).reshape(-1, 2)
+    rms = float(np.sqrt(np.mean(np.sum(final**2, axis=1))))
+    return floor_pose(float(fit.x[0]), float(fit.x[1]), float(fit.x[2])), rms
+
+
+def _quad_area(corners: FloatArray) -> float:
+    """Signed area (pixels^2) of a quadrilateral; positive in detector order (image y down)."""
+    x, y = corners[:, 0], corners[:, 1]
+    return float(0.5 * np.sum(x * np.roll(y, -1) - np.roll(x, -1) * y))
+
+
 class FiducialLocalizer:
     """Detects known tags in images and estimates the robot's pose in the map."""
 
@@ -345,6 +480,8 @@ class FiducialLocalizer:
         """Solve each known tag's pose; returns observations and (id, reason) rejections."""
         k = intrinsics.matrix
         dist = np.zeros(5) if distortion is None else np.asarray(distortion, dtype=np.float64)
+        if dist.ndim != 1 or not np.all(np.isfinite(dist)):
+            raise FiducialError(f"distortion must be a finite 1-D array, got {dist!r}")
         self._intrinsics = (k, dist)
         observations: list[TagObservation] = []
         rejected: list[tuple[int, str]] = []
@@ -353,9 +490,18 @@ class FiducialLocalizer:
             if tag is None:
                 rejected.append((det.tag_id, "unknown_id"))
                 continue
+            if np.shape(det.corners) != (4, 2):
+                raise FiducialError(
+                    f"tag {det.tag_id}: corners must be 4 x 2, got {np.shape(det.corners)}")
+            if not np.all(np.isfinite(det.corners)):
+                rejected.append((det.tag_id, "non_finite_corners"))
+                continue
             sides = np.linalg.norm(det.corners - np.roll(det.corners, -1, axis=0), axis=1)
             if float(sides.min()) < self._config.min_tag_pixels:
                 rejected.append((det.tag_id, "too_small"))
+                continue
+            if _quad_area(det.corners) <= _MIN_QUAD_AREA_RATIO * float(sides.max()) ** 2:
+                rejected.append((det.tag_id, "degenerate_corners"))
                 continue
             half = tag.size / 2.0
             obj = np.array(
@@ -427,9 +573,32 @@ class FiducialLocalizer:
             joint = self._joint_refine(used, fused)
             if joint is not None:
                 fused, mean_error = joint
-        if cfg.planar:
+        if cfg.solver == "planar":
+            fused, mean_error = self._planar_fit(used, planar_pose(fused))
+        elif cfg.planar:
             fused = planar_pose(fused)
         return fused, used, rejected, mean_error
+
+    def _planar_fit(
+        self, used: list[TagObservation], initial: FloatArray
+    ) -> tuple[FloatArray, float]:
+        """x, y and heading of the base fitted to the corners of all consistent tags.
+
+        Raises:
+            FiducialError: No camera is known yet (:meth:`observe` sets it).
+            FitRejectedError: The fit is ill-posed, fails, or its RMS reprojection error
+                exceeds ``max_reprojection_error``.
+        """
+        if self._intrinsics is None:
+            raise FiducialError("the planar fit needs the camera that observe() was given")
+        obj = np.concatenate([o.corners_map for o in used])
+        img = np.concatenate([o.corners for o in used])
+        pose, rms = solve_planar_base(obj, img, self._intrinsics, self._base_from_camera, initial)
+        if rms > self._config.max_reprojection_error:
+            raise FitRejectedError(
+                f"planar fit RMS {rms:.2f} px exceeds max_reprojection_error "
+                f"{self._config.max_reprojection_error:g} px")
+        return pose, rms
 
     def _joint_refine(
         self, used: list[TagObservation], initial: FloatArray
@@ -475,13 +644,32 @@ class FiducialLocalizer:
         if not math.isfinite(stamp):
             raise FiducialError(f"stamp must be finite, got {stamp!r}")
         intrinsics.check_image(image.shape, "fiducial image")
-        detections = self.detect(image)
+        return self.localize_detections(self.detect(image), intrinsics, stamp, distortion)
+
+    def localize_detections(
+        self,
+        detections: list[TagDetection],
+        intrinsics: Intrinsics,
+        stamp: float,
+        distortion: npt.ArrayLike | None = None,
+    ) -> LocalizationResult | None:
+        """:meth:`localize` for markers already found in an image (by :meth:`detect` or else).
+
+        Raises:
+            FiducialError: A non-finite stamp, non-finite distortion or malformed corners.
+        """
+        if not math.isfinite(stamp):
+            raise FiducialError(f"stamp must be finite, got {stamp!r}")
         observations, rejected = self.observe(detections, intrinsics, distortion)
         if observations:
             try:
                 pose, used, outliers, err = self.fuse(observations)
-            except FiducialError:
-                LOG.warning("all %d tag estimates rejected at %.3f", len(observations), stamp)
+            except FitRejectedError as fit_err:
+                LOG.warning("tag fit rejected at %.3f: %s", stamp, fit_err)
+                rejected.extend((o.tag_id, "fit_rejected") for o in observations)
+            except FiducialError as fuse_err:
+                LOG.warning("all %d tag estimates rejected at %.3f: %s", len(observations), stamp,
+                            fuse_err)
                 rejected.extend((o.tag_id, "no_consensus") for o in observations)
             else:
                 result = LocalizationResult(
