@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -29,6 +30,8 @@ from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetErro
 
 #: Squaring up moves the base only when the refined stance differs by more than this (m, rad).
 SQUARE_UP_MIN_SHIFT = (0.04, 0.05)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,28 @@ def locate(ctx: PlanContext, spec: TargetSpec, after: float) -> tuple[tg.CameraV
         except UnknownTargetError as err:
             reasons.append(str(err))
     raise UnknownTargetError(f"{spec.describe()} not found: " + "; ".join(reasons))
+
+
+def look_until(ctx: PlanContext, spec: TargetSpec, after: float,
+               derive: Callable[[tg.CameraView, tg.Found], _T]
+               ) -> tuple[tg.CameraView, tg.Found, _T]:
+    """:func:`locate` and ``derive`` (the grasp or views the primitive needs from the view),
+    from a fresh view again when either fails, up to the profile's ``target_looks`` views.
+
+    A segmenter misses a small part now and then and stereo depth has holes; one more look
+    usually has them. The first look uses views stamped at or after ``after``.
+
+    Raises:
+        UnknownTargetError, PointingError: the last look's failure.
+    """
+    for look in range(ctx.profile.target_looks):
+        try:
+            view, found = locate(ctx, spec, after if look == 0 else ctx.now())
+            return view, found, derive(view, found)
+        except (UnknownTargetError, pt.PointingError):
+            if look + 1 == ctx.profile.target_looks:
+                raise
+    raise AssertionError("target_looks is at least 1")
 
 
 def _pose_goal(spec: TargetSpec, odom_from_map: FloatArray) -> tuple[float, float, float]:
@@ -144,8 +169,9 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
 def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
     """Open or close: find the handle in a view stamped at or after ``after`` and pull/push."""
     ex = ctx.executor
-    view, found = locate(ctx, req.target, after)
-    grasp, art, front = tg.handle_target(view, found, ctx.profile, ctx.now(), req.pixel)
+    view, _found, (grasp, art, front) = look_until(
+        ctx, req.target, after,
+        lambda v, f: tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel))
     if req.primitive == "open" and req.target.target_id:
         # remember the front as it stood closed (odom): an open door hides it later
         odom_from_base = ctx.odom_from_map() @ view.map_from_base
@@ -184,8 +210,9 @@ def plan_and_run(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
         return ex.inspect(views, on_view=lambda _i: None)
     if name == "pick":
         for attempt in range(2):  # a missed grasp is tried once more from a fresh look
-            view, found = locate(ctx, req.target, start if attempt == 0 else ctx.now())
-            grasp, hang = tg.object_target(view, found, prof, ctx.now(), req.pixel)
+            _view, _found, (grasp, hang) = look_until(
+                ctx, req.target, start if attempt == 0 else ctx.now(),
+                lambda v, f: tg.object_target(v, f, prof, ctx.now(), req.pixel))
             out = ex.pick(grasp)
             if out.code != "MISSED_GRASP":
                 break

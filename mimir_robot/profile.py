@@ -79,6 +79,8 @@ class RobotProfile:
     carry_pos: tuple[float, ...] = _fixed((0.35, 0.0, 0.3), "held-object pose, arm frame (m)")
     retract_quat: tuple[float, ...] = _fixed(
         (0.7071068, 0.7071068, 0.0, 0.0), "carry orientation, arm frame (x, y, z, w)")
+    target_looks: int = _fixed(
+        3, "fresh views taken before a target, or the part to grasp on it, counts as unseen")
     match_slack: float = _fixed(
         0.12, "m beyond half its own size that a seen instance may lie from the remembered spot")
     fixture_depth: float = _fixed(
@@ -104,8 +106,9 @@ class RobotProfile:
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
                      "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance"):
             non_negative(name, getattr(self, name), ProfileError)
-        if self.stall_periods < 1:
-            raise ProfileError("stall_periods must be at least 1")
+        for name in ("stall_periods", "target_looks"):
+            if getattr(self, name) < 1:
+                raise ProfileError(f"{name} must be at least 1")
         if len(self.retract_quat) != 4 or not (
                 0.9 < math.sqrt(sum(q * q for q in self.retract_quat)) < 1.1):
             raise ProfileError(f"retract_quat must be a unit quaternion, got {self.retract_quat}")

@@ -15,7 +15,7 @@ from test_pointing import INTRINSICS, Rect, camera_pose, door, render, vertical_
 
 from mimir_perception.segmentation import SegmentationResult, compose_instances
 from mimir_robot import targeting as tg
-from mimir_robot.primitive_plans import _front_of
+from mimir_robot.primitive_plans import PlanContext, _front_of, look_until
 from mimir_robot.profile import RobotProfile
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 
@@ -190,3 +190,44 @@ def test_inspect_views_stand_in_front_of_the_remembered_front() -> None:
     for pos, rot in views:
         assert pos[0] == pytest.approx(1.0 - 0.15, abs=0.02)   # in front of the face
         assert rot[:, 2] @ np.array([1.0, 0.0, 0.0]) > 0.9     # looking in
+
+
+# -- looking again -------------------------------------------------------------------------------
+def _context(views: list[tg.CameraView], profile: RobotProfile = PROFILE) -> tuple[PlanContext,
+                                                                                   list[float]]:
+    """A plan context whose pole camera yields ``views`` one per request (None after them)."""
+    asked: list[float] = []
+
+    def view(camera: str, after: float) -> tg.CameraView | None:
+        asked.append(after)
+        return views.pop(0) if views else None
+
+    ctx = PlanContext(executor=None, profile=profile, cameras=("pole",),  # type: ignore[arg-type]
+                      view=view, odom_from_map=lambda: EYE, now=lambda: STAMP + len(asked))
+    return ctx, asked
+
+
+def test_a_part_missed_in_one_view_is_found_in_a_fresh_one() -> None:
+    spec = TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))
+    missed = view_of([door(width=0.6)], ["cabinet"])  # the segmenter missed the handle
+    seen = view_of([door(width=0.6), vertical_bar(-0.22)], ["cabinet", ""], {1: "handle"})
+    ctx, asked = _context([missed, seen])
+    view, _found, (grasp, _art, _face) = look_until(
+        ctx, spec, STAMP, lambda v, f: tg.handle_target(v, f, PROFILE, STAMP))
+    assert view is seen and grasp.approach[0] > 0.99
+    assert asked[0] == STAMP and asked[1] > STAMP  # the second look asks for a newer view
+
+
+def test_looking_gives_up_after_the_profiles_looks_with_the_last_reason() -> None:
+    spec = TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))
+    ctx, asked = _context([view_of([door(width=0.6)], ["cabinet"]) for _ in range(5)],
+                          RobotProfile(target_looks=2))
+    with pytest.raises(UnknownTargetError, match="no handle"):
+        look_until(ctx, spec, STAMP, lambda v, f: tg.handle_target(v, f, PROFILE, STAMP))
+    assert len(asked) == 2
+    ctx, asked = _context([])  # no frame at all
+    with pytest.raises(UnknownTargetError, match="no fresh frame"):
+        look_until(ctx, spec, STAMP, lambda v, f: tg.handle_target(v, f, PROFILE, STAMP))
+    assert len(asked) == PROFILE.target_looks
+    with pytest.raises(ValueError, match="target_looks"):
+        RobotProfile(target_looks=0)
