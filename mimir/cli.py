@@ -221,6 +221,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         instruction_timeout_s=args.instruction_timeout, quiet=args.quiet,
         reasoner_faults=args.reasoner_faults, fault_seed=args.fault_seed,
         verifiers_off=args.verifiers_off, hold_s=args.hold, tidybot_dir=args.tidybot_dir,
+        noise_profile=args.profile, noise_scale=args.noise_scale,
     )
     try:
         return run_sim_job(options, sys.argv)
@@ -385,6 +386,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reasoning backend for the analyzer and the planner")
     sim.add_argument("--seed", type=int, default=-1,
                      help="layout seed (-1: the scenario's own)")
+    sim.add_argument("--profile", default="realistic", metavar="NAME",
+                     help="sensor and actuation noise: ideal, realistic (config/noise) or a "
+                          "profile YAML path")
+    sim.add_argument("--noise-scale", type=float, default=1.0, metavar="S",
+                     help="multiply every noise term of the profile by S (0: noise-free)")
     sim.add_argument("--step-budget", type=int, default=12, help="planner calls per instruction")
     sim.add_argument("--runs", default="runs", help="folder that receives the run folder")
     sim.add_argument("--params-file", default="",

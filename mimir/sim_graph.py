@@ -10,7 +10,9 @@ same per-node choices on top of ``config/mimir_sim.yaml``:
 * the bridge (which serves the simulated robot's RPC interface) and the executor (its client) get
   the same robot link: ``base_port``, ``arm_port`` and ``authkey``;
 * the executor resets the simulated robot once connected (on the robot an operator does that);
-* the planner's operator gate is off, since no operator approves primitives in simulation.
+* the planner's operator gate is off, since no operator approves primitives in simulation;
+* localisation is the robot's: the localization node finds the kitchen's wall tags in the pole
+  camera and publishes ``map -> odom``; the bridge publishes no transform from the map.
 
 This module imports nothing from ``launch`` or ``rclpy`` so the job and the tests can read it
 anywhere; the launch file turns each entry into a ``launch_ros`` node.
@@ -55,6 +57,7 @@ SIM_GRAPH: tuple[GraphNode, ...] = (
               inputs=("scenario", "base_port", "arm_port", "authkey"), optional=("tidybot_dir",)),
     GraphNode("executor_node", "executor", inputs=("base_port", "arm_port", "authkey"),
               fixed=MappingProxyType({"reset_on_start": True})),
+    GraphNode("localization_node", "localization"),
     GraphNode("deprojection_node", "deprojection"),
     GraphNode("scene_graph_node", "scene_graph", keeps_memory=True),
     GraphNode("keyframe_node", "keyframes", keeps_memory=True),

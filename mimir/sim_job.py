@@ -69,6 +69,8 @@ class SimJobOptions:
     verifiers_off: str = ""
     hold_s: float = 0.0
     tidybot_dir: str = ""
+    noise_profile: str = "realistic"
+    noise_scale: float = 1.0
 
 
 
@@ -100,12 +102,34 @@ def check_options(options: SimJobOptions) -> None:
     if not (math.isfinite(options.hold_s) and options.hold_s >= 0.0):
         raise SimJobError(f"--hold must be a non-negative number of seconds, got "
                           f"{options.hold_s}", "give how long to keep the graph up after the run")
+    noise_profile(options)
     limits = (("--instruction-timeout", options.instruction_timeout_s),
               ("the start-up timeout", options.startup_timeout_s))
     for what, value in limits:
         if not (math.isfinite(value) and value > 0.0):
             raise SimJobError(f"{what} must be a positive number of seconds, got {value}",
                               "give a wall-clock limit above zero")
+
+
+def noise_profile(options: SimJobOptions) -> dict[str, Any]:
+    """The summary of the run's noise profile (name, scale, every term), checked before any node
+    starts so a bad ``--profile`` or ``--noise-scale`` is one clear line."""
+    from mimir_sim.noise import NoiseProfileError, load_noise_profile  # noqa: PLC0415 - job only
+
+    try:
+        return load_noise_profile(options.noise_profile, options.noise_scale).summary()
+    except NoiseProfileError as err:
+        raise SimJobError(str(err), "give --profile ideal, realistic or a profile YAML path, and "
+                          "--noise-scale a number >= 0") from err
+
+
+def layout_seed(options: SimJobOptions) -> int:
+    """The layout seed the run uses: ``--seed``, or the scenario's own when it is negative."""
+    if options.seed >= 0:
+        return options.seed
+    from mimir_sim.scenario import load_scenario  # noqa: PLC0415 - heavy import, job only
+
+    return load_scenario(options.scenario).seed
 
 
 def robot_model(tidybot_dir: str) -> tuple[Path, str]:
@@ -216,7 +240,10 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
                                         vlm_backend=options.vlm_backend, **link))
     data[section_key("executor")]["ros__parameters"]["trace_file"] = str(
         (run_dir / "robot_trace.jsonl").resolve())
-    data[section_key("sim_bridge")]["ros__parameters"]["seed"] = options.seed
+    bridge = data[section_key("sim_bridge")]["ros__parameters"]
+    bridge.update(seed=options.seed, noise_profile=options.noise_profile,
+                  noise_scale=float(options.noise_scale),
+                  localisation_file=str((run_dir / "localisation.json").resolve()))
     data[section_key("planner")]["ros__parameters"]["step_budget"] = options.step_budget
     data[section_key("sim_bridge")]["ros__parameters"]["audit_file"] = str(
         (run_dir / "audit.jsonl").resolve())
@@ -368,6 +395,8 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     trace.record("start", f"mimir sim: scenario {scenario_name}, reasoning backend "
                  f"{options.vlm_backend}, run folder {run_dir}", argv=list(argv_echo))
     trace.record("start", f"robot model {model_xml} ({model_source})")
+    trace.record("start", f"layout seed {layout_seed(options)}; noise profile "
+                 f"{options.noise_profile} at scale {options.noise_scale:g}")
     nodes = NodeProcesses(run_dir, params)
     reports: list[InstructionReport] = []
     failure: SimJobError | None = None
@@ -453,6 +482,21 @@ def audit_lines(run_dir: Path) -> list[str]:
     ]
 
 
+def localisation_line(run_dir: Path) -> str:
+    """The report's line on localisation: the judge's comparison with simulator truth."""
+    path = run_dir / "localisation.json"
+    if not path.is_file():
+        return "Localisation error against simulator truth: not measured (no localisation.json)"
+    data = json.loads(path.read_text())
+    if not data.get("samples"):
+        return ("Localisation error against simulator truth: no sample (the robot was never "
+                "localised while standing still)")
+    return (f"Localisation error against simulator truth (base standing still, "
+            f"{data['samples']} samples): mean {100 * data['mean_m']:.1f} cm, p95 "
+            f"{100 * data['p95_m']:.1f} cm, max {100 * data['max_m']:.1f} cm; yaw mean "
+            f"{data['mean_yaw_deg']:.2f} deg, max {data['max_yaw_deg']:.2f} deg")
+
+
 def _json_lines(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
@@ -472,6 +516,8 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
            if options.vlm_backend == "offline" else ""),
         f"Task progress (judged from simulator state): {done}/{len(reports)} = {progress:.0%}",
         f"Planner steps: {sum(r.steps for r in reports)}; wall time {wall:.0f} s",
+        f"Layout seed: {layout_seed(options)}; noise profile: {options.noise_profile} at scale "
+        f"{options.noise_scale:g}",
         "",
         "| # | instruction | judged | steps | primitives | answer |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -481,6 +527,7 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
                      f" | {r.steps} | {', '.join(r.primitives)} | {r.answer} |")
     lines += ["", "Memory after the run:"]
     lines += [f"- {key}: {value}" for key, value in figures.items()]
+    lines += ["", localisation_line(run_dir)]
     lines += ["", *audit_lines(run_dir)]
     text = "\n".join(lines) + "\n"
     (run_dir / "report.md").write_text(text)

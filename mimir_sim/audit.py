@@ -10,9 +10,12 @@ and how often it holds back a true one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 from mimir_sim.answer_binding import EntityResolver
@@ -190,3 +193,35 @@ def summarize(grades: Sequence[Mapping[str, Any]]) -> AuditSummary:
         true_held=sum(g["verdict"] in ("defer", "reject") for g in true_facts),
         ungraded=sum(g["truth"] is None for g in final),
     )
+
+
+@dataclass
+class LocalisationAudit:
+    """The robot's localised base pose against simulator truth, while the base stands still.
+
+    The judge feeds it pairs of planar poses (x, y, yaw) in the map; a sample is taken only when
+    the base moves slower than ``still_speed`` (m/s), so the lag between the robot's transform
+    stamps and the truth read now does not count as error.
+    """
+
+    still_speed: float = 0.02
+    errors: list[float] = field(default_factory=list)
+    yaw_errors: list[float] = field(default_factory=list)
+
+    def add(self, estimate: Sequence[float], truth: Sequence[float], speed: float) -> bool:
+        """Record one comparison; whether it was taken (the base stood still)."""
+        if speed > self.still_speed:
+            return False
+        self.errors.append(math.hypot(estimate[0] - truth[0], estimate[1] - truth[1]))
+        self.yaw_errors.append(abs(math.remainder(estimate[2] - truth[2], math.tau)))
+        return True
+
+    def summary(self) -> dict[str, float | int]:
+        """Samples, mean, 95th percentile and largest position error (m) and yaw error (deg)."""
+        if not self.errors:
+            return {"samples": 0}
+        pos = np.asarray(self.errors)
+        yaw = np.degrees(np.asarray(self.yaw_errors))
+        return {"samples": int(pos.size), "mean_m": float(pos.mean()),
+                "p95_m": float(np.percentile(pos, 95)), "max_m": float(pos.max()),
+                "mean_yaw_deg": float(yaw.mean()), "max_yaw_deg": float(yaw.max())}

@@ -19,6 +19,7 @@ from mimir_perception.vocabulary import Vocabulary, load_named_vocabulary, load_
 from mimir_sim.config import SimConfig, default_sim_config_path, load_sim_config
 from mimir_sim.entity_labels import LabelMap
 from mimir_sim.errors import ModelDirError, ScenarioError, SceneBuildError, SimConfigError
+from mimir_sim.noise import NoiseProfile, NoiseProfileError, load_noise_profile
 from mimir_sim.rendering import CAMERAS
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim
@@ -59,10 +60,13 @@ class SimBridgeConfig:
         "largest simulation speed relative to wall time; 0 = as fast as possible",
         read_only=True)
     step_chunk: float = param(0.05, "simulation time advanced per idle step (s)", read_only=True)
-    grasp_noise: float = param(
-        0.0,
-        "std-dev of the grasp target offset per axis (m); overrides the settings file",
+    noise_profile: str = param(
+        "realistic",
+        "sensor and actuation noise: a profile under config/noise (ideal, realistic) or a YAML "
+        "path",
         read_only=True)
+    noise_scale: float = param(
+        1.0, "factor on every noise term of the profile (0 = noise-free)", read_only=True)
     target_tolerance: float = param(
         0.6,
         "judging: largest distance between an answered entity's remembered position and a "
@@ -72,6 +76,11 @@ class SimBridgeConfig:
         "kitchen",
         "vocabulary whose labels ground-truth labels map to (name or YAML path); empty keeps the "
         "simulator's labels",
+        read_only=True)
+    localisation_file: str = param(
+        "",
+        "judging: JSON file that receives the error of the robot's localised base pose against "
+        "simulator truth (sampled while the base stands still); empty: no localisation audit",
         read_only=True)
     audit_file: str = param(
         "",
@@ -96,7 +105,6 @@ class SimBridgeConfig:
                           read_only=True)
     authkey: str = param("", "shared secret of the RPC servers (required)", read_only=True)
     map_frame: str = param("map", "map frame", read_only=True)
-    odom_frame: str = param("odom", "odometry frame", read_only=True)
     base_frame: str = param("base_link", "robot base frame", read_only=True)
     optical_frame_suffix: str = param(
         "_color_optical_frame", "camera optical frame = camera name + this suffix", read_only=True)
@@ -124,7 +132,7 @@ class SimBridgeConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be a positive number, got {value}")
-        for name in ("real_time_factor", "grasp_noise"):
+        for name in ("real_time_factor", "noise_scale"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"{name} must be a number >= 0, got {value}")
@@ -137,7 +145,7 @@ class SimBridgeConfig:
         for name in ("base_port", "arm_port"):
             if not 0 <= getattr(self, name) < 65536:
                 raise ValueError(f"{name} {getattr(self, name)} is not a TCP port")
-        if not all((self.map_frame, self.odom_frame, self.base_frame, self.optical_frame_suffix)):
+        if not all((self.map_frame, self.base_frame, self.optical_frame_suffix)):
             raise ValueError("frame names must not be empty")
 
 
@@ -154,14 +162,14 @@ def resolve_vocabulary(value: str) -> Vocabulary | None:
 
 
 def sim_settings(cfg: SimBridgeConfig) -> SimConfig:
-    """Controller settings from the file the config names, with its seed and grasp noise."""
+    """Controller settings from the file the config names, with its seed."""
     path = Path(cfg.sim_config).expanduser() if cfg.sim_config else default_sim_config_path()
     try:
         base = load_sim_config(path) if cfg.sim_config or path.is_file() else SimConfig()
     except SimConfigError as err:
         raise BridgeStartupError(f"bad simulation settings {path}: {err}") from err
     seed = cfg.seed if cfg.seed >= 0 else base.seed
-    return replace(base, grasp_noise=cfg.grasp_noise, seed=seed)
+    return replace(base, seed=seed)
 
 
 def build_sim(cfg: SimBridgeConfig) -> KitchenSim:
@@ -182,6 +190,14 @@ def build_sim(cfg: SimBridgeConfig) -> KitchenSim:
         )
     except (ModelDirError, SceneBuildError) as err:
         raise BridgeStartupError(f"cannot build scenario {scenario.name!r}: {err}") from err
+
+
+def noise_for(cfg: SimBridgeConfig) -> NoiseProfile:
+    """The noise profile the config names, at its scale."""
+    try:
+        return load_noise_profile(cfg.noise_profile, cfg.noise_scale)
+    except NoiseProfileError as err:
+        raise BridgeStartupError(f"cannot load noise profile {cfg.noise_profile!r}: {err}") from err
 
 
 def label_map_for(vocabulary: Vocabulary | None) -> LabelMap:

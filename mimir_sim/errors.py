@@ -58,3 +58,7 @@ class SimConfigError(KeyedError):
 
 class StepListenerError(SimError):
     """A step listener was registered with bad arguments, is unknown, or broke the rules."""
+
+
+class FiducialLayoutError(SimError):
+    """The kitchen's walls leave too little free room for the fiducial tag layout."""

@@ -6,18 +6,25 @@ drives the simulated robot's controller objects directly (:class:`mimir_robot.di
 over :class:`~mimir_sim.robot_servers.SimRobotDrives`). Time is simulation time: the executor's
 wait for the next control period advances the physics by that much. Camera views are rendered on
 demand and segmented as the bridge segments them; the poses in a view are what the robot has in
-the node mode (camera mounts from the robot's kinematics, ``map -> odom`` from the localisation
-stand-in, ``odom -> base_link`` from odometry). The executor still sees no entity id and no true
-pose. The node mode (executor node + bridge over RPC and DDS) is the reference; this mode exists
-to run many layouts quickly.
+the node mode (camera mounts from the robot's kinematics, ``odom -> base_link`` from odometry,
+``map -> odom`` from the fiducial localiser of the localization node run on a rendered frame of
+the localisation camera, which sees the kitchen's wall tags; the last estimate is held while no
+tag is in view). The executor still sees no entity id and no true pose. The node mode (executor
+node + bridge over RPC and DDS) is the reference; this mode exists to run many layouts quickly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mimir.transforms import planar_pose
+from mimir.transforms import TransformError, planar_pose
 from mimir_perception.camera import Intrinsics
+from mimir_perception.fiducials import (
+    FiducialLocalizer,
+    LocalizationConfig,
+    LocalizationResult,
+    map_to_odom,
+)
 from mimir_robot.direct import DirectRobot
 from mimir_robot.executor import Executor, Outcome
 from mimir_robot.motion import Motion, Sample
@@ -26,8 +33,9 @@ from mimir_robot.profile import FloatArray, RobotProfile
 from mimir_robot.requests import PrimitiveRequest
 from mimir_robot.targeting import CameraView
 from mimir_sim.entity_labels import LabelMap
+from mimir_sim.noise import NoiseProfile, SensorNoise
 from mimir_sim.robot_servers import SimRobotDrives
-from mimir_sim.robot_signals import camera_in_base, map_from_odom
+from mimir_sim.robot_signals import camera_in_base
 from mimir_sim.sim import KitchenSim
 from mimir_sim.truth_segmentation import TruthSegmenter
 
@@ -42,15 +50,25 @@ class LockstepRobot:
         cameras: pointing cameras, tried in order.
         image_size: rendered width and height (px).
         min_segment_pixels: smaller instances are left out.
+        noise: sensor and actuation noise (as the bridge applies it); None is exact.
+        noise_seed: seed of the noise streams.
+        localization_camera: camera whose frames the fiducial localiser reads (the node mode's
+            ``/**/localization`` ``camera``).
+        localization: settings of the fiducial localiser.
     """
 
     def __init__(self, sim: KitchenSim, profile: RobotProfile | None = None, *,
                  label_map: LabelMap | None = None,
                  cameras: tuple[str, ...] = ("pole", "base", "wrist"),
-                 image_size: tuple[int, int] = (320, 240), min_segment_pixels: int = 20) -> None:
+                 image_size: tuple[int, int] = (320, 240), min_segment_pixels: int = 20,
+                 noise: NoiseProfile | None = None, noise_seed: int = 0,
+                 localization_camera: str = "pole",
+                 localization: LocalizationConfig | None = None) -> None:
         self.sim = sim
         self.profile = profile or RobotProfile()
-        self.drives = SimRobotDrives(sim)
+        self.drives = SimRobotDrives(sim, noise=noise, noise_seed=noise_seed)
+        self._noise = SensorNoise(noise or NoiseProfile(), noise_seed)
+        self._min_pixels = min_segment_pixels
         self.robot = DirectRobot(self.drives.new_base(), self.drives.new_arm())
         self.samples: list[Sample] = []
         self.motion = Motion(self.robot, self.profile, clock=lambda: sim.time,
@@ -60,6 +78,13 @@ class LockstepRobot:
         self.image_size = image_size
         self._segmenter = TruthSegmenter(sim.scene.entities, label_map or LabelMap(),
                                          min_segment_pixels)
+        tags = sim.scene.fiducials
+        if tags is None:
+            raise TransformError("the scene has no fiducial tags to localise the robot with")
+        self.localization_camera = localization_camera
+        self._localizer = FiducialLocalizer(tags.fiducial_map(),
+                                            camera_in_base(sim, localization_camera), localization)
+        self._map_from_odom: FloatArray | None = None
 
     def _sleep(self, seconds: float) -> None:
         self.drives.advance(max(seconds, self.sim.model.opt.timestep))
@@ -68,20 +93,58 @@ class LockstepRobot:
         """Reset base and arm (odometry zero here, arm retracted) and let the arm get there."""
         self.robot.reset_base()
         self.robot.reset_arm()
+        self._map_from_odom = None  # a new odometry frame: the held estimate no longer applies
         self.drives.advance(settle_s)
+        self.localize()
+
+    def localize(self) -> LocalizationResult | None:
+        """Run the fiducial localiser on a frame of the localisation camera rendered now.
+
+        A fresh estimate of the base replaces the held ``map -> odom`` (with odometry at the
+        same instant); without a usable tag the held transform stays and None is returned.
+        """
+        width, height = self.image_size
+        truth = self.sim.render(self.localization_camera, width, height, depth=False,
+                                segmentation=False)
+        frame = self._noise.view(truth)
+        assert frame.color is not None
+        info = frame.info
+        intrinsics = Intrinsics(info.fx, info.fy, info.cx, info.cy, info.width, info.height)
+        result = self._localizer.localize(frame.color, intrinsics, frame.stamp)
+        if result is None or result.held:
+            return None
+        base = self.robot.base_state()
+        self._map_from_odom = map_to_odom(result.map_from_base,
+                                          planar_pose(base.x, base.y, base.theta))
+        return result
 
     def odom_from_map(self) -> FloatArray:
-        """The localisation stand-in's map -> odom, inverted (what TF gives the node)."""
-        return np.asarray(np.linalg.inv(map_from_odom(self.drives.odom_origin())))
+        """The localiser's map -> odom, inverted (what TF gives the node): refreshed from a new
+        frame when a tag is in view, else the last estimate.
+
+        Raises:
+            TransformError: no tag has been seen since the last odometry reset.
+        """
+        self.localize()
+        if self._map_from_odom is None:
+            raise TransformError(f"no map -> odom: the {self.localization_camera} camera has seen "
+                                 "no fiducial tag since the odometry reset")
+        return np.asarray(np.linalg.inv(self._map_from_odom))
 
     def view(self, camera: str, after: float = 0.0) -> CameraView | None:
         """Render and segment ``camera`` now (``after`` is met by construction)."""
         width, height = self.image_size
-        frame = self.sim.render(camera, width, height, segmentation=True)
-        objects = self._segmenter.segment(frame, camera)
-        parts = self._segmenter.segment_parts(frame, camera)
-        if frame.depth is None or objects is None:
+        truth = self.sim.render(camera, width, height, segmentation=True)
+        objects = self._segmenter.segment(truth, camera)
+        parts = self._segmenter.segment_parts(truth, camera)
+        if truth.depth is None or objects is None:
             return None
+        least = self._min_pixels
+        objects = self._noise.segmentation(objects, truth, min_pixels=least)
+        if parts is not None:
+            parts = self._noise.segmentation(parts, truth, min_pixels=max(1, least // 4))
+        frame = self._noise.view(truth)
+        assert frame.depth is not None
         info = frame.info
         intrinsics = Intrinsics(info.fx, info.fy, info.cx, info.cy, info.width, info.height)
         base = self.robot.base_state()

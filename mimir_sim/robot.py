@@ -69,6 +69,7 @@ class RobotBody:
         self.arm_act = [m.actuator(n).id for n in ARM_JOINTS]
         self.grip_act = m.actuator("fingers_actuator").id
         self.base_qadr = np.array([m.joint(n).qposadr[0] for n in BASE_JOINTS])
+        self.base_dofs = np.array([m.joint(n).dofadr[0] for n in BASE_JOINTS])
         self.arm_qadr = np.array([m.joint(n).qposadr[0] for n in ARM_JOINTS])
         self.arm_dadr = np.array([m.joint(n).dofadr[0] for n in ARM_JOINTS])
         self.site = m.site("pinch_site").id
@@ -97,6 +98,12 @@ class RobotBody:
         """(x, y, yaw) of the base in the world frame."""
         q = self.world.data.qpos[self.base_qadr]
         return (float(q[0]), float(q[1]), wrap(float(q[2])))
+
+    def base_speed(self, lever: float = 0.3) -> float:
+        """How fast the base moves (m/s): its planar speed plus its turn rate times ``lever`` (m),
+        the speed of a point that far from its centre."""
+        v = self.world.data.qvel[self.base_dofs]
+        return float(math.hypot(v[0], v[1]) + lever * abs(v[2]))
 
     def arm_q(self) -> FloatArray:
         """Arm joint angles (rad)."""

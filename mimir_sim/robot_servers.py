@@ -62,6 +62,12 @@ Design
   closed, a ``close`` attempt otherwise); nothing on the robot side reads it.
 * A scenario reset may put the base somewhere else (:meth:`SimRobotDrives.teleport_base`): the
   base holds there and its odometry jumps by the move, as a kidnapped robot's would.
+* Actuation noise (a :class:`~mimir_sim.noise.NoiseProfile`; none by default): odometry drifts
+  as the base moves (:class:`~mimir_sim.noise.OdometryDrift`: ``get_state()`` reports the
+  drifted pose and targets are tracked in that drifted frame, so the base ends a move off its
+  target in the world), and the hand lands off its commanded position by a calibration offset
+  drawn at each arm reset plus an approach error drawn when a motion starts from rest
+  (:class:`~mimir_sim.noise.HandError`); the arm's reported pose does not show that offset.
 * Do not run the simulator's own primitives (``move_to``, ``pick``...) while a controller runs:
   both would write the same actuator set-points.
 
@@ -90,6 +96,14 @@ import numpy as np
 
 from mimir_robot import contract as c
 from mimir_sim.geometry import FloatArray, wrap
+from mimir_sim.noise import (
+    STREAM_ARM,
+    STREAM_ODOMETRY,
+    HandError,
+    NoiseProfile,
+    OdometryDrift,
+    stream_rng,
+)
 from mimir_sim.recording import PrimitiveRecord
 from mimir_sim.robot import BASE_JOINTS, GRIPPER_CLOSED, GRIPPER_OPEN, HOME_ARM, READY_ARM
 from mimir_sim.sim import KitchenSim
@@ -282,9 +296,12 @@ def _mat_to_quat_xyzw(mat: FloatArray) -> FloatArray:
 class _BaseDrive:
     """Motion state of the base: odometry origin, profile and watchdog."""
 
-    def __init__(self, sim: KitchenSim, settings: BaseSettings) -> None:
+    def __init__(self, sim: KitchenSim, settings: BaseSettings,
+                 drift: OdometryDrift | None = None) -> None:
         self.sim = sim
         self.settings = settings
+        self.drift = drift
+        self._last_q: FloatArray | None = None  # pose the drift was last integrated at
         self.owner: object | None = None
         self.running = False
         self.max_vel = np.asarray(settings.max_vel, dtype=np.float64)
@@ -301,6 +318,9 @@ class _BaseDrive:
     def reset(self, max_vel: FloatArray, max_accel: FloatArray) -> None:
         self.max_vel, self.max_accel = max_vel, max_accel
         self.origin = self._measured()
+        self._last_q = self.origin.copy()
+        if self.drift is not None:
+            self.drift.restart()
         self.profile = AxisProfile.at_rest(np.zeros(3))
         self.streaming = False
         self.running = True
@@ -319,11 +339,37 @@ class _BaseDrive:
         self.last_target_t = now
 
     def odometry(self) -> FloatArray:
+        return self._odometry_at(self._measured())
+
+    def _odometry_at(self, q: FloatArray) -> FloatArray:
         assert self.origin is not None
-        q = self._measured()
         d = q - self.origin
         cth, sth = math.cos(self.origin[2]), math.sin(self.origin[2])
         return np.array([cth * d[0] + sth * d[1], -sth * d[0] + cth * d[1], d[2]])
+
+    def track_drift(self) -> None:
+        """Fold the odometry error of the motion since the last call into the origin.
+
+        The wheels measure each increment of the true motion with the drift's error; the origin
+        (the odometry frame in the world) moves so that odometry reads the drifted pose.
+        """
+        if self.drift is None or self.origin is None or self._last_q is None:
+            return
+        q = self._measured()
+        prev, self._last_q = self._last_q, q
+        step = q - prev
+        if not np.any(step):
+            return
+        cth, sth = math.cos(prev[2]), math.sin(prev[2])
+        mx, my, myaw = self.drift.increment(cth * step[0] + sth * step[1],
+                                            -sth * step[0] + cth * step[1], float(step[2]))
+        odo = self._odometry_at(prev)
+        co, so = math.cos(odo[2]), math.sin(odo[2])
+        new = np.array([odo[0] + co * mx - so * my, odo[1] + so * mx + co * my, odo[2] + myaw])
+        yaw = q[2] - new[2]
+        cy, sy = math.cos(yaw), math.sin(yaw)
+        self.origin = np.array([q[0] - (cy * new[0] - sy * new[1]),
+                                q[1] - (sy * new[0] + cy * new[1]), yaw])
 
     def _write_setpoints(self) -> None:
         assert self.origin is not None
@@ -355,6 +401,7 @@ class _BaseDrive:
         """After the base was put somewhere else: hold there (odometry jumps with it)."""
         if self.origin is None:
             return
+        self._last_q = self._measured()  # a jump the wheels did not make: no drift for it
         self.profile = AxisProfile.at_rest(self.odometry())
         self.streaming = False
         if self.running:
@@ -364,9 +411,11 @@ class _BaseDrive:
 class _ArmDrive:
     """Motion state of the arm and gripper: joint profile, gripper set-point, IK misses."""
 
-    def __init__(self, sim: KitchenSim, settings: ArmSettings) -> None:
+    def __init__(self, sim: KitchenSim, settings: ArmSettings,
+                 hand: HandError | None = None) -> None:
         self.sim = sim
         self.settings = settings
+        self.hand = hand
         m = sim.model
         self.owner: object | None = None
         self.running = False
@@ -400,6 +449,8 @@ class _ArmDrive:
 
     def reset(self) -> None:
         data, body = self.sim.data, self.sim.body
+        if self.hand is not None:
+            self.hand.restart()
         data.ctrl[body.grip_act] = self.grip_range[0]
         self.profile = AxisProfile.at_rest(self._measured())
         self.profile.target = self._unwrapped(self.home)
@@ -439,7 +490,7 @@ class _ArmDrive:
         is); of the solutions found, the one nearest the current joints wins.
         """
         base_pos, base_rot = self.arm_base_pose()
-        world_pos = base_pos + base_rot @ pos
+        world_pos = base_pos + base_rot @ (pos + self.hand_offset())
         world_rot = base_rot @ _quat_xyzw_to_mat(quat)
         current = self._measured()
         best: FloatArray | None = None
@@ -453,6 +504,15 @@ class _ArmDrive:
             if np.max(np.abs(q - current)) < 0.5:
                 break  # near the current joints: take it
         return best
+
+    def hand_offset(self) -> FloatArray:
+        """Where the hand lands relative to its command (arm base frame; zero without noise)."""
+        return np.zeros(3) if self.hand is None else self.hand.offset
+
+    def start_motion(self) -> None:
+        """A target arrives: when the arm was at rest, a new motion (and approach error) starts."""
+        if self.hand is not None and not self.streaming:
+            self.hand.new_motion()
 
     def set_target(self, q: FloatArray | None, gripper: float, now: float) -> None:
         if q is None:
@@ -468,7 +528,7 @@ class _ArmDrive:
     def state(self) -> dict[str, FloatArray]:
         base_pos, base_rot = self.arm_base_pose()
         site_pos, site_rot = self.sim.body.site_pose()
-        pos = base_rot.T @ (site_pos - base_pos)
+        pos = base_rot.T @ (site_pos - base_pos) - self.hand_offset()
         quat = _mat_to_quat_xyzw(base_rot.T @ site_rot)
         grip = float(self.sim.data.qpos[self.driver_qadr]) / self.driver_range
         return {
@@ -501,18 +561,28 @@ class SimRobotDrives:
             must not already hold a non-reentrant one.
         base: base settings; ``Base(max_vel=..., max_accel=...)`` overrides its limits.
         arm: arm settings.
+        noise: odometry drift and hand error come from its ``odometry`` and ``arm`` terms; None
+            (or a quiet term) leaves that part exact.
+        noise_seed: seed of the noise streams (the same seed gives the same errors).
     """
 
     def __init__(self, sim: KitchenSim, lock: SimLock | None = None, *,
-                 base: BaseSettings | None = None, arm: ArmSettings | None = None) -> None:
+                 base: BaseSettings | None = None, arm: ArmSettings | None = None,
+                 noise: NoiseProfile | None = None, noise_seed: int = 0) -> None:
         self.sim = sim
+        drift: OdometryDrift | None = None
+        hand: HandError | None = None
+        if noise is not None and not noise.quiet("odometry"):
+            drift = OdometryDrift(noise.odometry, stream_rng(noise_seed, STREAM_ODOMETRY))
+        if noise is not None and not noise.quiet("arm"):
+            hand = HandError(noise.arm, stream_rng(noise_seed, STREAM_ARM))
         self.lock: SimLock = lock if lock is not None else threading.RLock()
         self._counts_lock = threading.Lock()
         self._created = {c.BASE_TYPEID: 0, c.ARM_TYPEID: 0}
         self._closed = {c.BASE_TYPEID: 0, c.ARM_TYPEID: 0}
         with self.lock:
-            self.base = _BaseDrive(sim, base or BaseSettings())
-            self.arm = _ArmDrive(sim, arm or ArmSettings())
+            self.base = _BaseDrive(sim, base or BaseSettings(), drift)
+            self.arm = _ArmDrive(sim, arm or ArmSettings(), hand)
             self._last_t = sim.time
             self._handle: str | None = None  # handle held by the grasp assist
             self._handle_record: PrimitiveRecord | None = None
@@ -669,6 +739,7 @@ class SimRobotDrives:
             self.base.invalidate()
             self.arm.invalidate()
             return
+        self.base.track_drift()
         self.base.update(now, dt)
         self.arm.update(now, dt)
         if self.arm.running:
@@ -795,6 +866,7 @@ class SimArm(_SimController[_ArmDrive]):
             drive = self._drive()
             if not drive.running:
                 raise ControllerNotResetError("arm control is not running: call reset() first")
+            drive.start_motion()
             q = drive.solve(pos, quat / norm)
             drive.set_target(q, grip, self._drives.sim.time)
 
@@ -901,16 +973,19 @@ class SimRobotServers:
         base_port, arm_port: TCP ports; 0 picks free ones (see :attr:`base_address`).
         base, arm: drive settings; the arm's ``reset_wait_s`` defaults to 10 s here, so a reset
             returns once the arm is retracted, as upstream.
+        noise, noise_seed: actuation noise and its seed (see :class:`SimRobotDrives`).
     """
 
     def __init__(self, sim: KitchenSim, lock: SimLock, authkey: bytes, *,
                  host: str = "127.0.0.1", base_port: int = c.BASE_RPC_PORT,
                  arm_port: int = c.ARM_RPC_PORT, base: BaseSettings | None = None,
-                 arm: ArmSettings | None = None) -> None:
+                 arm: ArmSettings | None = None, noise: NoiseProfile | None = None,
+                 noise_seed: int = 0) -> None:
         if not isinstance(authkey, bytes) or not authkey:
             raise ValueError("authkey must be non-empty bytes")
         self.drives = SimRobotDrives(sim, lock, base=base,
-                                     arm=arm if arm is not None else ArmSettings(reset_wait_s=10.0))
+                                     arm=arm if arm is not None else ArmSettings(reset_wait_s=10.0),
+                                     noise=noise, noise_seed=noise_seed)
         self._servers: list[_ThreadServer] = []
         try:
             self._base = _ThreadServer(c.BASE_TYPEID, self.drives.new_base, host, base_port,

@@ -1,17 +1,14 @@
-"""What the simulated robot reports besides its RPC servers: camera mounts, joint states, and the
-localisation stand-in.
+"""What the simulated robot reports besides its RPC servers: camera mounts and joint states.
 
-The MuJoCo world frame is the ``map`` frame. Localisation is ground truth for now: ``map -> odom``
-is the base's true pose at its last odometry reset (:func:`map_from_odom`), so the chain
-``map -> odom -> base_link`` (the last link from the executor's odometry) gives the true pose.
-Camera poses use the REP-103 optical axes.
+The MuJoCo world frame is the ``map`` frame. The simulator reports no pose in it: the robot
+localises itself from the kitchen's wall tags (:mod:`mimir_sim.fiducial_tags`) with the
+fiducial localiser, as on the real robot. Camera poses use the REP-103 optical axes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mimir.transforms import planar_pose
 from mimir_sim.geometry import FloatArray
 from mimir_sim.rendering import camera_pose
 from mimir_sim.robot import ARM_JOINTS, BASE_JOINTS
@@ -32,11 +29,6 @@ def body_pose(sim: KitchenSim, body: str) -> FloatArray:
 def base_pose_matrix(sim: KitchenSim) -> FloatArray:
     """World-from-base_link 4x4 transform (the robot's ``base_link`` body)."""
     return body_pose(sim, "base_link")
-
-
-def map_from_odom(origin: tuple[float, float, float] | None) -> FloatArray:
-    """4x4 pose of the odometry frame in the map from its planar origin (identity for None)."""
-    return np.eye(4) if origin is None else planar_pose(*origin)
 
 
 def camera_in_base(sim: KitchenSim, camera: str) -> FloatArray:

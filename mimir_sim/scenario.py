@@ -3,13 +3,21 @@
 A scenario is a YAML file under ``config/scenarios/``. Every key is checked when the file is
 loaded; a bad value raises :class:`MalformedScenarioError` whose ``key`` is the dotted path of the
 offending entry (for example ``fixtures[2].locked``).
+
+A file may carry a ``roles:`` section (what a seed varies: which fixture is locked, which holds
+an object, the fixtures' order on the wall, the start, variants, the order of instructions) and
+write ``$role`` where a fixture id would stand; :mod:`mimir_sim.layouts` describes the syntax.
+Such a file is checked as a whole at load (unknown roles, roles choosing unknown fixtures, and
+roles that could lock a fixture an instruction needs open are refused), and loading returns the
+concrete layout of the file's own ``seed``; :func:`mimir_sim.layouts.generate_layout` gives the
+layout of any other seed.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +25,70 @@ from typing import Any
 import yaml
 
 from mimir_sim.errors import MalformedScenarioError, UnknownScenarioError
+from mimir_sim.layouts import (
+    WIDTH_CLASS_TOLERANCE,
+    fixture_role_choices,
+    generate_layout,
+    is_role_ref,
+    role_ref_name,
+)
+from mimir_sim.scenario_specs import (
+    Assignment,
+    CategorySpec,
+    CriterionSpec,
+    FixtureRole,
+    FixtureSpec,
+    InstructionSpec,
+    KitchenSpec,
+    LayoutTemplate,
+    MoveSpec,
+    ObjectSpec,
+    OrderRole,
+    RandomizationSpec,
+    ReorderRole,
+    RoleSpec,
+    RoleValue,
+    Scenario,
+    VariantRole,
+    VariantSpec,
+)
+
+#: this module's names, with the scenario data types it re-exports from
+#: :mod:`mimir_sim.scenario_specs`
+__all__ = [
+    "CATALOG_FILE",
+    "CRITERIA",
+    "FAMILIES",
+    "FIXTURE_TYPES",
+    "OPENABLE_TYPES",
+    "PATTERNS",
+    "ROLE_KINDS",
+    "SHAPES",
+    "Assignment",
+    "CategorySpec",
+    "CriterionSpec",
+    "FixtureRole",
+    "FixtureSpec",
+    "InstructionSpec",
+    "KitchenSpec",
+    "LayoutTemplate",
+    "MoveSpec",
+    "ObjectSpec",
+    "OrderRole",
+    "RandomizationSpec",
+    "ReorderRole",
+    "RoleSpec",
+    "RoleValue",
+    "Scenario",
+    "VariantRole",
+    "VariantSpec",
+    "available_scenarios",
+    "default_scenarios_dir",
+    "load_catalog",
+    "load_scenario",
+    "parse_catalog",
+    "parse_scenario",
+]
 
 FIXTURE_TYPES = ("upper_cabinet", "lower_cabinet", "drawer", "counter")
 OPENABLE_TYPES = ("upper_cabinet", "lower_cabinet", "drawer")
@@ -42,141 +114,6 @@ def default_scenarios_dir() -> Path:
     if override:
         return Path(override)
     return Path(__file__).resolve().parents[1] / "config" / "scenarios"
-
-
-@dataclass(frozen=True)
-class KitchenSpec:
-    """Dimensions of the single wall run of cabinets (metres; the wall faces -x)."""
-
-    wall_x: float = 1.25
-    room_x: tuple[float, float] = (-2.0, 1.25)
-    room_y: tuple[float, float] = (-2.0, 2.0)
-    counter_height: float = 0.75
-    counter_depth: float = 0.5
-    upper_bottom: float = 1.0
-    upper_height: float = 0.45
-    upper_depth: float = 0.35
-    drawer_height: float = 0.16
-
-
-@dataclass(frozen=True)
-class FixtureSpec:
-    """One fixture on the wall run, centred at ``y`` with the given ``width`` (m)."""
-
-    id: str
-    type: str
-    y: float
-    width: float
-    label: str
-    locked: bool = False
-    hinge: str = "left"
-    color: tuple[float, float, float] = (0.85, 0.82, 0.76)
-
-
-@dataclass(frozen=True)
-class VariantSpec:
-    """Visual variant of an object instance; ``None`` fields are drawn from the seed."""
-
-    color: tuple[float, float, float] | None = None
-    pattern: str | None = None
-    pattern_color: tuple[float, float, float] | None = None
-    label_color: tuple[float, float, float] | None = None
-    brand: str | None = None
-
-
-@dataclass(frozen=True)
-class ObjectSpec:
-    """A movable object placed in or on a fixture at slot ``(u, v)`` in [0, 1]^2 (width, depth)."""
-
-    id: str
-    category: str
-    fixture: str
-    slot: tuple[float, float] | None
-    variant: VariantSpec
-
-
-@dataclass(frozen=True)
-class CriterionSpec:
-    """A success (or failure) condition, judged from simulator state and the primitive log."""
-
-    type: str
-    fixture: str | None = None
-    object: str | None = None
-    answer: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MoveSpec:
-    """An object the scenario itself moves when an instruction begins (a person tidied up).
-
-    The object goes to slot ``(u, v)`` in [0, 1]^2 of the fixture ``fixture``, like an object's
-    initial ``slot``; the robot plays no part in the move.
-    """
-
-    object: str
-    fixture: str
-    slot: tuple[float, float]
-
-
-@dataclass(frozen=True)
-class InstructionSpec:
-    """One instruction of the sequence with how it is judged.
-
-    ``moves`` are applied when the instruction begins, after the robot is returned to its start
-    and before it acts.
-    """
-
-    text: str
-    family: str
-    success: tuple[CriterionSpec, ...]
-    failure: tuple[CriterionSpec, ...] = ()
-    start_at: str | None = None
-    moves: tuple[MoveSpec, ...] = ()
-
-
-@dataclass(frozen=True)
-class RandomizationSpec:
-    """Per-trial layout randomisation amplitudes."""
-
-    object_jitter: float = 0.015
-    yaw_jitter: float = 0.4
-    color_jitter: float = 0.06
-
-
-@dataclass(frozen=True)
-class CategorySpec:
-    """Shape, size (MuJoCo geom size), base colour and mass of an object category."""
-
-    name: str
-    shape: str
-    size: tuple[float, ...]
-    color: tuple[float, float, float]
-    mass: float
-    label: str
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A parsed scenario file."""
-
-    name: str
-    description: str
-    seed: int
-    kitchen: KitchenSpec
-    fixtures: tuple[FixtureSpec, ...]
-    objects: tuple[ObjectSpec, ...]
-    instructions: tuple[InstructionSpec, ...]
-    start_at: str | None
-    randomization: RandomizationSpec
-    catalog: Mapping[str, CategorySpec] = field(default_factory=dict)
-    source: Path | None = None
-
-    def fixture(self, fixture_id: str) -> FixtureSpec:
-        """The fixture with this id (KeyError when absent)."""
-        for fixture in self.fixtures:
-            if fixture.id == fixture_id:
-                return fixture
-        raise KeyError(fixture_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,35 +424,279 @@ def available_scenarios(scenarios_dir: Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml") if p.name != CATALOG_FILE)
 
 
-def _check_instruction_ids(instr: InstructionSpec, key: str, fixture_ids: set[str],
+@dataclass
+class _FixtureRefs:
+    """Checks fixture ids and ``$role`` references to fixture roles, noting the roles used."""
+
+    fixture_ids: set[str]
+    roles: Mapping[str, RoleSpec]
+    used: set[str] = field(default_factory=set)
+
+    def check(self, value: str, key: str) -> None:
+        """Refuse ``value`` unless it is a fixture id or names a fixture role."""
+        if is_role_ref(value):
+            name = role_ref_name(value)
+            role = self.roles.get(name)
+            if role is None:
+                raise MalformedScenarioError(key, f"unknown role {name!r}")
+            if not isinstance(role, FixtureRole):
+                raise MalformedScenarioError(key, f"role {name!r} does not choose a fixture")
+            self.used.add(name)
+        elif value not in self.fixture_ids:
+            raise MalformedScenarioError(key, f"unknown fixture {value!r}")
+
+
+def _check_instruction_ids(instr: InstructionSpec, key: str, refs: _FixtureRefs,
                            object_ids: set[str]) -> None:
-    """Every fixture and object an instruction's start, moves and criteria name must exist in
-    the scenario."""
-    if instr.start_at is not None and instr.start_at not in fixture_ids:
-        raise MalformedScenarioError(f"{key}.start_at", f"unknown fixture {instr.start_at!r}")
+    """Every fixture (or fixture role) and object an instruction's start, moves and criteria
+    name must exist in the scenario."""
+    if instr.start_at is not None:
+        refs.check(instr.start_at, f"{key}.start_at")
     for j, move in enumerate(instr.moves):
         mkey = f"{key}.moves[{j}]"
         if move.object not in object_ids:
             raise MalformedScenarioError(f"{mkey}.object", f"unknown object {move.object!r}")
-        if move.fixture not in fixture_ids:
-            raise MalformedScenarioError(f"{mkey}.in", f"unknown fixture {move.fixture!r}")
+        refs.check(move.fixture, f"{mkey}.in")
     for group, crits in (("success", instr.success), ("failure", instr.failure)):
         for j, crit in enumerate(crits):
             ckey = f"{key}.{group}[{j}]"
-            if crit.fixture is not None and crit.fixture not in fixture_ids:
-                raise MalformedScenarioError(f"{ckey}.fixture", f"unknown fixture {crit.fixture!r}")
+            if crit.fixture is not None:
+                refs.check(crit.fixture, f"{ckey}.fixture")
             if crit.object is not None and crit.object not in object_ids:
                 raise MalformedScenarioError(f"{ckey}.object", f"unknown object {crit.object!r}")
             for k, answer_id in enumerate(crit.answer):
-                if answer_id not in object_ids and answer_id not in fixture_ids:
+                if answer_id in object_ids:
+                    continue
+                if not is_role_ref(answer_id) and answer_id not in refs.fixture_ids:
                     raise MalformedScenarioError(f"{ckey}.answer[{k}]",
                                                  f"unknown id {answer_id!r}")
+                refs.check(answer_id, f"{ckey}.answer[{k}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# roles
+
+ROLE_KINDS = ("among", "permute", "variants", "reorder")
+
+
+def _id_list(value: object, key: str, known: Collection[str], what: str,
+             minimum: int) -> tuple[str, ...]:
+    """A list of at least ``minimum`` distinct known ids."""
+    items = _list(value, key)
+    if len(items) < minimum:
+        raise MalformedScenarioError(key, f"expected at least {minimum} {what} ids")
+    ids: list[str] = []
+    for i, item in enumerate(items):
+        text = _str(item, f"{key}[{i}]")
+        if text not in known:
+            raise MalformedScenarioError(f"{key}[{i}]", f"unknown {what} {text!r}")
+        if text in ids:
+            raise MalformedScenarioError(f"{key}[{i}]", f"{text!r} is listed twice")
+        ids.append(text)
+    return tuple(ids)
+
+
+def _parse_fixture_role(name: str, raw: Mapping[str, Any], key: str,
+                        fixtures: Mapping[str, FixtureSpec]) -> FixtureRole:
+    _unknown_keys(raw, key, ("among", "locked", "unlike"))
+    among = _id_list(raw["among"], f"{key}.among", fixtures, "fixture", 2)
+    locked = _bool(raw.get("locked", False), f"{key}.locked")
+    if locked:
+        for i, fid in enumerate(among):
+            if fixtures[fid].type == "counter":
+                raise MalformedScenarioError(f"{key}.among[{i}]", "a counter cannot be locked")
+            if fixtures[fid].locked:
+                raise MalformedScenarioError(
+                    f"{key}.among[{i}]",
+                    f"{fid} is locked in fixtures; a locking role chooses among unlocked ones")
+    unlike_raw = _list(raw.get("unlike", []), f"{key}.unlike")
+    unlike = tuple(_str(item, f"{key}.unlike[{i}]") for i, item in enumerate(unlike_raw))
+    return FixtureRole(name=name, among=among, locked=locked, unlike=unlike)
+
+
+def _parse_order_role(name: str, raw: Mapping[str, Any], key: str,
+                      fixtures: Mapping[str, FixtureSpec]) -> OrderRole:
+    _unknown_keys(raw, key, ("permute",))
+    ids = _id_list(raw["permute"], f"{key}.permute", fixtures, "fixture", 2)
+    first = fixtures[ids[0]]
+    for i, fid in enumerate(ids[1:], start=1):
+        other = fixtures[fid]
+        if other.type != first.type:
+            raise MalformedScenarioError(
+                f"{key}.permute[{i}]",
+                f"{fid} is a {other.type}; only fixtures of one type ({first.type}) trade places")
+        if abs(other.width - first.width) > WIDTH_CLASS_TOLERANCE:
+            raise MalformedScenarioError(
+                f"{key}.permute[{i}]",
+                f"{fid} is {other.width} m wide; only fixtures {first.width} m wide trade places "
+                f"with {first.id}")
+    return OrderRole(name=name, fixtures=ids)
+
+
+def _parse_variant_role(name: str, raw: Mapping[str, Any], key: str,
+                        object_ids: Collection[str]) -> VariantRole:
+    _unknown_keys(raw, key, ("objects", "variants"))
+    objects = _id_list(_required(raw, "objects", key), f"{key}.objects", object_ids, "object", 1)
+    options_raw = _list(raw["variants"], f"{key}.variants")
+    if len(options_raw) < 2:
+        raise MalformedScenarioError(f"{key}.variants", "expected at least 2 variants")
+    options = tuple(_parse_variant(item, f"{key}.variants[{i}]")
+                    for i, item in enumerate(options_raw))
+    for i, option in enumerate(options):
+        if option == VariantSpec():
+            raise MalformedScenarioError(f"{key}.variants[{i}]", "a variant must set a field")
+    return VariantRole(name=name, objects=objects, options=options)
+
+
+def _parse_reorder_role(name: str, raw: Mapping[str, Any], key: str,
+                        count: int) -> ReorderRole:
+    _unknown_keys(raw, key, ("reorder",))
+    items = _list(raw["reorder"], f"{key}.reorder")
+    if len(items) < 2:
+        raise MalformedScenarioError(f"{key}.reorder", "expected at least 2 instruction indices")
+    indices: list[int] = []
+    for i, item in enumerate(items):
+        ikey = f"{key}.reorder[{i}]"
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < count:
+            raise MalformedScenarioError(ikey, f"expected an instruction index 0..{count - 1}")
+        if item in indices:
+            raise MalformedScenarioError(ikey, f"instruction {item} is listed twice")
+        indices.append(item)
+    return ReorderRole(name=name, instructions=tuple(indices))
+
+
+def _parse_roles(data: object, fixtures: Mapping[str, FixtureSpec], object_ids: set[str],
+                 instruction_count: int) -> tuple[RoleSpec, ...]:
+    """Parse ``roles:`` and check each role on its own and against the other roles."""
+    raw = _mapping(data, "roles")
+    if not raw:
+        raise MalformedScenarioError("roles", "expected at least one role")
+    roles: list[RoleSpec] = []
+    for name, entry in raw.items():
+        key = f"roles.{name}"
+        if not isinstance(name, str) or not name.isidentifier():
+            raise MalformedScenarioError(key, "a role name is a letter or _ then letters, "
+                                              "digits or _")
+        item = _mapping(entry, key)
+        kinds = [k for k in ROLE_KINDS if k in item]
+        if len(kinds) != 1:
+            raise MalformedScenarioError(key, f"expected exactly one of {', '.join(ROLE_KINDS)}")
+        role: RoleSpec
+        if kinds[0] == "among":
+            role = _parse_fixture_role(name, item, key, fixtures)
+        elif kinds[0] == "permute":
+            role = _parse_order_role(name, item, key, fixtures)
+        elif kinds[0] == "variants":
+            role = _parse_variant_role(name, item, key, object_ids)
+        else:
+            role = _parse_reorder_role(name, item, key, instruction_count)
+        roles.append(role)
+    _check_role_relations(roles)
+    if not any(True for _ in fixture_role_choices(roles)):
+        raise MalformedScenarioError("roles", "the unlike lists leave no fixture to choose")
+    return tuple(roles)
+
+
+def _check_role_relations(roles: Sequence[RoleSpec]) -> None:
+    """``unlike`` names other fixture roles; no fixture, instruction or object is in two roles
+    of one kind."""
+    by_name = {r.name: r for r in roles}
+    placed: dict[str, str] = {}
+    ordered: dict[int, str] = {}
+    varied: dict[str, str] = {}
+    for role in roles:
+        key = f"roles.{role.name}"
+        if isinstance(role, FixtureRole):
+            for i, other in enumerate(role.unlike):
+                if other == role.name or not isinstance(by_name.get(other), FixtureRole):
+                    raise MalformedScenarioError(
+                        f"{key}.unlike[{i}]", f"{other!r} is not another fixture role")
+        members: tuple[str | int, ...] = ()
+        seen: dict[Any, str] = {}
+        if isinstance(role, OrderRole):
+            members, seen, what = role.fixtures, placed, "permute"
+        elif isinstance(role, ReorderRole):
+            members, seen, what = role.instructions, ordered, "reorder"
+        elif isinstance(role, VariantRole):
+            members, seen, what = role.objects, varied, "objects"
+        for i, member in enumerate(members):
+            if member in seen:
+                raise MalformedScenarioError(
+                    f"{key}.{what}[{i}]", f"{member!r} is already in role {seen[member]!r}")
+            seen[member] = role.name
+
+
+def _locations(obj: ObjectSpec, index: int, instructions: Sequence[InstructionSpec]
+               ) -> list[tuple[str, str]]:
+    """Every place (written fixture or ``$role``, with its key) the object can be in."""
+    places = [(obj.fixture, f"objects[{index}].in")]
+    for i, instr in enumerate(instructions):
+        for j, move in enumerate(instr.moves):
+            if move.object == obj.id:
+                places.append((move.fixture, f"instructions[{i}].moves[{j}].in"))
+    return places
+
+
+def _needs_open(instructions: Sequence[InstructionSpec], objects: Sequence[ObjectSpec]
+                ) -> list[tuple[str, str, str]]:
+    """(written fixture or ``$role``, its key, why) of every place an instruction needs open:
+    the homes of the objects it must find or pick, and the fixtures it must open or fill."""
+    index = {o.id: i for i, o in enumerate(objects)}
+    needs: list[tuple[str, str, str]] = []
+    for i, instr in enumerate(instructions):
+        for j, crit in enumerate(instr.success):
+            ckey = f"instructions[{i}].success[{j}]"
+            if crit.type in ("object_discovered", "object_on_fixture") and crit.object:
+                k = index[crit.object]
+                for place, key in _locations(objects[k], k, instructions):
+                    needs.append((place, key, f"instructions[{i}] must reach {crit.object}"))
+            if crit.type in ("fixture_opened", "destination_selected") and crit.fixture:
+                needs.append((crit.fixture, f"{ckey}.fixture",
+                              f"instructions[{i}] must open or fill it"))
+    return needs
+
+
+def _check_role_contradictions(roles: Sequence[RoleSpec], fixtures: Mapping[str, FixtureSpec],
+                               objects: Sequence[ObjectSpec],
+                               instructions: Sequence[InstructionSpec]) -> None:
+    """Refuse roles under which some assignment locks a fixture an instruction needs open.
+
+    An object that moves counts in every place it can be, whichever instruction moves it.
+    """
+    lockers = [r for r in roles if isinstance(r, FixtureRole) and r.locked]
+    by_name = {r.name: r for r in roles if isinstance(r, FixtureRole)}
+    needs = _needs_open(instructions, objects)
+    for picks in fixture_role_choices(roles):
+        locked_by = {picks[r.name]: r.name for r in lockers}
+        for place, key, why in needs:
+            ref = role_ref_name(place) if is_role_ref(place) else None
+            fid = picks[ref] if ref is not None else place
+            if not (fixtures[fid].locked or fid in locked_by):
+                continue
+            if ref is None and fid not in locked_by:
+                continue  # locked in the file itself, no role involved
+            if ref is not None and ref == locked_by.get(fid):
+                raise MalformedScenarioError(
+                    key, f"role {ref!r} locks its fixture, but {why} there")
+            if ref is not None and fid in locked_by:
+                raise MalformedScenarioError(
+                    f"roles.{ref}.unlike",
+                    f"role {ref!r} may pick {fid}, which role {locked_by[fid]!r} locks, but "
+                    f"{why} there (named at {key}); add {locked_by[fid]!r} to its unlike list")
+            role = by_name[ref] if ref is not None else by_name[locked_by[fid]]
+            raise MalformedScenarioError(
+                f"roles.{role.name}.among[{role.among.index(fid)}]",
+                f"{fid} may be locked while {why} there (named at {key})")
 
 
 def parse_scenario(
     data: object, catalog: Mapping[str, CategorySpec], source: Path | None = None
 ) -> Scenario:
-    """Build a :class:`Scenario` from already-decoded YAML data and check cross references."""
+    """Build a :class:`Scenario` from already-decoded YAML data and check cross references.
+
+    A file with ``roles:`` comes back as the concrete layout of its own ``seed`` (see
+    :func:`mimir_sim.layouts.generate_layout`), keeping its roles for other seeds.
+    """
     raw = _mapping(data, "<root>")
     _unknown_keys(
         raw,
@@ -530,6 +711,7 @@ def parse_scenario(
             "instructions",
             "start_at",
             "randomization",
+            "roles",
         ),
     )
     name = _str(_required(raw, "name", ""), "name")
@@ -556,17 +738,27 @@ def parse_scenario(
         if obj.id in object_ids or obj.id in fixture_ids:
             raise MalformedScenarioError(f"objects[{i}].id", f"duplicate id {obj.id!r}")
         object_ids.add(obj.id)
-        if obj.fixture not in fixture_ids:
-            raise MalformedScenarioError(f"objects[{i}].in", f"unknown fixture {obj.fixture!r}")
+    roles: tuple[RoleSpec, ...] = ()
+    if "roles" in raw:
+        roles = _parse_roles(raw["roles"], fixture_ids, object_ids, len(instructions))
+    refs = _FixtureRefs(set(fixture_ids), {r.name: r for r in roles})
+    for i, obj in enumerate(objects):
+        refs.check(obj.fixture, f"objects[{i}].in")
         if obj.category not in catalog:
             raise MalformedScenarioError(
                 f"objects[{i}].category", f"unknown category {obj.category!r}"
             )
-    if start_at is not None and start_at not in fixture_ids:
-        raise MalformedScenarioError("start_at", f"unknown fixture {start_at!r}")
+    if start_at is not None:
+        refs.check(start_at, "start_at")
     for i, instr in enumerate(instructions):
-        _check_instruction_ids(instr, f"instructions[{i}]", set(fixture_ids), object_ids)
-    return Scenario(
+        _check_instruction_ids(instr, f"instructions[{i}]", refs, object_ids)
+    for role in roles:
+        if isinstance(role, FixtureRole) and not role.locked and role.name not in refs.used:
+            raise MalformedScenarioError(
+                f"roles.{role.name}", f"role {role.name!r} neither locks nor is named as "
+                f"${role.name} anywhere")
+    _check_role_contradictions(roles, fixture_ids, objects, instructions)
+    scenario = Scenario(
         name=name,
         description=str(raw.get("description", "")),
         seed=seed_raw,
@@ -578,7 +770,10 @@ def parse_scenario(
         randomization=_parse_randomization(raw.get("randomization")),
         catalog=dict(catalog),
         source=source,
+        layout=(LayoutTemplate(roles, fixtures, objects, instructions, start_at)
+                if roles else None),
     )
+    return generate_layout(scenario, seed_raw)
 
 
 def load_scenario(name_or_path: str | Path, scenarios_dir: Path | None = None) -> Scenario:

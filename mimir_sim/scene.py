@@ -23,6 +23,8 @@ import mujoco
 import numpy as np
 
 from mimir_sim.errors import SceneBuildError
+from mimir_sim.fiducial_tags import TagLayout, plan_tags
+from mimir_sim.layouts import generate_layout
 from mimir_sim.mjcf import MjcfWriter, floats
 from mimir_sim.robot_model import resolve_robot_model, robot_xml_in
 from mimir_sim.scenario import (
@@ -93,11 +95,19 @@ def _quiet_mujoco_warnings() -> Iterator[None]:
 
 
 def kitchen_mjcf(
-    scenario: Scenario, tidybot_dir: str | Path | None = None, seed: int | None = None
+    scenario: Scenario, tidybot_dir: str | Path | None = None, seed: int | None = None,
+    tags: TagLayout | None = None,
 ) -> tuple[str, dict[str, Entity], dict[str, FixtureLayout], dict[str, ObjectLayout], int]:
-    """Generate the kitchen MJCF text; the robot is referenced by path, never copied."""
+    """Generate the kitchen MJCF text; the robot is referenced by path, never copied.
+
+    The fiducial tags (``tags``, default :func:`~mimir_sim.fiducial_tags.plan_tags` of the
+    kitchen) are wall geoms whose textures the text names by file; compiling it needs
+    ``tags.textures()`` as assets.
+    """
     robot_path = robot_xml_path(tidybot_dir)
     used_seed = scenario.seed if seed is None else int(seed)
+    # a scenario with roles becomes the concrete layout of the seed; the jitter stays as it was
+    scenario = generate_layout(scenario, used_seed)
     rng = np.random.default_rng(used_seed)
     kitchen = scenario.kitchen
     w = MjcfWriter()
@@ -127,6 +137,10 @@ def kitchen_mjcf(
             ((rx[1] - rx[0]) / 2, 0.05, 1.3),
             (0.9, 0.9, 0.86),
         )
+    if tags is None:
+        tags = plan_tags(kitchen, scenario.fixtures)
+    w.assets.extend(tags.mjcf_assets())
+    w.world.extend(tags.mjcf_geoms())
     fixtures: dict[str, FixtureLayout] = {}
     for fixture in scenario.fixtures:
         fixtures[fixture.id] = build_fixture(w, kitchen, fixture, entities)
@@ -189,17 +203,23 @@ def build_scene(
     Args:
         scenario: parsed scenario.
         tidybot_dir: robot model (see :func:`robot_xml_path`; default: Menagerie's).
-        seed: layout seed; ``None`` uses the scenario's own seed.
+        seed: layout seed (the roles' assignment and the jitter); ``None`` uses the
+            scenario's own seed.
 
     Raises:
         ModelDirError: the robot model is missing.
         SceneBuildError: MuJoCo rejected the generated model.
+        FiducialLayoutError: the kitchen's back wall has too little free room for its tags.
     """
-    mjcf, entities, fixtures, objects, used_seed = kitchen_mjcf(scenario, tidybot_dir, seed)
+    # the scene keeps the seed's concrete layout, so the desk and the judge see that one
+    scenario = generate_layout(scenario, scenario.seed if seed is None else int(seed))
+    tags = plan_tags(scenario.kitchen, scenario.fixtures)
+    mjcf, entities, fixtures, objects, used_seed = kitchen_mjcf(scenario, tidybot_dir, seed,
+                                                                tags)
     with _quiet_mujoco_warnings(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*empty prefix.*")
         try:
-            spec = mujoco.MjSpec.from_string(mjcf)
+            spec = mujoco.MjSpec.from_string(mjcf, assets=tags.textures())
             base = spec.body("base_link")
             if base is None:
                 raise SceneBuildError("robot model has no base_link body")
@@ -232,6 +252,7 @@ def build_scene(
         fixtures=fixtures,
         objects=objects,
         geom_entity=geom_entity,
+        fiducials=tags,
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import mujoco
 
+from mimir_sim.fiducial_tags import TagLayout
 from mimir_sim.scenario import Scenario
 
 PANEL = 0.015  # carcass panel thickness (m)
@@ -92,6 +93,8 @@ class KitchenScene:
     fixtures: dict[str, FixtureLayout]
     objects: dict[str, ObjectLayout]
     geom_entity: list[str | None] = field(default_factory=list)
+    #: the wall's fiducial tags and their map (:mod:`mimir_sim.fiducial_tags`)
+    fiducials: TagLayout | None = None
 
     def entity_of_geom(self, geom_id: int) -> str | None:
         """Entity id of a geom id (``None`` for geoms outside any entity)."""

@@ -145,7 +145,8 @@ def test_harness_rejects_corrects_and_defers_corrupted_claims_in_a_running_graph
         tmp_path: Path) -> None:
     env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [_mimir(), "sim", "--scenario", "locked_unlocked", "--runs", str(tmp_path),
+        [_mimir(), "sim", "--scenario", "locked_unlocked", "--profile", "ideal",
+         "--runs", str(tmp_path),
          "--instruction-timeout", "400", "--reasoner-faults", str(RATE), "--fault-seed",
          str(SEED), "--hold", "240", "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

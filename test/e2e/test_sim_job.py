@@ -33,7 +33,8 @@ def _mimir() -> str:
 def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
     proc = subprocess.run(
-        [_mimir(), "sim", "--scenario", "locked_unlocked", "--runs", str(tmp_path),
+        [_mimir(), "sim", "--scenario", "locked_unlocked", "--profile", "ideal",
+         "--runs", str(tmp_path),
          "--instruction-timeout", "400"],
         capture_output=True, text=True, timeout=900, env=env, check=False,
     )

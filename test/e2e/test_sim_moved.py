@@ -34,7 +34,8 @@ def _mimir() -> str:
 def test_memory_marks_the_old_place_stale_and_learns_the_new_one(tmp_path: Path) -> None:
     env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
     proc = subprocess.run(
-        [_mimir(), "sim", "--scenario", "moved_object", "--runs", str(tmp_path),
+        [_mimir(), "sim", "--scenario", "moved_object", "--profile", "ideal",
+         "--runs", str(tmp_path),
          "--instruction-timeout", "400"],
         capture_output=True, text=True, timeout=900, env=env, check=False,
     )

@@ -218,6 +218,22 @@ def test_bad_option_value_is_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("args", "words"), [
+    (("--profile", "noisy"), ("unknown noise profile 'noisy'", "realistic")),
+    (("--noise-scale", "-1"), ("noise scale", ">= 0")),
+    (("--noise-scale", "nan"), ("noise scale", ">= 0")),
+])
+def test_bad_noise_options_are_one_line(tmp_path: Path, args: tuple[str, ...],
+                                        words: tuple[str, ...]) -> None:
+    proc = _mimir_sim(tmp_path, *args)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc)
+    assert line.startswith("mimir: error: ")
+    assert all(word in line for word in words), line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_debug_option_shows_the_traceback(tmp_path: Path) -> None:
     proc = _mimir_sim(tmp_path, "--scenario", "does_not_exist", debug=True)
 

@@ -8,16 +8,19 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import json
+import math
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from mimir.sim_job import localisation_line
 from mimir_robot.requests import TargetSpec, UnknownTargetError
 from mimir_sim.answer_binding import EntityResolver
-from mimir_sim.audit import MemoryAuditor, summarize
+from mimir_sim.audit import LocalisationAudit, MemoryAuditor, summarize
 from mimir_sim.bridge_config import (
     BridgeStartupError,
     SimBridgeConfig,
@@ -446,3 +449,27 @@ def test_memory_auditor_grades_claims_against_the_simulator(sim: KitchenSim) -> 
     assert (summary.admitted, summary.wrong_admitted) == (2, 1)
     assert (summary.true_facts, summary.true_held, summary.ungraded) == (2, 1, 1)
     assert summary.wrong_admitted_rate == 0.5 and summary.true_held_rate == 0.5
+
+
+def test_localisation_audit_counts_only_a_standing_base() -> None:
+    audit = LocalisationAudit(still_speed=0.02)
+    assert audit.summary() == {"samples": 0}
+    assert not audit.add((1.0, 0.0, 0.0), (0.0, 0.0, 0.0), speed=0.3)  # moving: lag, not error
+    assert audit.add((0.03, 0.04, 0.02), (0.0, 0.0, 0.0), speed=0.0)
+    assert audit.add((1.0, 1.0, math.pi - 0.01), (1.0, 1.0, -math.pi + 0.01), speed=0.01)
+    summary = audit.summary()
+    assert summary["samples"] == 2
+    assert summary["max_m"] == pytest.approx(0.05)
+    assert summary["mean_m"] == pytest.approx(0.025)
+    assert summary["max_yaw_deg"] == pytest.approx(math.degrees(0.02))  # across the wrap
+
+
+def test_the_report_states_localisation_error(tmp_path: Path) -> None:
+    assert "not measured" in localisation_line(tmp_path)
+    (tmp_path / "localisation.json").write_text(json.dumps({"samples": 0, "unavailable": 3}))
+    assert "no sample" in localisation_line(tmp_path)
+    (tmp_path / "localisation.json").write_text(json.dumps(
+        {"samples": 12, "mean_m": 0.011, "p95_m": 0.02, "max_m": 0.025, "mean_yaw_deg": 0.3,
+         "max_yaw_deg": 0.9}))
+    line = localisation_line(tmp_path)
+    assert "12 samples" in line and "mean 1.1 cm" in line and "max 2.5 cm" in line

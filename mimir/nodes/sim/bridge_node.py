@@ -10,13 +10,15 @@ them. The bridge executes no primitive and knows nothing of memory ids.
 Published (stamped with simulation time), as the robot's sensors and drivers would:
 
 * ``cameras/<cam>/color/image_raw`` (rgb8), ``cameras/<cam>/depth/image_raw`` (32FC1 metres,
-  registered to color), ``cameras/<cam>/color/camera_info``, the ground-truth object
-  segmentation ``cameras/<cam>/segmentation`` and part segmentation ``cameras/<cam>/parts``
-  (handles; backend ``sim_ground_truth``) every ``1 / camera_rate`` s, in the frame
-  ``<cam><optical_frame_suffix>``;
-* ``/tf``: ``map -> odom`` (localisation stand-in: the base's true pose at its last odometry
-  reset; identity before the first) and ``base_link -> <cam> optical frame`` (the camera
-  mounts and the arm's kinematics); ``odom -> base_link`` comes from the executor (odometry);
+  registered to color, NaN where the camera has no depth), ``cameras/<cam>/color/camera_info``,
+  the object segmentation ``cameras/<cam>/segmentation`` and part segmentation
+  ``cameras/<cam>/parts`` (handles; backend ``sim_ground_truth``, standing in for SAM3) every
+  ``1 / camera_rate`` s, in the frame ``<cam><optical_frame_suffix>``. Images and segmentation
+  carry the noise of ``noise_profile`` at ``noise_scale`` (:class:`~mimir_sim.noise.SensorNoise`;
+  the judge sees the true views); the robot servers add its odometry drift and hand error;
+* ``/tf``: ``base_link -> <cam> optical frame`` only (the camera mounts and the arm's
+  kinematics); ``odom -> base_link`` comes from the executor (odometry) and ``map -> odom`` from
+  the localization node, which finds the kitchen's wall tags in the pole camera's images;
 * ``/clock`` and ``joint_states`` (base, arm and ``gripper``: opening in m, grip force in N)
   every ``1 / state_rate`` s; ``/diagnostics`` (counters).
 
@@ -47,7 +49,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from mimir.nodes.perception.messages import segmentation_to_msg
 from mimir.nodes.sim import messages as conv
-from mimir.nodes.sim.audit import MemoryAuditSink
+from mimir.nodes.sim.audit import LocalisationAuditSink, MemoryAuditSink
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
@@ -64,13 +66,15 @@ from mimir_sim.bridge_config import (
     SimBridgeConfig,
     build_sim,
     label_map_for,
+    noise_for,
     resolve_vocabulary,
 )
 from mimir_sim.errors import RenderError
 from mimir_sim.instruction_desk import NONE, UNKNOWN_INSTRUCTION, BeginResult, InstructionDesk
+from mimir_sim.noise import SensorNoise
 from mimir_sim.rendering import Frame
 from mimir_sim.robot_servers import SimRobotServers
-from mimir_sim.robot_signals import JointStateReader, camera_in_base, map_from_odom
+from mimir_sim.robot_signals import JointStateReader, camera_in_base
 from mimir_sim.sim_thread import SimThread, SimThreadStoppedError
 from mimir_sim.truth_segmentation import TruthSegmenter
 
@@ -95,7 +99,9 @@ class SimBridgeNode(Node):
             raise BridgeStartupError(f"invalid sim_bridge parameters: {err}") from err
         cfg = self.config
         label_map = label_map_for(resolve_vocabulary(cfg.vocabulary))
+        self.noise = noise_for(cfg)
         self.sim = build_sim(cfg)
+        self._sensor_noise = SensorNoise(self.noise, self.sim.scene.seed)
         self.resolver = EntityResolver(self.sim, cfg.target_tolerance, label_map)
         self._joints = JointStateReader(self.sim)
         self._segmenter = TruthSegmenter(self.sim.scene.entities, label_map, cfg.min_segment_pixels)
@@ -132,7 +138,8 @@ class SimBridgeNode(Node):
         try:
             self.robot = SimRobotServers(self.sim, self._thread.lock, cfg.authkey.encode(),
                                          host=cfg.rpc_host, base_port=cfg.base_port,
-                                         arm_port=cfg.arm_port)
+                                         arm_port=cfg.arm_port, noise=self.noise,
+                                         noise_seed=self.sim.scene.seed)
         except OSError as err:
             raise BridgeStartupError(
                 f"cannot serve the robot on {cfg.rpc_host}:{cfg.base_port}/{cfg.arm_port}: "
@@ -149,13 +156,20 @@ class SimBridgeNode(Node):
         if cfg.audit_file:
             MemoryAuditSink(self, MemoryAuditor(self.resolver), self._thread.submit,
                             cfg.audit_file, self._warn)
+        self.localisation: LocalisationAuditSink | None = None
+        if cfg.localisation_file:
+            body = self.sim.body
+            self.localisation = LocalisationAuditSink(
+                self, lambda: (body.base_pose(), body.base_speed()), self._thread.submit,
+                cfg.localisation_file, (cfg.map_frame, cfg.base_frame))
         self.create_timer(cfg.diagnostics_period, self._report)
         self._thread.start()
         scene = self.sim.scene
         base, arm = self.robot.base_address, self.robot.arm_address
         self.get_logger().info(
             f"simulating {scene.scenario.name!r} (seed {scene.seed}, "
-            f"{len(scene.fixtures)} fixtures, {len(scene.objects)} objects); "
+            f"{len(scene.fixtures)} fixtures, {len(scene.objects)} objects); noise profile "
+            f"{self.noise.name!r} at scale {self.noise.scale:g}; "
             f"cameras {', '.join(cams)} at {cfg.camera_rate} Hz, "
             f"{cfg.image_width}x{cfg.image_height}; real-time factor "
             f"{cfg.real_time_factor or 'unlimited'}; robot servers at {base[0]}:{base[1]} (base) "
@@ -190,9 +204,7 @@ class SimBridgeNode(Node):
         self._last_tf = stamp
         cfg, sim = self.config, self.sim
         cams = {self._optical[c]: camera_in_base(sim, c) for c in cfg.cameras}
-        origin = map_from_odom(self.robot.drives.odom_origin())
-        frames = (cfg.map_frame, cfg.odom_frame, cfg.base_frame)
-        self._tf.send(conv.sim_transforms(stamp, origin, cams, frames))
+        self._tf.send(conv.sim_transforms(stamp, cams, cfg.base_frame))
 
     def _on_state(self, stamp: float) -> None:
         """State listener: /clock, /tf and joint_states."""
@@ -226,8 +238,10 @@ class SimBridgeNode(Node):
         self.get_logger().warning(message, throttle_duration_sec=5.0)
 
     def _publish_frame(self, cam: str, frame: Frame) -> None:
+        """Publish what the camera delivers (the noisy view) and record the true one for the
+        judge."""
         header = conv.header(frame.stamp, self._optical[cam])
-        color, depth, info = conv.frame_messages(frame, header)
+        color, depth, info = conv.frame_messages(self._sensor_noise.view(frame), header)
         if color is not None:
             self._color_pubs[cam].publish(color)
         if depth is not None:
@@ -242,9 +256,14 @@ class SimBridgeNode(Node):
         self.counters.add(f"{cam}.frames")
 
     def _publish_segmentation(self, cam: str, frame: Frame, header: Any) -> None:
+        noise, least = self._sensor_noise, self.config.min_segment_pixels
         try:
             objects = self._segmenter.segment(frame, cam)
             parts = self._segmenter.segment_parts(frame, cam)
+            if objects is not None:
+                objects = noise.segmentation(objects, frame, min_pixels=least)
+            if parts is not None:
+                parts = noise.segmentation(parts, frame, min_pixels=max(1, least // 4))
         except SegmentationError as err:
             self._warn(f"{cam}.segmentation_failed", f"{cam}: segmentation failed: {err}")
             return
@@ -301,6 +320,12 @@ class SimBridgeNode(Node):
         robot = getattr(self, "robot", None)
         if robot is not None:
             robot.stop()
+        localisation = getattr(self, "localisation", None)
+        if localisation is not None:
+            try:
+                localisation.write()
+            except OSError as err:
+                self.get_logger().error(f"cannot write the localisation audit: {err}")
         thread = getattr(self, "_thread", None)
         if thread is not None:
             thread.stop(timeout=60.0)

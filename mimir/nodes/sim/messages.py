@@ -2,7 +2,8 @@
 
 * ``JudgeInstruction`` answer entities -> :class:`mimir_sim.instruction_desk.NamedEntity`; the
   instruction desk's results -> ``BeginInstruction`` and ``JudgeInstruction`` responses.
-* The odometry origin and camera poses -> ``/tf`` transforms.
+* The camera mounts -> ``/tf`` transforms (the simulator sends none from the map: the
+  localization node localises the simulated robot from the kitchen's wall tags).
 * Robot joint states -> ``sensor_msgs/JointState``; a rendered
   :class:`mimir_sim.rendering.Frame` -> colour, depth and camera info messages.
 """
@@ -96,19 +97,14 @@ def judge_response(response: Any, result: BeginResult) -> Any:
 
 def sim_transforms(
     stamp: float,
-    odom_in_map: npt.NDArray[np.float64],
     cameras_in_base: Mapping[str, npt.NDArray[np.float64]],
-    frames: tuple[str, str, str],
+    base_frame: str,
 ) -> list[TransformStamped]:
-    """``map -> odom`` and ``base -> <optical frame>`` for every camera.
+    """``base -> <optical frame>`` for every camera: all the simulator puts on /tf.
 
     Args:
         stamp: simulation time (s).
-        odom_in_map: 4x4 pose of the odometry frame (the localisation stand-in).
         cameras_in_base: 4x4 pose of each optical frame (keyed by its frame id) in the base.
-        frames: (map frame, odom frame, base frame).
+        base_frame: the robot's base frame.
     """
-    map_frame, odom, base = frames
-    out = [matrix_to_transform(odom_in_map, map_frame, odom, stamp)]
-    out.extend(matrix_to_transform(p, base, f, stamp) for f, p in cameras_in_base.items())
-    return out
+    return [matrix_to_transform(p, base_frame, f, stamp) for f, p in cameras_in_base.items()]
