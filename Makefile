@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep clean
 
 setup:
 	bash scripts/setup.sh
@@ -46,6 +46,14 @@ check-launch: setup
 HARNESS_RUNS ?= runs/harness
 harness-faults: setup
 	MUJOCO_GL=egl $(PY) benchmarks/harness_faults.py --runs $(HARNESS_RUNS)
+
+# Task progress over generated layouts and noise scales with the memory-free baselines (hours:
+# 2 scenarios x 20 layouts x 4 scales of mimir sim; not part of `make test`). Smaller:
+# make noise-sweep NOISE_ARGS="--layouts 2 --scales 0 1"
+NOISE_RUNS ?= runs/noise
+NOISE_ARGS ?=
+noise-sweep: setup
+	MUJOCO_GL=egl $(PY) benchmarks/noise_sweep.py --runs $(NOISE_RUNS) $(NOISE_ARGS)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache
