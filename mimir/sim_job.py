@@ -74,11 +74,15 @@ class SimJobOptions:
 
 
 
-def load_scenario_instructions(scenario: str) -> list[str]:
-    """The instruction texts of a scenario (name or path), read with the simulation's loader."""
-    from mimir_sim.scenario import load_scenario  # noqa: PLC0415 - heavy import, job only
+def load_scenario_instructions(scenario: str, seed: int = -1) -> list[str]:
+    """The instruction texts of a scenario (name or path) in the order the layout of ``seed``
+    plays them (a negative seed: the scenario's own), read with the simulation's loader."""
+    from mimir_sim.layouts import generate_layout  # noqa: PLC0415 - heavy import, job only
+    from mimir_sim.scenario import load_scenario  # noqa: PLC0415
 
-    return [item.text for item in load_scenario(scenario).instructions]
+    loaded = load_scenario(scenario)
+    layout = generate_layout(loaded, seed) if seed >= 0 else loaded
+    return [item.text for item in layout.instructions]
 
 
 def check_options(options: SimJobOptions) -> None:
@@ -145,12 +149,12 @@ def robot_model(tidybot_dir: str) -> tuple[Path, str]:
     return model.xml, model.source
 
 
-def scenario_instructions(scenario: str) -> list[str]:
+def scenario_instructions(scenario: str, seed: int = -1) -> list[str]:
     """:func:`load_scenario_instructions`, with a missing or invalid scenario as a SimJobError."""
     from mimir_sim.errors import ScenarioError, UnknownScenarioError  # noqa: PLC0415 - job only
 
     try:
-        instructions = load_scenario_instructions(scenario)
+        instructions = load_scenario_instructions(scenario, seed)
     except UnknownScenarioError as err:
         raise SimJobError(str(err), "give --scenario one of the available names or the path of "
                           "a scenario YAML file") from err
@@ -372,7 +376,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     from mimir.sim_client import SimClient  # noqa: PLC0415 - imports rclpy
 
     check_options(options)
-    instructions = scenario_instructions(options.scenario)
+    instructions = scenario_instructions(options.scenario, options.seed)
     model_xml, model_source = robot_model(options.tidybot_dir)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     scenario_name = Path(options.scenario).stem

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
+from mimir.sim_job import load_scenario_instructions
 from mimir_sim import baselines
 from mimir_sim.errors import MalformedScenarioError
 from mimir_sim.judge import judge_instruction
@@ -445,3 +446,18 @@ def test_a_valid_edit_still_loads() -> None:
     scenario = _parse(data)
     assert len(role_assignments(scenario)) == 18 * 6
     assert replace(scenario, source=None).name == "locked_unlocked"
+
+
+def test_mimir_sim_plays_the_instructions_in_the_order_of_the_layout(tmp_path: Path) -> None:
+    path = tmp_path / "reordered.yaml"
+    path.write_text(yaml.safe_dump(_small_data()), encoding="utf-8")
+    template = load_scenario(path)
+    orders = set()
+    for seed in range(12):
+        played = load_scenario_instructions(str(path), seed)
+        assert played == [i.text for i in generate_layout(template, seed).instructions]
+        orders.add(tuple(played))
+    assert len(orders) == 2  # instructions 1 and 2 swap with the seed; the first stays first
+    assert all(order[0] == template.instructions[0].text for order in orders)
+    # a negative seed plays the file's own layout
+    assert load_scenario_instructions(str(path)) == [i.text for i in template.instructions]
