@@ -40,6 +40,9 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             first ``1/fade`` observations are averaged, after that old evidence fades
             geometrically, so the estimate follows an object that moved. 1 keeps only the
             latest observation.
+        label_fade: Per-label ``fade``, keyed by normalised label. Built-in fixtures do not
+            move, while views of them do change (an opened door, a look inside): a small fade
+            keeps their estimate on the evidence of many views instead of following the last.
         misses_to_stale: Misses in a row (perception expected to see a node and did not)
             after which memory records that the node is no longer at its last place.
         merge_converged: After a batch is fused, a fused node and another node of its label
@@ -54,6 +57,7 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     box_overlap: float = 0.6
     box_tolerance_m: float = 0.03
     fade: float = 0.2
+    label_fade: dict[str, float] = field(default_factory=dict)
     misses_to_stale: int = 3
     merge_converged: bool = True
 
@@ -67,6 +71,14 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             for k, v in self.label_radius_m.items()
         }
         object.__setattr__(self, "label_radius_m", cleaned)
+        if not isinstance(self.label_fade, dict):
+            raise ConfigError("association.label_fade must be a mapping")
+        fades = {
+            label_key(str(k)): settings.within(f"association.label_fade.{k}", v, 1e-6, 1.0,
+                                               ConfigError)
+            for k, v in self.label_fade.items()
+        }
+        object.__setattr__(self, "label_fade", {k: float(v) for k, v in fades.items()})
         if self.hypothesis_factor < 1.0:
             raise ConfigError("association.hypothesis_factor must be >= 1")
         if self.fade > 1.0:
@@ -75,6 +87,10 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     def radius(self, label: str) -> float:
         """Association radius of ``label`` (m)."""
         return self.label_radius_m.get(label_key(label), self.default_radius_m)
+
+    def fade_of(self, label: str) -> float:
+        """Least weight of a new observation of ``label`` in its position estimate."""
+        return self.label_fade.get(label_key(label), self.fade)
 
 
 @dataclass(frozen=True)

@@ -689,9 +689,10 @@ class SceneGraphState:
         """Fold an observation into the node's position estimate.
 
         The centroid is an exponential moving average: the n-th observation since the
-        estimate started weighs ``w = max(1/n, fade)`` (``AssociationConfig.fade``), so the
-        first observations are averaged and, once there are more than ``1/fade``, older ones
-        fade geometrically and the estimate follows an object that moved.
+        estimate started weighs ``w = max(1/n, fade)`` (the node label's fade,
+        ``AssociationConfig.fade_of``), so the first observations are averaged and, once there
+        are more than ``1/fade``, older ones fade geometrically and the estimate follows an
+        object that moved.
 
         The box follows per axis, with the same weight. On an axis where the observed box
         lies inside the node's (widened by ``box_tolerance_m``) the node's extent stays: a
@@ -708,7 +709,7 @@ class SceneGraphState:
         """
         node = self.nodes[self.resolve(data["node_id"])]
         n = node.position_samples + 1
-        weight = max(1.0 / n, self.association.fade)
+        weight = max(1.0 / n, self.association.fade_of(node.label))
         node.centroid = _lerp(node.centroid, _pt(data["centroid"]), weight)
         lo = _pt(data["bbox_min"])
         hi = _pt(data["bbox_max"])
@@ -889,7 +890,7 @@ class SceneGraphState:
 
     def _merge_position(self, kept: SceneNode, gone: SceneNode) -> None:
         """Position, box, counts and first/last seen of a merge (see :meth:`_apply_merged`)."""
-        cap = 1.0 / self.association.fade
+        cap = 1.0 / self.association.fade_of(kept.label)
         mine = min(float(kept.position_samples), cap)
         theirs = min(float(gone.position_samples), cap)
         if theirs > 0.0:

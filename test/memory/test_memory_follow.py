@@ -91,6 +91,27 @@ def test_fade_of_one_keeps_only_the_latest_observation(tmp_path: Path) -> None:
         assert world.node("mug_1").bbox_min[0] == pytest.approx(0.15)
 
 
+def test_a_fixture_estimate_does_not_follow_the_views_of_its_open_door(tmp_path: Path) -> None:
+    config = _config(label_fade={"Cabinet": 0.02})
+    with WorldMemory.open(tmp_path / "w.db", config=config) as world:
+        closed = ([0.9, 0.3, 1.0], [1.25, 0.85, 1.45])
+        for i in range(20):
+            world.ingest([_box("cabinet", *closed, stamp=1.0 + i)])
+            world.ingest([obs("mug", [0.0, 0.0, 0.0], stamp=1.0 + i)])
+        # the door swings out: the segmented cabinet now reaches 0.5 m further into the room
+        for i in range(10):
+            world.ingest([_box("cabinet", [0.4, 0.3, 1.0], [1.25, 0.85, 1.45], stamp=30.0 + i)])
+            world.ingest([obs("mug", [0.3, 0.0, 0.0], stamp=30.0 + i)])
+        cabinet = world.node("cabinet_1")
+        shift = 1.075 - cabinet.centroid[0]  # the closed box's centre lies at x = 1.075
+        # the door's views are ten of thirty, averaged (1/n up to 1/fade = 50 views): a third of
+        # the 0.25 m their centre moved, where the default fade would follow most of it
+        assert shift == pytest.approx(0.25 / 3)
+        assert world.node("mug_1").centroid[0] > 0.2  # a mug follows its views (fade 0.2)
+    assert config.association.fade_of("CABINET") == pytest.approx(0.02)
+    assert config.association.fade_of("mug") == pytest.approx(0.2)
+
+
 def test_fade_and_misses_to_stale_are_configured_and_validated() -> None:
     shipped = load_memory_config(REPO / "config" / "memory.yaml").association
     assert shipped.fade == pytest.approx(0.2) and shipped.misses_to_stale == 3
@@ -106,6 +127,12 @@ def test_fade_and_misses_to_stale_are_configured_and_validated() -> None:
         memory_config_from_dict({"association": {"fade": 2.0}})
     with pytest.raises(ConfigError):
         memory_config_from_dict({"association": {"misses_to_stale": 0}})
+    assert shipped.fade_of("cabinet") == pytest.approx(0.02)
+    for fades in ({"cabinet": 0}, {"cabinet": 1.5}, {"cabinet": "slow"}, {"cabinet": math.nan}):
+        with pytest.raises(ConfigError, match="label_fade"):
+            memory_config_from_dict({"association": {"label_fade": fades}})
+    with pytest.raises(ConfigError, match="label_fade"):
+        AssociationConfig(label_fade=[0.1])  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ 2. moving with a holder
