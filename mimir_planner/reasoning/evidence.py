@@ -94,6 +94,9 @@ class RobotStateSample:
         hand_position: achieved end-effector position in ``map`` (m), when the arm reports it.
         hand_commanded: commanded end-effector position in ``map`` (m), when the executor
             reports it.
+        hand_odom, commanded_odom: the same two positions in ``odom``. Odometry is continuous
+            while localisation corrects ``map`` in steps, so the hand's motion during an action
+            is measured there when the robot reports it.
     """
 
     stamp: float
@@ -104,6 +107,8 @@ class RobotStateSample:
     pull_force_n: float | None = None
     hand_position: tuple[float, float, float] | None = None
     hand_commanded: tuple[float, float, float] | None = None
+    hand_odom: tuple[float, float, float] | None = None
+    commanded_odom: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         _finite("robot state stamp", self.stamp)
@@ -117,7 +122,9 @@ class RobotStateSample:
         if self.pull_force_n is not None:
             _finite("pull force", self.pull_force_n)
         for name, point in (("hand position", self.hand_position),
-                            ("commanded hand position", self.hand_commanded)):
+                            ("commanded hand position", self.hand_commanded),
+                            ("hand position in odom", self.hand_odom),
+                            ("commanded hand position in odom", self.commanded_odom)):
             if point is not None:
                 if len(point) != 3:
                     raise EvidenceError(f"{name} must be (x, y, z)")

@@ -178,12 +178,16 @@ class OfflineReasoner:
 
 
 def _held_hand_travel(samples: Sequence[RobotStateSample]) -> float:
-    """Largest distance of the hand from where it was when the jaws first held (m)."""
-    held = [np.asarray(s.hand_position) for s in samples
-            if s.contact and s.hand_position is not None]
+    """Largest distance of the hand from where it was when the jaws first held (m), in odom
+    when every held sample carries it (localisation corrects map, not the hand), else in map."""
+    held = [s for s in samples if s.contact and s.hand_position is not None]
     if len(held) < 2:
         return 0.0
-    return float(max(np.linalg.norm(p - held[0]) for p in held))
+    if all(s.hand_odom is not None for s in held):
+        points = [np.asarray(s.hand_odom) for s in held]
+    else:
+        points = [np.asarray(s.hand_position) for s in held]
+    return float(max(np.linalg.norm(p - points[0]) for p in points))
 
 
 def _prior_value(prior: Mapping[str, object], prop: str) -> object:

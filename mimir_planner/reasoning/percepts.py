@@ -92,8 +92,8 @@ def hand_displacement(
             if s.hand_position is not None and _engaged(s, cfg)]
     if len(held) < 2:
         return None
-    start = np.asarray(held[0].hand_position, dtype=np.float64)
-    travel = max(float(np.linalg.norm(np.asarray(s.hand_position) - start)) for s in held)
+    track = hand_track(held)
+    travel = float(np.linalg.norm(track - track[0], axis=1).max())
     return DisplacementMeasurement(
         fixture_id=fixture_id,
         magnitude=travel,
@@ -123,6 +123,19 @@ def box_region(frame: CameraFrame, box: Box3D) -> tuple[int, int, int, int] | No
     return x0, y0, x1, y1
 
 
+def hand_track(held: Sequence[RobotStateSample], commanded: bool = False) -> np.ndarray:
+    """Achieved (or commanded) hand positions of ``held`` for measuring how the hand moved.
+
+    In ``odom`` when every sample carries it: a localisation correction during the action moves
+    ``map`` against ``odom``, not the hand. Otherwise in ``map``.
+    """
+    odom = [s.commanded_odom if commanded else s.hand_odom for s in held]
+    if all(p is not None for p in odom):
+        return np.asarray(odom, dtype=np.float64)
+    return np.asarray([s.hand_commanded if commanded else s.hand_position for s in held],
+                      dtype=np.float64)
+
+
 def pull_tracking(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> PullTracking | None:
     """How far the held hand went against how far it was commanded to go.
 
@@ -135,8 +148,8 @@ def pull_tracking(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> Pu
             if s.hand_position is not None and s.hand_commanded is not None and _engaged(s, cfg)]
     if len(held) < 2:
         return None
-    cmd = np.asarray([s.hand_commanded for s in held], dtype=np.float64)
-    ach = np.asarray([s.hand_position for s in held], dtype=np.float64)
+    cmd = hand_track(held, commanded=True)
+    ach = hand_track(held)
     return PullTracking(
         commanded_m=float(np.linalg.norm(cmd - cmd[0], axis=1).max()),
         achieved_m=float(np.linalg.norm(ach - ach[0], axis=1).max()),

@@ -83,12 +83,15 @@ def robot_states(
     base_pose: Callable[[float], Pose2D | None],
     hand_position: Callable[[float], Point | None] = lambda _t: None,
     hand_commanded: Callable[[float], Point | None] = lambda _t: None,
+    *,
+    hand_odom: Callable[[float], Point | None] = lambda _t: None,
+    commanded_odom: Callable[[float], Point | None] = lambda _t: None,
 ) -> tuple[list[RobotStateSample], int]:
     """Robot-state samples of a window from its gripper readings.
 
     A reading whose base pose is unknown takes the previous one, else the origin. The achieved
-    and commanded hand positions (map) are attached where the robot reported them near the
-    reading's stamp.
+    and commanded hand positions (map, and odom) are attached where the robot reported them
+    near the reading's stamp.
 
     Returns:
         (samples, how many readings had no base pose of their own or before them).
@@ -108,6 +111,8 @@ def robot_states(
             base_pose=pose or (0.0, 0.0, 0.0),
             hand_position=hand_position(stamp),
             hand_commanded=hand_commanded(stamp),
+            hand_odom=hand_odom(stamp),
+            commanded_odom=commanded_odom(stamp),
         ))
     return samples, missing
 

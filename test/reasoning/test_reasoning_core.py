@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from mimir_planner.reasoning.percepts import (
     contents_inside,
     depth_change,
     failure_category,
+    hand_displacement,
     names_match,
     primitive_intent,
     pull_tracking,
@@ -228,6 +230,32 @@ def test_pull_tracking_tells_a_held_back_hand_from_one_that_followed() -> None:
     assert pull_tracking(make_window(contact=True, opened_m=None).robot_states, cfg) is None
     assert pull_tracking(
         make_window(contact=False, opened_m=None, hand=True).robot_states, cfg) is None
+
+
+def test_hand_motion_is_measured_in_odom_so_a_localisation_correction_is_not_a_pull() -> None:
+    cfg = PerceptConfig()
+    locked = make_window(contact=True, opened_m=None, hand=True).robot_states
+    # localisation corrected map by 5 cm along the pull halfway through; in odom the hand held
+    corrected = []
+    for i, s in enumerate(locked):
+        shift = np.array([0.05 if i >= len(locked) // 2 else 0.0, 0.0, 0.0])
+        corrected.append(replace(
+            s, hand_position=None if s.hand_position is None
+            else tuple(np.asarray(s.hand_position) - shift),
+            hand_commanded=None if s.hand_commanded is None
+            else tuple(np.asarray(s.hand_commanded) - shift),
+            hand_odom=s.hand_position, commanded_odom=s.hand_commanded))
+    in_odom = pull_tracking(corrected, cfg)
+    assert in_odom is not None and in_odom.achieved_m == pytest.approx(0.0)
+    assert in_odom.held_back_m == pytest.approx(0.25)
+    held = hand_displacement("cabinet_1", corrected, cfg)
+    assert held is not None and held.magnitude == pytest.approx(0.0)
+    # without odom positions the correction reads as 5 cm of hand travel
+    in_map = pull_tracking([replace(s, hand_odom=None, commanded_odom=None) for s in corrected],
+                           cfg)
+    assert in_map is not None and in_map.achieved_m == pytest.approx(0.05)
+    with pytest.raises(EvidenceError, match="odom"):
+        replace(corrected[0], hand_odom=(float("nan"), 0.0, 0.0))
 
 
 def test_collage_layout_and_downscale() -> None:

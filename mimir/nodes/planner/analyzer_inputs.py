@@ -133,22 +133,24 @@ class WindowRecorder:
             return
         buffer.add(to_seconds(msg.header.stamp), point)
 
-    def hand_position(self, stamp: float) -> tuple[float, float, float] | None:
-        """The achieved hand position in the map near ``stamp`` (within 0.15 s), or None."""
-        return self._hand_in_map(self.hand, stamp)
+    def hand_position(self, stamp: float, frame: str = "") -> tuple[float, float, float] | None:
+        """The achieved hand position near ``stamp`` (within 0.15 s) in ``frame`` (the map when
+        empty), or None."""
+        return self._hand_in(self.hand, stamp, frame or self.config.map_frame)
 
-    def hand_commanded(self, stamp: float) -> tuple[float, float, float] | None:
-        """The commanded hand position in the map near ``stamp`` (within 0.15 s), or None."""
-        return self._hand_in_map(self.hand_command, stamp)
+    def hand_commanded(self, stamp: float, frame: str = "") -> tuple[float, float, float] | None:
+        """The commanded hand position near ``stamp`` (within 0.15 s) in ``frame`` (the map
+        when empty), or None."""
+        return self._hand_in(self.hand_command, stamp, frame or self.config.map_frame)
 
-    def _hand_in_map(self, buffer: FrameBuffer[np.ndarray],
-                     stamp: float) -> tuple[float, float, float] | None:
+    def _hand_in(self, buffer: FrameBuffer[np.ndarray], stamp: float,
+                 frame: str) -> tuple[float, float, float] | None:
         near = buffer.window(stamp - 0.15, stamp + 0.15)
         if not near:
             return None
         when, point = min(near, key=lambda entry: abs(entry[0] - stamp))
         try:
-            mat = np.asarray(self.tf.lookup(self.config.map_frame, self.config.base_frame, when))
+            mat = np.asarray(self.tf.lookup(frame, self.config.base_frame, when))
         except TransformError:
             return None
         x, y, z = mat[:3, :3] @ point + mat[:3, 3]
@@ -256,8 +258,11 @@ class WindowRecorder:
         readings = contract_gripper_readings(
             self.gripper_position.window(lo, hi), stroke_m=cfg.gripper_stroke_m,
             open_below=cfg.gripper_open_below, closed_empty=cfg.gripper_closed_empty)
-        samples, missing = robot_states(readings, self.base_pose, self.hand_position,
-                                        self.hand_commanded)
+        odom = cfg.odom_frame
+        samples, missing = robot_states(
+            readings, self.base_pose, self.hand_position, self.hand_commanded,
+            hand_odom=lambda t: self.hand_position(t, odom),
+            commanded_odom=lambda t: self.hand_commanded(t, odom))
         if missing:
             self._warn("base_pose_unavailable",
                        f"no {cfg.map_frame} -> {cfg.base_frame} transform for {missing} "
