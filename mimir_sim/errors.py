@@ -56,6 +56,11 @@ class SimConfigError(KeyedError):
     """A simulation settings file or mapping is invalid; ``key`` names the offending entry."""
 
 
+class PhysicsUnstableError(SimError):
+    """The physics blew up: MuJoCo found a bad position, velocity or acceleration and reset the
+    world (the simulation cannot be trusted from there)."""
+
+
 class StepListenerError(SimError):
     """A step listener was registered with bad arguments, is unknown, or broke the rules."""
 

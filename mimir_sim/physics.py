@@ -15,8 +15,12 @@ import mujoco
 import numpy as np
 
 from mimir_sim.config import SimConfig
-from mimir_sim.errors import StepListenerError
+from mimir_sim.errors import PhysicsUnstableError, StepListenerError
 from mimir_sim.scene_layout import KitchenScene
+
+#: MuJoCo's warnings for a state it gave up on (it resets the data after each)
+_UNSTABLE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+             mujoco.mjtWarning.mjWARN_BADQACC)
 
 
 @dataclass
@@ -73,23 +77,40 @@ class PhysicsWorld:
         """Recompute derived quantities (positions, contacts) without advancing time."""
         mujoco.mj_forward(self.model, self.data)
 
+    def _instabilities(self) -> int:
+        """How many times MuJoCo found a bad position, velocity or acceleration (each time it
+        resets the whole state)."""
+        return sum(int(self.data.warning[w].number) for w in _UNSTABLE)
+
     def step(self, n: int = 1) -> None:
         """Advance the physics ``n`` steps.
 
         Raises:
             StepListenerError: called from inside a step listener, or a listener changed the
                 controls.
+            PhysicsUnstableError: the physics blew up (MuJoCo then resets the whole world, so
+                nothing simulated from here on would mean anything).
         """
         if self._in_listener:
             raise StepListenerError("a step listener must not step the simulation")
         for _ in range(n):
+            before, when = self._instabilities(), float(self.data.time)
             mujoco.mj_step(self.model, self.data)
+            if self._instabilities() != before:
+                raise PhysicsUnstableError(
+                    f"the physics became unstable at t = {when:.3f} s (MuJoCo found a bad "
+                    f"value at degree of freedom {self._unstable_dof()} and reset the world); "
+                    "the run cannot go on")
             if self.sampler is not None:
                 self.sampler()
             if self.data.time + self._listener_eps >= self._listener_due:
                 self._call_listeners()
         for hook in self.after_steps:
             hook()
+
+    def _unstable_dof(self) -> int:
+        return max((int(self.data.warning[w].lastinfo) for w in _UNSTABLE
+                    if self.data.warning[w].number), default=-1)
 
     def step_seconds(self, seconds: float) -> None:
         """Advance the physics by ``seconds`` of simulated time (at least one step)."""

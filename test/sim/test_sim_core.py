@@ -16,6 +16,7 @@ from mimir_sim.config import SimConfig
 from mimir_sim.errors import (
     MalformedScenarioError,
     ModelDirError,
+    PhysicsUnstableError,
     PrimitiveError,
     UnknownEntityError,
     UnknownScenarioError,
@@ -292,3 +293,17 @@ def test_level_approach_for_tall_objects(sim) -> None:  # type: ignore[no-untype
     picked = sim.pick("ketchup_1")
     assert picked.success, picked.outcome
     assert picked.measurements["approach_pitch"] == 0.0
+
+
+def test_physics_that_blows_up_stops_the_simulation_loudly(scene) -> None:  # type: ignore[no-untyped-def]
+    sim = KitchenSim(scene, SimConfig(seed=1))
+    try:
+        sim.step_seconds(0.1)
+        before = sim.time
+        dof = int(sim.model.joint("joint_th").dofadr[0])
+        sim.data.qvel[dof] = float("nan")  # what a blown-up contact leaves behind
+        with pytest.raises(PhysicsUnstableError, match=rf"t = {before:.3f} s.*freedom {dof}"):
+            sim.step(1)
+        assert sim.time < before  # MuJoCo had reset the world under it: the error says so
+    finally:
+        sim.shutdown()
