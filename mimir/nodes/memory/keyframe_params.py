@@ -16,7 +16,8 @@ class KeyframeConfig:
     memory_config: str = shared.memory_config("memory settings YAML; empty for the installed one")
     session: str = param("", "session id; empty for a new one")
     cameras: tuple[str, ...] = shared.cameras("cameras to buffer", read_only=False)
-    buffer_seconds: float = param(20.0, "length of the frame buffer (s)")
+    buffer_seconds: float = param(
+        60.0, "length of the frame buffer (s); covers the longest action and its margins")
     buffer_max_frames: int = param(200, "frames kept per camera at most")
     perception_camera: str = param("pole", "camera saved when the scene graph changes")
     perception_min_period_s: float = param(1.0, "shortest period between perception keyframes (s)")

@@ -270,7 +270,19 @@ class WindowRecorder:
         return samples
 
     def window(self, lo: float, hi: float) -> tuple[ActionWindow | None, list[Detection3D]]:
-        """The action window over ``[lo, hi]`` (None without any frame) and its detections."""
+        """The action window over ``[lo, hi]`` (None without any frame) and its detections.
+
+        A window that began before the oldest reading the buffers still hold (an action longer
+        than ``buffer_seconds``) is analysed from what is left, with a warning: its first
+        frames and readings are lost.
+        """
+        buffer = self.gripper_position
+        oldest = buffer.oldest()
+        if oldest is not None and buffer.evicted_by_age and oldest[0] > lo:
+            self._warn("window_truncated",
+                       f"the window starts at {lo:.3f} s but the buffers reach back only to "
+                       f"{oldest[0]:.3f} s (buffer_seconds {self.config.buffer_seconds:.0f}); "
+                       "its start is lost")
         frames = self.frames(lo, hi)
         detections = [d for _, d in self.detections.window(lo, hi)]
         if not frames:

@@ -34,13 +34,21 @@ class AnalyzerNodeConfig:
     fault_log: str = param(
         "", "JSON-lines file that receives every reasoner fault; empty: the log only",
         read_only=True)
+    evidence_log: str = param(
+        "",
+        "JSON-lines file that receives what each analysis measured (gripper readings with the "
+        "hand positions, frames, depth and hand measurements); empty: none",
+        read_only=True)
     verifiers_off: str = param(
         "",
         "comma-separated verdict kinds switched off for ablations (see config/reasoning.yaml "
         "verifier.switched_off; 'all' for no harness); empty in operation",
         read_only=True)
     cameras: tuple[str, ...] = shared.cameras("cameras whose frames form the action window")
-    buffer_seconds: float = param(20.0, "history kept of every buffered stream (s)", read_only=True)
+    buffer_seconds: float = param(
+        60.0,
+        "history kept of every buffered stream (s); must cover the longest action and its margins",
+        read_only=True)
     frame_min_period_s: float = param(
         0.5,
         "colour frames closer than this to the previous kept frame of the camera are not buffered "
