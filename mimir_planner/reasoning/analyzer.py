@@ -50,11 +50,12 @@ from mimir_planner.reasoning.harness import Harness, HarnessResult
 from mimir_planner.reasoning.offline import OfflineInputs, fixture_infos
 from mimir_planner.reasoning.percepts import (
     contact_summary,
-    depth_change,
     failure_category,
     hand_displacement,
     in_view,
+    measure_depth_change,
     moved,
+    pair_problem,
     primitive_intent,
     pull_tracking,
     release_point,
@@ -282,19 +283,27 @@ class InteractionAnalyzer:
         """
         percepts = self._cfg.percepts
         depth: dict[str, DisplacementMeasurement] = {}
+        # only the action's target can have moved; another fixture's image region changes
+        # when the target's door or the arm passes in front of it
+        boxed = [(n.node_id, n.bbox) for n in fixtures
+                 if n.bbox is not None and n.node_id == primitive.target_id]
+        problems: list[str] = []
         for camera in window.cameras():
-            pair = settled_pair(window.frames_of(camera), percepts)
+            frames = window.frames_of(camera)
+            pair = settled_pair(frames, percepts)
             if pair is None:
+                problems.append(f"{camera}: {pair_problem(frames, percepts)}")
                 continue
-            for node in fixtures:
-                # only the action's target can have moved; another fixture's image region
-                # changes when the target's door or the arm passes in front of it
-                if node.bbox is None or node.node_id != primitive.target_id:
+            for node_id, box in boxed:
+                measure = measure_depth_change(pair[0], pair[1], node_id, box, percepts)
+                if isinstance(measure, str):
+                    problems.append(f"{camera}: {measure}")
                     continue
-                measure = depth_change(pair[0], pair[1], node.node_id, node.bbox, percepts)
-                best = depth.get(node.node_id)
-                if measure is not None and (best is None or measure.magnitude > best.magnitude):
-                    depth[node.node_id] = measure
+                best = depth.get(node_id)
+                if best is None or measure.magnitude > best.magnitude:
+                    depth[node_id] = measure
+        unmeasured = {node_id: "; ".join(problems) for node_id, _ in boxed
+                      if node_id not in depth}
         displacements = dict(depth)
         pull = None
         if intent in ("open", "close"):
@@ -326,6 +335,7 @@ class InteractionAnalyzer:
             gripper=window.robot_states,
             displacements=displacements,
             depth_changes=depth,
+            depth_unmeasured=unmeasured,
             pull=pull,
             detections=seen,
             observed_interiors=frozenset(interiors),

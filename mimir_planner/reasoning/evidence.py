@@ -256,6 +256,8 @@ class Evidence:
         displacements: per fixture, the measurement that decides whether it moved (the larger
             of the depth change and the held hand's travel).
         depth_changes: per fixture, the depth change in its image region, where measured.
+        depth_unmeasured: per fixture whose depth change was sought but not measured, why not
+            (per camera, in words).
         pull: how the hand followed the commanded pull on the action's target, where measured.
         detections: 3D detections made during and just after the action.
         observed_interiors: fixtures whose inside the cameras could see (open or open-top).
@@ -268,6 +270,7 @@ class Evidence:
     gripper: tuple[RobotStateSample, ...] = ()
     displacements: Mapping[str, DisplacementMeasurement] = field(default_factory=dict)
     depth_changes: Mapping[str, DisplacementMeasurement] = field(default_factory=dict)
+    depth_unmeasured: Mapping[str, str] = field(default_factory=dict)
     pull: PullTracking | None = None
     detections: tuple[Detection3D, ...] = ()
     observed_interiors: frozenset[str] = frozenset()
@@ -286,6 +289,8 @@ class Evidence:
             gripper=self.gripper if own else (),
             displacements={k: v for k, v in self.displacements.items() if own and k in ids},
             depth_changes={k: v for k, v in self.depth_changes.items() if own and k in ids},
+            depth_unmeasured={k: v for k, v in self.depth_unmeasured.items()
+                              if own and k in ids},
             pull=self.pull if own else None,
             detections=self.detections,
             observed_interiors=self.observed_interiors,
@@ -303,6 +308,9 @@ class Evidence:
             gripper=tuple(gripper[k] for k in sorted(gripper)),
             displacements={**self.displacements, **other.displacements},
             depth_changes={**self.depth_changes, **other.depth_changes},
+            depth_unmeasured={k: v for k, v in {**self.depth_unmeasured,
+                                                **other.depth_unmeasured}.items()
+                              if k not in other.depth_changes},
             pull=other.pull or self.pull,
             detections=tuple(detections.values()),
             observed_interiors=self.observed_interiors | other.observed_interiors,

@@ -196,44 +196,74 @@ def _registration(before: CameraFrame, after: CameraFrame, cfg: PerceptConfig
 
 def settled_pair(frames: Sequence[CameraFrame], cfg: PerceptConfig
                  ) -> tuple[CameraFrame, CameraFrame] | None:
-    """The earliest frame taken from where the camera stands in the last one, and the last.
+    """The earliest frame taken from where the camera stands at the end, and the latest one.
 
-    A window often opens while the base is still settling from the move before the action;
-    comparing its very first frame with the last would then fail the registration limits. The
-    first frame within those limits of the last one is the earliest view of the scene from the
-    same place. None with fewer than two frames or when no earlier frame registers.
+    The latest frame is the newest one with depth and a known camera pose (the pose of the
+    very newest frame may not have arrived when the window is read). A window often opens
+    while the base is still settling from the move before the action; comparing its very
+    first frame with the last would then fail the registration limits. The first frame within
+    those limits of the last one is the earliest view of the scene from the same place. None
+    with fewer than two such frames or when no earlier frame registers.
     """
-    if len(frames) < 2:
+    posed = [f for f in frames if f.depth is not None
+             and (f.camera_to_odom is not None or f.camera_to_map is not None)]
+    if len(posed) < 2:
         return None
-    last = frames[-1]
-    for frame in frames[:-1]:
+    last = posed[-1]
+    for frame in posed[:-1]:
         if frame.camera == last.camera and _registration(frame, last, cfg) is not None:
             return frame, last
     return None
 
 
+def pair_problem(frames: Sequence[CameraFrame], cfg: PerceptConfig) -> str:
+    """Why :func:`settled_pair` found no pair in ``frames``, in words."""
+    posed = [f for f in frames if f.depth is not None
+             and (f.camera_to_odom is not None or f.camera_to_map is not None)]
+    if len(frames) < 2:
+        return f"{len(frames)} frame(s) in the window"
+    if len(posed) < 2:
+        return f"{len(posed)} of {len(frames)} frames carry depth and a camera pose"
+    rel = _relative_pose(posed[0], posed[-1])
+    if rel is None:
+        return "no common frame for the camera poses"
+    return (f"the camera moved {float(np.linalg.norm(rel[:3, 3])):.3f} m between its first "
+            "and last frames and stood still in none of the earlier ones")
+
+
 def depth_change(
     before: CameraFrame, after: CameraFrame, fixture_id: str, box: Box3D, cfg: PerceptConfig
 ) -> DisplacementMeasurement | None:
+    """:func:`measure_depth_change`, None where it could not be measured."""
+    measure = measure_depth_change(before, after, fixture_id, box, cfg)
+    return measure if isinstance(measure, DisplacementMeasurement) else None
+
+
+def measure_depth_change(
+    before: CameraFrame, after: CameraFrame, fixture_id: str, box: Box3D, cfg: PerceptConfig
+) -> DisplacementMeasurement | str:
     """Depth change inside the fixture's image region between two frames of one camera.
 
     The points ``before`` saw in the region are moved into ``after``'s optical frame by the
     camera's own motion between the two stamps (identity while the base stands still) and
     compared with the depth ``after`` measured where they land. The magnitude is the configured
-    quantile of the absolute change over the points valid in both. Returns None when the region
-    is not visible, the camera moved further than ``registration_max_m`` /
-    ``registration_max_rad``, or too few points carry depth.
+    quantile of the absolute change over the points valid in both. Where it cannot be measured
+    the answer is the reason, in words: a frame lacks depth or intrinsics, the camera moved
+    further than ``registration_max_m`` / ``registration_max_rad``, the region is not in view,
+    or too few points carry depth.
     """
-    if before.depth is None or after.depth is None or before.camera != after.camera:
-        return None
+    if before.camera != after.camera:
+        return f"frames of two cameras ({before.camera}, {after.camera})"
+    if before.depth is None or after.depth is None:
+        return "a frame has no registered depth"
     if before.intrinsics is None or after.intrinsics is None:
-        return None
+        return "a frame has no intrinsics"
     rel = _registration(before, after, cfg)
     if rel is None:
-        return None
+        return "the camera moved between the frames (or its pose is unknown)"
     region = box_region(before, box)
     if region is None:
-        return None
+        return "the region is not in view"
     x0, y0, x1, y1 = region
     d0 = before.depth[y0:y1, x0:x1].astype(np.float64)
     vs, us = np.nonzero(np.isfinite(d0) & (d0 > 0))
@@ -249,7 +279,8 @@ def depth_change(
     expected = points[2, ahead][inside]
     valid = np.isfinite(measured) & (measured > 0)
     if int(valid.sum()) < cfg.depth_min_valid_pixels:
-        return None
+        return (f"{int(valid.sum())} points with depth in both frames, fewer than "
+                f"{cfg.depth_min_valid_pixels}")
     delta = np.abs(measured[valid] - expected[valid])
     return DisplacementMeasurement(
         fixture_id=fixture_id,

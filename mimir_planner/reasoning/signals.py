@@ -36,7 +36,8 @@ def depth_words(fixture_id: str, ev: Evidence) -> str:
     """The depth part: how much the fixture's image region changed."""
     change = ev.depth_changes.get(fixture_id)
     if change is None:
-        return "depth: region not measured"
+        why = ev.depth_unmeasured.get(fixture_id)
+        return "depth: region not measured" + (f" ({why})" if why else "")
     return f"depth: the region of '{fixture_id}' changed {change.magnitude:.3f} m"
 
 

@@ -42,7 +42,9 @@ from mimir_planner.reasoning.percepts import (
     depth_change,
     failure_category,
     hand_displacement,
+    measure_depth_change,
     names_match,
+    pair_problem,
     primitive_intent,
     pull_tracking,
     settled_pair,
@@ -175,6 +177,48 @@ def test_depth_change_starts_from_the_first_frame_taken_where_the_camera_stopped
     assert settled_pair([*settling, still[-1]], cfg) is None
     assert settled_pair(still[:1], cfg) is None
     assert settled_pair([], cfg) is None
+
+
+def test_settled_pair_ends_at_the_newest_frame_whose_pose_is_known() -> None:
+    cfg = PerceptConfig()
+    drawer = make_world().node("drawer_3")
+    assert drawer is not None and drawer.bbox is not None
+    opened = make_window(contact=True, opened_m=0.2).frames_of("base")
+    # the newest frame's pose had not reached the analyzer: the pair ends one frame earlier
+    unposed = CameraFrame("base", opened[-1].stamp + 0.5, opened[-1].rgb, opened[-1].depth, K)
+    pair = settled_pair([*opened, unposed], cfg)
+    assert pair is not None and pair[0] is opened[0] and pair[1] is opened[-1]
+    assert "1 of 2 frames carry depth and a camera pose" in pair_problem([opened[0], unposed], cfg)
+    assert pair_problem(opened[:1], cfg) == "1 frame(s) in the window"
+    away = CAM_POSE.copy()
+    away[0, 3] += 0.5
+    moving = [opened[0], CameraFrame("base", opened[0].stamp + 1, opened[0].rgb,
+                                     opened[0].depth, K, away)]
+    assert settled_pair(moving, cfg) is None
+    assert "the camera moved 0.500 m" in pair_problem(moving, cfg)
+
+
+def test_a_depth_change_that_cannot_be_measured_says_why() -> None:
+    cfg = PerceptConfig()
+    drawer = make_world().node("drawer_3")
+    assert drawer is not None and drawer.bbox is not None
+    base = make_window(contact=True, opened_m=0.2).frames_of("base")
+    no_depth = CameraFrame("base", base[0].stamp, base[0].rgb, None, K, CAM_POSE)
+    assert measure_depth_change(no_depth, base[-1], "drawer_3", drawer.bbox, cfg) \
+        == "a frame has no registered depth"
+    behind = Box3D(np.array([-2.0, -0.1, 0.4]), np.array([-1.5, 0.1, 0.6]))
+    assert measure_depth_change(base[0], base[-1], "x", behind, cfg) == "the region is not in view"
+    blank = CameraFrame("base", 100.0, base[0].rgb, np.full_like(base[0].depth, np.nan), K,
+                        CAM_POSE)
+    assert "points with depth in both frames" in str(
+        measure_depth_change(blank, base[-1], "drawer_3", drawer.bbox, cfg))
+    # the reason travels into the verdict's words
+    window = make_window(contact=True, opened_m=None, hand=True, depth=False)
+    evidence = _evidence_of(window)
+    assert "drawer_3" not in evidence.depth_changes
+    claim = PropertyClaim("drawer_3", "locked", True, 0.9, "it would not open")
+    (verdict,) = _harness().evaluate([claim], _ctx(), evidence).verdicts
+    assert "depth: region not measured (base: " in verdict.reason, verdict.reason
 
 
 def _shifted(frame: CameraFrame, dx: float, *, odom: np.ndarray | None) -> CameraFrame:
@@ -524,7 +568,8 @@ def test_every_verdict_kind_can_be_switched_off() -> None:
     moving = _evidence_of(make_window(contact=True, opened_m=0.2, hand=True))
     claim = PropertyClaim("drawer_3", "locked", True, 0.9, "wrong")
     on = _harness()
-    assert on.evaluate([claim], _ctx(), moving).verdicts[0].decision is Decision.REJECT
+    # the open moved the drawer: the lock claim is corrected to what the open showed
+    assert on.evaluate([claim], _ctx(), moving).verdicts[0].decision is Decision.CORRECT
     off = Harness(make_world(), cfg.vocabulary, cfg.percepts,
                   dataclasses.replace(cfg.verifier, switched_off=("locked",)))
     (verdict,) = off.evaluate([claim], _ctx(), moving).verdicts
