@@ -254,6 +254,7 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     data[section_key("analyzer")]["ros__parameters"].update(
         reasoner_faults=float(options.reasoner_faults), reasoner_fault_seed=options.fault_seed,
         fault_log=str((run_dir / "reasoner_faults.jsonl").resolve()),
+        evidence_log=str((run_dir / "analyzer_evidence.jsonl").resolve()),
         verifiers_off=options.verifiers_off)
     for name, values in options.extra_params.items():
         data[section_key(name)]["ros__parameters"].update(values)

@@ -41,7 +41,11 @@ from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.messages import node_update_to_msg
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info
-from mimir.nodes.planner.analyzer_inputs import CameraStream, detections_from_msg
+from mimir.nodes.planner.analyzer_inputs import (
+    CameraStream,
+    WindowRecorder,
+    detections_from_msg,
+)
 from mimir.nodes.planner.analyzer_node import AnalyzerNode, AnalyzerNodeConfig
 from mimir.nodes.planner.ros_world import SceneGraphWorld, snapshots_from_graph
 from mimir.ros import qos
@@ -202,6 +206,24 @@ def test_camera_stream_rate_limits_and_pairs_depth() -> None:
     assert stream.latest_stamp() == 3.5
     assert spread(list(range(10)), 4) == [0, 3, 6, 9]
     assert spread([1, 2], 5) == [1, 2]
+
+
+class _NoTransforms:
+    def lookup(self, target: str, source: str, stamp: float) -> Any:
+        raise UnknownFrameError(f"no {target} -> {source}")
+
+
+def test_a_window_reaching_past_the_buffers_is_reported() -> None:
+    warned: list[tuple[str, str]] = []
+    recorder = WindowRecorder(AnalyzerNodeConfig(buffer_seconds=5.0), _NoTransforms(),
+                              lambda key, text: warned.append((key, text)), lambda _key: None)
+    for i in range(200):  # 20 s of gripper readings; the buffer keeps the last 5
+        recorder.on_gripper(i * 0.1, 0.0)
+    recorder.window(16.0, 19.0)  # inside what is kept
+    assert warned == []
+    recorder.window(10.0, 19.0)  # an action longer than the buffer: its start is gone
+    assert [key for key, _ in warned] == ["window_truncated"]
+    assert "starts at 10.000 s" in warned[0][1] and "15.000 s" in warned[0][1]
 
 
 def test_evidence_refs_name_what_memory_can_point_at() -> None:
@@ -532,7 +554,11 @@ def _pull_held(t: float) -> tuple[float, float]:
 
 
 @pytest.mark.ros
-def test_the_held_hand_proves_an_open_and_a_lock_from_contract_signals(rig: Rig) -> None:
+def test_the_held_hand_proves_an_open_and_a_lock_from_contract_signals(
+        make_rig: Callable[..., Rig], tmp_path: Path) -> None:
+    log = tmp_path / "evidence.jsonl"
+    rig = make_rig(Parameter("vlm_backend", value="offline"),
+                   Parameter("evidence_log", value=str(log)))
     rig.add_fixtures()
     # no depth arrives: the hand's travel while the jaws held the handle decides
     rig.play(9.0, 13.5, _hold_handle, with_depth=False, hand=_pull_opens)
@@ -556,6 +582,16 @@ def test_the_held_hand_proves_an_open_and_a_lock_from_contract_signals(rig: Rig)
     for signal in (r"gripper: closed on something", r"end effector: moved 0\.0\d\d m of 0\.2\d\d m",
                    r"depth: the region of 'drawer_1' changed 0\.000 m"):
         assert re.search(signal, lock.verdict_reason), lock.verdict_reason
+    # the evidence file keeps the readings behind both verdicts
+    pulled, held = (json.loads(line) for line in log.read_text().splitlines())
+    assert (pulled["interaction_id"], held["interaction_id"]) == ("ia-pulled", "ia-held")
+    assert pulled["displacements"]["cabinet_1"][1] == "hand"
+    assert "cabinet_1" in pulled["depth_unmeasured"]
+    holding = [row for row in pulled["gripper"] if row[2]]
+    assert len(holding) >= 2 and all(row[4] is not None for row in holding)
+    assert held["depth_changes"]["drawer_1"] == pytest.approx(0.0, abs=1e-3)
+    assert held["pull"]["commanded_m"] > held["pull"]["achieved_m"]
+    assert any(f["depth"] for frames in held["frames"].values() for f in frames)
 
 
 @pytest.mark.ros

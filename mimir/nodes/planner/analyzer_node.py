@@ -87,6 +87,7 @@ from mimir_planner.reasoning.errors import (
 )
 from mimir_planner.reasoning.faults import Corruption, FaultyBackend
 from mimir_planner.reasoning.jobs import AnalysisJob, AnalysisJobs
+from mimir_planner.reasoning.provenance import evidence_record
 from mimir_planner.reasoning.window import recheck_evidence
 from mimir_planner.reasoning.writes import WriteContext, plan_writes
 from mimir_robot.contract import TOPIC_EE_ACHIEVED, TOPIC_EE_COMMANDED, TOPIC_GRIPPER
@@ -99,7 +100,7 @@ _KEEP_RESULTS = 500
 _WARN_KEYS = ("bad_image", "bad_depth", "bad_camera_info", "bad_gripper", "bad_hand_pose",
               "bad_observation", "bad_scene_graph",
               "camera_pose_unavailable", "base_pose_unavailable", "keyframe_save_failed",
-              "memory_write_failed")
+              "memory_write_failed", "window_truncated")
 
 
 class AnalyzerNodeError(RuntimeError):
@@ -202,6 +203,12 @@ class AnalyzerNode(Node):
         if self.config.fault_log:
             with open(self.config.fault_log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(fault.as_dict()) + "\n")
+
+    def _log_evidence(self, record: dict[str, object]) -> None:
+        """Appends what one analysis measured to the evidence file, where one is named."""
+        if self.config.evidence_log:
+            with open(self.config.evidence_log, "a", encoding="utf-8") as out:
+                out.write(json.dumps(record) + "\n")
 
     # ------------------------------------------------------------------ sensor input
     def _warn(self, key: str, text: str) -> None:
@@ -323,6 +330,8 @@ class AnalyzerNode(Node):
                 code = (_Response.UNKNOWN_TARGET if not self.world.has_node(primitive.target_id)
                         else _Response.NO_FRAMES)
                 return error_response(code, str(err), backend)
+            self._log_evidence(evidence_record(prepared.ctx, prepared.window,
+                                               prepared.evidence, start, end))
             try:
                 vlm_response, answer, attempts = self.analyzer.ask(prepared)
             except AnswerRetriesExhaustedError as err:
