@@ -439,9 +439,30 @@ class Harness:
             claim.name == "openable" and claim.new_value is False
         )
         if state_change:
-            return self._check_motion(claim.object_id, ev), "opened"
+            check = self._check_motion(claim.object_id, ev)
+            if claim.name == "locked" and check.decision is Decision.DEFER \
+                    and ctx.intent in ("open", "close") \
+                    and moved(ev.displacements.get(claim.object_id), self._percepts) is False:
+                # said to be unlocked, but the pull held the handle and nothing gave way: where
+                # the lock check itself would admit a lock, the claim is corrected to it
+                lock = self._check_locked(claim.object_id, ev)
+                if lock.decision is Decision.ADMIT:
+                    return _Check(Decision.CORRECT, lock.reason, lock.refs, dataclasses.replace(
+                        claim, new_value=True,
+                        reasoning=f"the fixture held in the {ctx.intent}")), "locked"
+            return check, "opened"
         if locked:
-            return self._check_locked(claim.object_id, ev), "locked"
+            check = self._check_locked(claim.object_id, ev)
+            moved_now = moved(ev.displacements.get(claim.object_id), self._percepts)
+            if check.decision is Decision.REJECT and moved_now \
+                    and ctx.intent in ("open", "close"):
+                # the claim is wrong, but the action showed what is right: the fixture gives
+                # way, and stands open after an open (closed after a close)
+                return _Check(Decision.CORRECT, check.reason, check.refs, PropertyClaim(
+                    claim.object_id, "openable", True, claim.confidence,
+                    f"the fixture moved in the {ctx.intent}", claim.old_value,
+                    is_opened=ctx.intent == "open", source=claim.source)), "locked"
+            return check, "locked"
         if claim.name == "pickable" and claim.new_value is True:
             summary = contact_summary(ev.gripper, self._percepts)
             if summary is None:

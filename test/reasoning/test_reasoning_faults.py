@@ -9,7 +9,7 @@ import json
 import pytest
 from reasoning_scene import config, make_window, make_world, primitive, scissors
 
-from mimir_planner.reasoning import Decision, InteractionAnalyzer, make_backend
+from mimir_planner.reasoning import Decision, InteractionAnalyzer, PropertyClaim, make_backend
 from mimir_planner.reasoning.errors import BackendConfigError
 from mimir_planner.reasoning.faults import REFUTABLE, UNREFUTABLE, Corruption, FaultyBackend
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
@@ -43,16 +43,34 @@ def test_refutable_corruptions_are_rejected_or_corrected() -> None:
     opened = make_window(contact=True, opened_m=0.2, hand=True)
     failed_open = dataclasses.replace(primitive(), reported_success=False)
 
-    # a successful open said to be locked: rejected by the measured motion
+    # a successful open said to be locked: corrected by the measured motion to what the open
+    # showed (the drawer opens and stands open), so memory does not lose the opening
     result, seen = _run("flip_locked", opened, failed_open, _world())
     assert [c.kind for c in seen] == ["flip_locked"] and seen[0].refutable
     lock = [v for v in result.verdicts if getattr(v.claim, "name", None) == "locked"]
-    assert lock and lock[0].decision is Decision.REJECT and "moved" in lock[0].reason
+    assert lock and lock[0].decision is Decision.CORRECT and "moved" in lock[0].reason
+    fixed = lock[0].corrected
+    assert isinstance(fixed, PropertyClaim)
+    assert (fixed.name, fixed.new_value, fixed.is_opened) == ("openable", True, True)
+    assert ("drawer_3", "openable", True) in {
+        (u.object_id, u.property, u.value) for u in result.property_updates}
 
-    # a locked drawer said to be unlocked: never admitted
+    # a locked drawer said to be unlocked: never admitted; the held pull corrects it to locked
     result, _ = _run("flip_locked", locked, failed_open, _world())
-    assert not any(getattr(v.claim, "name", None) == "locked" and v.claim.new_value is False
-                   for v in _effective(result))
+    written = [v.corrected or v.claim for v in _effective(result)]
+    assert not any(getattr(c, "name", None) == "locked" and getattr(c, "new_value", None) is False
+                   for c in written)
+    (unlock,) = [v for v in result.verdicts if getattr(v.claim, "name", None) == "locked"]
+    assert unlock.decision is Decision.CORRECT and unlock.verifier == "locked"
+    assert isinstance(unlock.corrected, PropertyClaim) and unlock.corrected.new_value is True
+    assert ("drawer_3", "locked", True) in {
+        (u.object_id, u.property, u.value) for u in result.property_updates}
+    # the same claim after a pull that was not held back (2 cm commanded): still deferred
+    timid = dataclasses.replace(locked, robot_states=tuple(
+        dataclasses.replace(s, hand_commanded=s.hand_position) for s in locked.robot_states))
+    result, _ = _run("flip_locked", timid, failed_open, _world())
+    (unlock,) = [v for v in result.verdicts if getattr(v.claim, "name", None) == "locked"]
+    assert unlock.decision is Decision.DEFER
 
     # the drawer cited by a wrong id: rebound to the drawer at the action (corrected)
     result, seen = _run("wrong_id", opened, failed_open, _world())
