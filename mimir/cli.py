@@ -234,6 +234,29 @@ def _approve_service_name(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else name
 
 
+_APPROVE_RESEND_S = 3.0  # s between repeats of an unanswered read-only gate request
+
+
+def _call_service(executor: Any, client: Any, request: Any, timeout: float, *,
+                  retry: bool = False) -> Any:
+    """The service's answer, or None after ``timeout`` s. A request that only reads
+    (``retry``) is sent again every few seconds meanwhile: the first request of a new node can
+    be lost while DDS is still matching the reader of its reply."""
+    import time  # noqa: PLC0415 - keep the CLI start fast
+
+    deadline = time.monotonic() + timeout
+    while True:
+        future = client.call_async(request)
+        left = max(0.0, deadline - time.monotonic())
+        executor.spin_until_future_complete(
+            future, timeout_sec=min(left, _APPROVE_RESEND_S) if retry else left)
+        if future.done():
+            return future.result()
+        client.remove_pending_request(future)
+        if not retry or time.monotonic() >= deadline:
+            return None
+
+
 def run_approve(args: argparse.Namespace, ask: Callable[[str], str] = input) -> int:
     """Operator prompt of the gate: list pending primitives, decide each (y/n, or all at once).
 
@@ -254,10 +277,8 @@ def run_approve(args: argparse.Namespace, ask: Callable[[str], str] = input) -> 
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
 
-    def call(client: Any, request: Any) -> Any:
-        future = client.call_async(request)
-        executor.spin_until_future_complete(future, timeout_sec=args.timeout)
-        return future.result() if future.done() else None
+    def call(client: Any, request: Any, *, retry: bool = False) -> Any:
+        return _call_service(executor, client, request, args.timeout, retry=retry)
 
     try:
         ns = args.namespace
@@ -272,7 +293,7 @@ def run_approve(args: argparse.Namespace, ask: Callable[[str], str] = input) -> 
             return 1
         deadline = time.monotonic() + max(0.0, args.wait)
         while True:
-            listing: Any = call(lister, ListPendingPrimitives.Request())
+            listing: Any = call(lister, ListPendingPrimitives.Request(), retry=True)
             if listing is None:
                 print("list_pending_primitives did not answer")
                 return 1

@@ -235,11 +235,13 @@ class Executor:
             self._phase("drive")
             res = self.motion.drive_base(stance)
             out.measurements["position_error"] = res.error
+            out.measurements["heading_error"] = res.heading_error
             if res.reached:
                 self._finish(out, True, "REACHED", "reached")
             else:
                 self._finish(out, False, "NOT_REACHED",
-                             f"base stopped {res.error:.2f} m from its goal")
+                             f"base stopped {res.error:.2f} m and {res.heading_error:.2f} rad "
+                             "from its goal" + (", still moving" if res.moving else ""))
         return self.run("move_to", body)
 
     def _arc(self, grasp: FloatArray, rot: FloatArray, art: Articulation, amount: float,

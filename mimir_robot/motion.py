@@ -80,12 +80,16 @@ class MotionResult:
         stalled: the hand stopped following the commanded path (it then holds).
         fraction: share of the path's targets sent before the motion ended (1.0 when all were).
         error: final distance (m) between the achieved position and the goal.
+        heading_error: for the base, the final heading error (rad); 0 for the hand.
+        moving: for the base, whether it was still moving when the motion ended.
     """
 
     reached: bool
     stalled: bool
     fraction: float
     error: float
+    heading_error: float = 0.0
+    moving: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,10 +216,11 @@ class Motion:
             # reached, and at rest: what the cameras see next must hold while the arm works
             still = math.hypot(x - last[0], y - last[1]) < 0.002 and abs(th - last[2]) < 0.004
             last = (x, y, th)
-            if err <= p.base_pos_tol and abs(_wrap(gth - th)) <= p.base_yaw_tol and still:
-                return MotionResult(True, False, 1.0, err)
+            turn_err = abs(_wrap(gth - th))
+            if err <= p.base_pos_tol and turn_err <= p.base_yaw_tol and still:
+                return MotionResult(True, False, 1.0, err, turn_err)
             if self._clock() >= deadline:
-                return MotionResult(False, False, 1.0, err)
+                return MotionResult(False, False, 1.0, err, turn_err, not still)
 
     # -- hand ----------------------------------------------------------------------------------
     def move_hand(self, pos: FloatArray, rot: FloatArray | None = None,
