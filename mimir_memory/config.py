@@ -49,6 +49,14 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             whose centroids lie within the association radius and whose boxes nest (the
             ``box_overlap`` test) are one object seen as two: the one with fewer observations is
             merged into the other by a ``nodes_merged`` event. False keeps both (ablations).
+        open_swing: An observation that matches no node, whose box lies (``box_overlap``
+            share) in the swing of a same-label fixture memory holds open, is that fixture's
+            door or drawer seen apart from it: it counts as a sighting of the fixture and does
+            not move it (it would otherwise become a second node where the door stands). The
+            swing is the fixture's box stretched along its shallower horizontal axis by its
+            wider horizontal extent, and along the wider one by half of it, where a door or
+            drawer of that width can stand; a neighbour beside the fixture lies mostly
+            outside. False leaves such views alone.
     """
 
     default_radius_m: float = 0.30
@@ -60,6 +68,7 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     label_fade: dict[str, float] = field(default_factory=dict)
     misses_to_stale: int = 3
     merge_converged: bool = True
+    open_swing: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

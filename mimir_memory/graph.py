@@ -40,6 +40,8 @@ HAND_PARENT = "hand"
 """Reserved parent id meaning "held by the robot's gripper"."""
 
 AT_LAST_PLACE = "at_last_place"
+#: The property whose ``is_opened`` says a fixture stands open.
+OPENABLE = "openable"
 """Property set to False when a node was missed too often where it was last seen (see
 ``WorldMemory.record_miss``) and back to True when perception sees it again."""
 
@@ -479,6 +481,8 @@ class SceneGraphState:
     def _check_observation_fused(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
         self._exists(data.get("node_id"), ctx)
         self._check_geometry(data)
+        if not isinstance(data.get("part", False), bool):
+            raise InvalidValueError("part must be a boolean")
 
     def _check_property_set(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
         bounds = self.bounds
@@ -705,9 +709,17 @@ class SceneGraphState:
         inside it, so either would leave a moved object's box stretched over both places.
         Moving ends with the weight of the centroid keeps the centroid inside the box.
 
-        The node counts as seen: its misses restart from zero.
+        The node counts as seen: its misses restart from zero. A view of a part that stands
+        out of the node (``part``: an open door seen apart from its cabinet) counts as a
+        sighting only and moves nothing.
         """
         node = self.nodes[self.resolve(data["node_id"])]
+        if data.get("part"):
+            node.observation_count += 1
+            node.misses = 0
+            node.last_seen = max(node.last_seen, event.stamp)
+            node.history.setdefault("parts", []).append(event.event_id)
+            return
         n = node.position_samples + 1
         weight = max(1.0 / n, self.association.fade_of(node.label))
         node.centroid = _lerp(node.centroid, _pt(data["centroid"]), weight)

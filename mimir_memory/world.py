@@ -32,6 +32,7 @@ from mimir_memory.events import (
 from mimir_memory.graph import (
     AT_LAST_PLACE,
     HAND_PARENT,
+    OPENABLE,
     Point,
     SceneGraphState,
     SceneNode,
@@ -61,6 +62,8 @@ class Association:
         created: True when the observation starts a new node.
         distance: Centroid distance to the matched node (m); 0 for a new node.
         alternatives: Same-label nodes close enough to be the same object (new nodes only).
+        part: The observation shows a part of the open fixture ``node_id`` that stands out of
+            it (a door): a sighting that does not move the node.
     """
 
     index: int
@@ -68,6 +71,7 @@ class Association:
     created: bool
     distance: float
     alternatives: tuple[str, ...] = ()
+    part: bool = False
 
 
 class WorldMemory(Store):
@@ -246,6 +250,10 @@ class WorldMemory(Store):
                 node_id, distance = matched[index]
                 result.append(Association(index, node_id, False, distance))
                 continue
+            holder = self._open_holder(obs, nearby[index]) if assoc.open_swing else None
+            if holder is not None:
+                result.append(Association(index, holder[1], False, holder[0], part=True))
+                continue
             prefix = node_id_prefix(obs.label)
             number = counters.get(prefix, self.state.label_counters.get(prefix, 0)) + 1
             while f"{prefix}_{number}" in self.state.reserved_ids:
@@ -274,6 +282,23 @@ class WorldMemory(Store):
             self.bounds.stamp(obs.stamp, now, f"{obs.label} observation stamp")
         except BoundsError as err:
             raise InvalidValueError(str(err)) from err
+
+    def _open_holder(self, obs: ObjectObservation,
+                     nearby: Sequence[tuple[float, str]]) -> tuple[float, str] | None:
+        """The nearest same-label node memory holds open whose swing holds the observation's
+        box (``box_overlap`` share), as (distance, node id); None when there is none."""
+        assoc = self.config.association
+        lo, hi = obs.bbox_min.tolist(), obs.bbox_max.tolist()
+        for distance, node_id in sorted(nearby):
+            node = self.state.nodes[node_id]
+            openable = node.properties.get(OPENABLE)
+            if openable is None or openable.is_opened is not True:
+                continue
+            swing_lo, swing_hi = _swing(node.bbox_min, node.bbox_max)
+            if _inside_share(lo, hi, swing_lo, swing_hi,
+                             assoc.box_tolerance_m) >= assoc.box_overlap:
+                return distance, node_id
+        return None
 
     def _box_overlap(self, obs: ObjectObservation, node_id: str) -> float:
         """Share of the observation's box inside the node's, or of the node's inside the
@@ -350,6 +375,8 @@ class WorldMemory(Store):
             if assoc.created:
                 payload["label"] = obs.label.strip()
                 payload["alternatives"] = list(assoc.alternatives)
+            if assoc.part:
+                payload["part"] = True
             evidence = Evidence(
                 keyframe_ids=tuple(keyframe_ids),
                 detection_ids=(obs.detection_id,) if obs.detection_id else (),
@@ -375,7 +402,7 @@ class WorldMemory(Store):
                     stamp=float(obs.stamp), source=source, evidence=evidence, verdict=None))
         stored = self.append(events)
         if self.config.association.merge_converged:
-            fused = [a.node_id for a in associations if not a.created]
+            fused = [a.node_id for a in associations if not a.created and not a.part]
             stamp = max(float(o.stamp) for o in observations)
             merges = self._converged(fused, stamp=stamp, source=source)
             if merges:
@@ -1007,6 +1034,22 @@ def _outcome_payload(node_id: str, task: Any, success: Any,
         "success": success,
         "failure_reason": failure_reason,
     }
+
+
+def _swing(lo: Sequence[float], hi: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Where a door or drawer of a fixture with box ``lo..hi`` can stand: the box stretched,
+    both ways, along its shallower horizontal axis by its wider horizontal extent (the door's
+    width, out into the room), and along the wider axis by half of it (a door opened past a
+    right angle leans over its hinge's side)."""
+    extents = [hi[0] - lo[0], hi[1] - lo[1]]
+    deep = 0 if extents[0] <= extents[1] else 1
+    reach = max(extents)
+    swing_lo, swing_hi = list(lo), list(hi)
+    swing_lo[deep] -= reach
+    swing_hi[deep] += reach
+    swing_lo[1 - deep] -= reach / 2.0
+    swing_hi[1 - deep] += reach / 2.0
+    return swing_lo, swing_hi
 
 
 def _inside_share(lo: Sequence[float], hi: Sequence[float], outer_lo: Sequence[float],

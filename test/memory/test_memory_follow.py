@@ -503,3 +503,63 @@ def test_an_opened_door_stays_part_of_its_cabinet(tmp_path: Path) -> None:
         assert nodes["cabinet_2"].centroid[0] == pytest.approx(1.07, abs=0.05)
     finally:
         world.close()
+
+
+def test_a_door_seen_alone_in_the_swing_of_an_open_cabinet_moves_nothing(tmp_path: Path) -> None:
+    """Three wall cabinets (0.55 m wide, 0.35 m deep, wall at x = 1.25). The right one opens
+    past a right angle; a view that shows only the far end of its door, out in the room and
+    leaning over the middle cabinet's side (as recorded in a simulated run), lies further than
+    the association radius from every cabinet. While memory holds the cabinet open the view is
+    a sighting of an open cabinet, not a fourth cabinet, and no box or centroid moves."""
+    def closed(y: float, stamp: float) -> ObjectObservation:
+        return _box("cabinet", [0.9, y - 0.275, 1.0], [1.25, y + 0.275, 1.45], stamp)
+
+    door_end = ([0.36, -0.213, 1.2], [0.517, -0.14, 1.447])
+    with WorldMemory.open(tmp_path / "shut.db", config=_config()) as world:
+        world.ingest([closed(0.6, 1.0), closed(0.0, 1.0), closed(-0.6, 1.0)])
+        # nobody opened anything: such a view starts a node of its own
+        (event,) = world.ingest([_box("cabinet", *door_end, stamp=2.0)])
+        assert event.kind is EventKind.NODE_CREATED
+    with WorldMemory.open(tmp_path / "open.db", config=_config()) as world:
+        world.ingest([closed(0.6, 1.0), closed(0.0, 1.0), closed(-0.6, 1.0)])
+        world.set_property("cabinet_3", "openable", True, confidence=0.9, stamp=1.5,
+                           is_opened=True)
+        before = {n: (world.node(n).centroid, world.node(n).bbox_min, world.node(n).bbox_max)
+                  for n in ("cabinet_1", "cabinet_2", "cabinet_3")}
+        counts = {n: world.node(n).observation_count for n in before}
+        (event,) = world.ingest([_box("cabinet", *door_end, stamp=2.0)])
+        assert event.kind is EventKind.OBSERVATION_FUSED and event.payload["part"] is True
+        holder = event.payload["node_id"]
+        assert holder in ("cabinet_2", "cabinet_3")
+        assert sorted(world.state.nodes) == ["cabinet_1", "cabinet_2", "cabinet_3"]
+        after = {n: (world.node(n).centroid, world.node(n).bbox_min, world.node(n).bbox_max)
+                 for n in before}
+        assert after == before
+        assert world.node(holder).observation_count == counts[holder] + 1
+        assert world.node(holder).history["parts"] == [event.event_id]
+        # a new cabinet beside the open one (further along the wall) is a node of its own
+        (beside,) = world.ingest([closed(-1.25, 3.0)])
+        assert beside.kind is EventKind.NODE_CREATED
+        seen = (world.node(holder).observation_count, world.node(holder).centroid)
+    # replaying the log gives the same graph
+    with WorldMemory.open(tmp_path / "open.db", config=_config()) as replayed:
+        assert (replayed.node(holder).observation_count, replayed.node(holder).centroid) == seen
+    with WorldMemory.open(tmp_path / "off.db", config=_config(open_swing=False)) as world:
+        world.ingest([closed(0.6, 1.0), closed(0.0, 1.0), closed(-0.6, 1.0)])
+        world.set_property("cabinet_3", "openable", True, confidence=0.9, stamp=1.5,
+                           is_opened=True)
+        (event,) = world.ingest([_box("cabinet", *door_end, stamp=2.0)])
+        assert event.kind is EventKind.NODE_CREATED
+    with pytest.raises(ConfigError, match="open_swing"):
+        memory_config_from_dict({"association": {"open_swing": "yes"}})
+
+
+def test_a_part_flag_that_is_not_a_boolean_is_refused(world: WorldMemory) -> None:
+    world.ingest([_box("cabinet", [0.9, -0.3, 1.0], [1.25, 0.3, 1.45], 1.0)])
+    bad = MemoryEvent(kind=EventKind.OBSERVATION_FUSED, stamp=2.0, source=Source.PERCEPTION,
+                      payload={"node_id": "cabinet_1", "centroid": [1.0, 0.0, 1.2],
+                               "bbox_min": [0.9, -0.3, 1.0], "bbox_max": [1.25, 0.3, 1.45],
+                               "part": "yes"})
+    with pytest.raises(InvalidValueError, match="part must be a boolean"):
+        world.append([bad])
+    assert world.node("cabinet_1").observation_count == 1
