@@ -179,12 +179,14 @@ class OfflineReasoner:
 
 def _held_hand_travel(samples: Sequence[RobotStateSample]) -> float:
     """Largest distance of the hand from where it was when the jaws first held (m), in odom
-    when every held sample carries it (localisation corrects map, not the hand), else in map."""
+    from the held samples that carry it when at least half do (localisation corrects map, not
+    the hand), else in map."""
     held = [s for s in samples if s.contact and s.hand_position is not None]
     if len(held) < 2:
         return 0.0
-    if all(s.hand_odom is not None for s in held):
-        points = [np.asarray(s.hand_odom) for s in held]
+    in_odom = [np.asarray(s.hand_odom) for s in held if s.hand_odom is not None]
+    if len(in_odom) >= 2 and 2 * len(in_odom) >= len(held):
+        points = in_odom
     else:
         points = [np.asarray(s.hand_position) for s in held]
     return float(max(np.linalg.norm(p - points[0]) for p in points))

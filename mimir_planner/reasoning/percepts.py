@@ -126,11 +126,14 @@ def box_region(frame: CameraFrame, box: Box3D) -> tuple[int, int, int, int] | No
 def hand_track(held: Sequence[RobotStateSample], commanded: bool = False) -> np.ndarray:
     """Achieved (or commanded) hand positions of ``held`` for measuring how the hand moved.
 
-    In ``odom`` when every sample carries it: a localisation correction during the action moves
-    ``map`` against ``odom``, not the hand. Otherwise in ``map``.
+    In ``odom`` where at least half of the samples (and two) carry it, from those samples
+    alone: a localisation correction during the action moves ``map`` against ``odom``, not the
+    hand, so a few samples whose odom position went missing must not switch the whole
+    measurement to ``map``. Otherwise in ``map``.
     """
-    odom = [s.commanded_odom if commanded else s.hand_odom for s in held]
-    if all(p is not None for p in odom):
+    odom = [p for p in (s.commanded_odom if commanded else s.hand_odom for s in held)
+            if p is not None]
+    if len(odom) >= 2 and 2 * len(odom) >= len(held):
         return np.asarray(odom, dtype=np.float64)
     return np.asarray([s.hand_commanded if commanded else s.hand_position for s in held],
                       dtype=np.float64)

@@ -298,6 +298,10 @@ def test_hand_motion_is_measured_in_odom_so_a_localisation_correction_is_not_a_p
     in_map = pull_tracking([replace(s, hand_odom=None, commanded_odom=None) for s in corrected],
                            cfg)
     assert in_map is not None and in_map.achieved_m == pytest.approx(0.05)
+    # one sample whose odom position went missing does not switch the measurement to map
+    gap = [replace(s, hand_odom=None) if i == 1 else s for i, s in enumerate(corrected)]
+    held = hand_displacement("cabinet_1", gap, cfg)
+    assert held is not None and held.magnitude == pytest.approx(0.0)
     with pytest.raises(EvidenceError, match="odom"):
         replace(corrected[0], hand_odom=(float("nan"), 0.0, 0.0))
 
