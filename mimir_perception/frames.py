@@ -119,6 +119,25 @@ class FrameBuffer(Generic[T]):
             del self._items[:cut]
         return cut
 
+    def admits(self, stamp: float) -> bool:
+        """Whether :meth:`add` would keep an item at ``stamp`` now (the rate limit and the
+        unique stamps); lets a caller skip preparing an item that would be refused.
+
+        Raises:
+            StampError: ``stamp`` is NaN, infinite or not a number.
+        """
+        stamp = _check(stamp)
+        with self._lock:
+            stamps = self._stamps
+            if stamps and self.min_period_s > 0.0 and stamps[-1] <= stamp < stamps[-1] \
+                    + self.min_period_s:
+                return False
+            if self.unique_stamps:
+                i = bisect.bisect_left(stamps, stamp)
+                if i < len(stamps) and stamps[i] == stamp:
+                    return False
+            return True
+
     def drop_before(self, limit: float) -> int:
         """Forgets items with a stamp below ``limit``; returns how many."""
         limit = _check(limit, "limit")

@@ -18,6 +18,7 @@ from rclpy.parameter import Parameter
 from ros_helpers import call_service, observation_batch, observation_msg
 
 from mimir.nodes.memory.keyframe_node import KeyframeNode
+from mimir.nodes.memory.keyframe_params import KeyframeConfig as KeyframeParams
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.ros import qos
 from mimir.ros.images import numpy_to_image
@@ -175,6 +176,14 @@ def test_scene_graph_fuses_updates_and_restarts(
     assert [n.id for n in merged.graph.nodes] == ["mug_1"]
 
 
+@pytest.mark.parametrize("bad", [{"buffer_min_period_s": -0.1},
+                                 {"buffer_min_period_s": 60.0, "buffer_seconds": 60.0},
+                                 {"buffer_max_frames": 0}])
+def test_keyframe_buffer_settings_are_checked(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="buffer"):
+        KeyframeParams(**bad)
+
+
 def test_keyframe_node_saves_interactions_and_serves_queries(
     tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
     spin_node: Node, wait_for: Wait,
@@ -183,6 +192,7 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
         Parameter("memory_dir", value=str(tmp_path)),
         Parameter("cameras", value=["base", "wrist"]),
         Parameter("after_wait_s", value=0.5),
+        Parameter("buffer_min_period_s", value=0.1),
     ])
     ros_executor.add_node(node)
     image_pubs = {cam: spin_node.create_publisher(
@@ -203,6 +213,12 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
         assert wait_for(lambda s=stamp: all((b.latest_stamp() or 0) >= s - 1e-6
                                             for b in node.buffers.values()))
     assert wait_for(lambda: all((b.latest_stamp() or 0) >= 12.1 for b in node.buffers.values()))
+    # a frame within buffer_min_period_s of the last kept one is skipped, a later one kept
+    for stamp in (12.25, 12.35):
+        late = numpy_to_image(textured(999, 192, 256), "rgb8")
+        late.header.stamp = from_seconds(stamp)
+        node._on_image("base", late)
+    assert node.buffers["base"].stamps()[-2:] == [pytest.approx(12.2), pytest.approx(12.35)]
 
     ended = InteractionEvent(interaction_id="int-7", phase=InteractionEvent.PHASE_ENDED,
                              primitive="open", target_id="cabinet_1", success=False,

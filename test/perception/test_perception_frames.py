@@ -65,8 +65,12 @@ def test_rate_limit_and_unique_stamps() -> None:
     assert rated.add(1.0, 1) and not rated.add(1.1, 2) and rated.add(1.2, 3)
     assert rated.add(0.5, 4)  # older than the newest kept frame: not rate limited
     assert rated.stamps() == [0.5, 1.0, 1.2]
+    # admits answers as add would, without adding
+    assert not rated.admits(1.3) and rated.admits(1.4) and rated.admits(0.7)
+    assert rated.stamps() == [0.5, 1.0, 1.2]
     unique: FrameBuffer[int] = FrameBuffer(unique_stamps=True)
     assert unique.add(1.0, 1) and not unique.add(1.0, 2) and unique.items() == [(1.0, 1)]
+    assert not unique.admits(1.0) and unique.admits(2.0)
 
 
 @pytest.mark.parametrize("stamp", [math.nan, math.inf, -math.inf, "1.0", None, True])
@@ -75,7 +79,7 @@ def test_bad_stamps_are_refused(stamp: object) -> None:
     buf.add(1.0, 1)
     with pytest.raises(StampError):
         buf.add(stamp, 2)  # type: ignore[arg-type]
-    for query in (buf.nearest, buf.before, buf.after, buf.take, buf.drop_before):
+    for query in (buf.nearest, buf.before, buf.after, buf.take, buf.drop_before, buf.admits):
         with pytest.raises(StampError):
             query(stamp)  # type: ignore[operator]
     with pytest.raises(StampError):

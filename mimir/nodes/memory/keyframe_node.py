@@ -82,7 +82,8 @@ class KeyframeNode(Node):
         self.root = root
         self.session = self.config.session or uuid.uuid4().hex[:12]
         self.buffers: dict[str, FrameBuffer[tuple[RgbImage, str]]] = {
-            cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames)
+            cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames,
+                             min_period_s=self.config.buffer_min_period_s)
             for cam in self.config.cameras}
         self.counters = NodeCounters(_WARN_KEYS)
         self._pending: list[_PendingInteraction] = []
@@ -138,13 +139,16 @@ class KeyframeNode(Node):
 
     # ------------------------------------------------------------------- frames
     def _on_image(self, camera: str, msg: Image) -> None:
+        stamp = to_seconds(msg.header.stamp)
+        if not self.buffers[camera].admits(stamp):
+            return  # within buffer_min_period_s of the last kept frame: not even decoded
         try:
             rgb = image_to_rgb(msg)
         except ImageConversionError as err:
             self._count(f"{camera}.bad_image")
             self.get_logger().warning(f"ignoring {camera} image: {err}", throttle_duration_sec=5.0)
             return
-        self.buffers[camera].add(to_seconds(msg.header.stamp), (rgb, msg.header.frame_id))
+        self.buffers[camera].add(stamp, (rgb, msg.header.frame_id))
 
     def _robot_pose(self, stamp: float) -> list[float] | None:
         try:

@@ -18,7 +18,11 @@ class KeyframeConfig:
     cameras: tuple[str, ...] = shared.cameras("cameras to buffer", read_only=False)
     buffer_seconds: float = param(
         60.0, "length of the frame buffer (s); covers the longest action and its margins")
-    buffer_max_frames: int = param(200, "frames kept per camera at most")
+    buffer_max_frames: int = param(240, "frames kept per camera at most")
+    buffer_min_period_s: float = param(
+        0.25,
+        "a camera's frame closer than this to its previous kept frame is not buffered (or "
+        "decoded), so buffer_max_frames reaches back buffer_seconds at any camera rate (s)")
     perception_camera: str = param("pole", "camera saved when the scene graph changes")
     perception_min_period_s: float = param(1.0, "shortest period between perception keyframes (s)")
     after_wait_s: float = param(1.5, "wait this long for a frame after an action (s)")
@@ -32,6 +36,8 @@ class KeyframeConfig:
     def __post_init__(self) -> None:
         if self.buffer_seconds <= 0 or self.buffer_max_frames <= 0:
             raise ValueError("the frame buffer must hold something")
+        if not 0.0 <= self.buffer_min_period_s < self.buffer_seconds:
+            raise ValueError("buffer_min_period_s must lie in [0, buffer_seconds)")
         if self.query_limit <= 0:
             raise ValueError("query_limit must be positive")
         if not self.diagnostics_period > 0 or not self.max_offset_s > 0:
