@@ -11,10 +11,8 @@ cabinet recorded as "interior not observed" with no contents and no emptiness wr
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from sim_runs import mimir_exe, sim_env
 
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
@@ -44,13 +43,6 @@ _EVENTS_OF = {
     "wrong_id": ("property_set", "contents_set"),
     "false_success": ("task_outcome_recorded",), "unseen_success": ("task_outcome_recorded",),
 }
-
-
-def _mimir() -> str:
-    exe = Path(sys.executable).parent / "mimir"
-    if not exe.exists():
-        raise FileNotFoundError(f"the mimir console script is missing beside {sys.executable}")
-    return str(exe)
 
 
 def _trace(run: Path) -> list[dict[str, Any]]:
@@ -143,9 +135,9 @@ def _kv(key: str, value: str) -> Any:
 
 def test_harness_rejects_corrects_and_defers_corrupted_claims_in_a_running_graph(
         tmp_path: Path) -> None:
-    env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
+    env = sim_env()
     proc = subprocess.Popen(
-        [_mimir(), "sim", "--scenario", "locked_unlocked", "--profile", "ideal",
+        [mimir_exe(), "sim", "--scenario", "locked_unlocked", "--profile", "ideal",
          "--runs", str(tmp_path),
          "--instruction-timeout", "400", "--reasoner-faults", str(RATE), "--fault-seed",
          str(SEED), "--hold", "240", "--quiet"],

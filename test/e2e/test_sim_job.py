@@ -9,12 +9,10 @@ without trying the locked cabinet again.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sim_runs import finished_run
 
 from mimir.sim_graph import robot_side_violations, sim_only_interfaces
 
@@ -23,26 +21,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.usefixtures("one_simulation_at_a_time")]
 
 
-def _mimir() -> str:
-    exe = Path(sys.executable).parent / "mimir"
-    if not exe.exists():
-        raise FileNotFoundError(f"the mimir console script is missing beside {sys.executable}")
-    return str(exe)
-
-
 def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
-    env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
-    proc = subprocess.run(
-        [_mimir(), "sim", "--scenario", "locked_unlocked", "--profile", "ideal",
-         "--runs", str(tmp_path),
-         "--instruction-timeout", "400"],
-        capture_output=True, text=True, timeout=900, env=env, check=False,
-    )
-    runs = list(tmp_path.iterdir())
-    assert len(runs) == 1, proc.stdout + proc.stderr
-    run = runs[0]
-    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:] + logs
+    run = finished_run("locked_unlocked", tmp_path)
 
     report = (run / "report.md").read_text()
     assert "Task progress (judged from simulator state): 2/2" in report
@@ -80,4 +60,3 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     # On noise-free inputs with an honest reasoner the judge finds no wrong fact in memory
     audit = json.loads((run / "audit_summary.json").read_text())
     assert audit["admitted"] > 0 and audit["wrong_admitted"] == 0, audit
-    print(proc.stdout[-4000:])

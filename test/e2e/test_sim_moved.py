@@ -11,12 +11,10 @@ seen at its new place, which memory learns as a node of its own.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sim_runs import finished_run
 
 from mimir_memory.world import WorldMemory
 
@@ -24,26 +22,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.usefixtures("one_simulation_at_a_time")]
 
 
-def _mimir() -> str:
-    exe = Path(sys.executable).parent / "mimir"
-    if not exe.exists():
-        raise FileNotFoundError(f"the mimir console script is missing beside {sys.executable}")
-    return str(exe)
-
-
 def test_memory_marks_the_old_place_stale_and_learns_the_new_one(tmp_path: Path) -> None:
-    env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
-    proc = subprocess.run(
-        [_mimir(), "sim", "--scenario", "moved_object", "--profile", "ideal",
-         "--runs", str(tmp_path),
-         "--instruction-timeout", "400"],
-        capture_output=True, text=True, timeout=900, env=env, check=False,
-    )
-    runs = list(tmp_path.iterdir())
-    assert len(runs) == 1, proc.stdout + proc.stderr
-    run = runs[0]
-    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:] + logs
+    run = finished_run("moved_object", tmp_path)
     assert "Task progress (judged from simulator state): 2/2" in (run / "report.md").read_text()
 
     trace = [json.loads(line) for line in (run / "trace.jsonl").read_text().splitlines()]
@@ -69,4 +49,3 @@ def test_memory_marks_the_old_place_stale_and_learns_the_new_one(tmp_path: Path)
         assert "at_last_place" not in new.properties or new.properties["at_last_place"].value
     finally:
         world.close()
-    print(proc.stdout[-3000:])
