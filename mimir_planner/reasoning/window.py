@@ -45,23 +45,30 @@ def contract_gripper_readings(
     hold starts when the position has left the open end (``open_below``), stopped short of
     closing on nothing (``closed_empty``), and stays put (within ``settle`` of the previous
     reading of an earlier stamp, so the fingers passing through mid-travel while they close do
-    not count; a reading repeated at one stamp is one sample, not a second look). Once
-    started, the hold lasts while the readings stay in that range and within ``hold_band`` of
-    where the fingers stopped: a pull on a held handle flexes the fingers by several hundredths
-    from one reading to the next without letting go, while opening the jaws drops the reading
-    out of the band at once. The opening in metres is ``(1 - position) * stroke_m``.
+    not count; a reading repeated at one stamp is one sample, not a second look). Only fingers
+    that were closing stop on something: jaws that pause on their way open (after a handle
+    slipped out and the hand let go) hold nothing, while the hand may already be backing away.
+    A window that begins with the fingers at rest in range (an object held from before) holds
+    from its second reading. Once started, the hold lasts while the readings stay in that range
+    and within ``hold_band`` of where the fingers stopped: a pull on a held handle flexes the
+    fingers by several hundredths from one reading to the next without letting go, while
+    opening the jaws drops the reading out of the band at once. The opening in metres is
+    ``(1 - position) * stroke_m``.
     """
     out: list[tuple[float, GripperReading]] = []
     previous: tuple[float, float] | None = None  # (stamp, position) of an earlier stamp
     last: tuple[float, float] | None = None
     stopped_at: float | None = None  # the reading where the current hold started
+    closing: bool | None = None  # the direction of the last move larger than settle
     for stamp, position in readings:
         if last is not None and stamp > last[0]:
             previous = last
+        if previous is not None and abs(position - previous[1]) > settle:
+            closing = position > previous[1]
         in_range = open_below < position < closed_empty
         if stopped_at is not None and not (in_range and abs(position - stopped_at) <= hold_band):
             stopped_at = None
-        if stopped_at is None and in_range and previous is not None \
+        if stopped_at is None and in_range and previous is not None and closing is not False \
                 and abs(position - previous[1]) <= settle:
             stopped_at = position
         out.append((stamp, GripperReading(max(0.0, (1.0 - position) * stroke_m),

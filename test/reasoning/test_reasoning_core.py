@@ -489,6 +489,20 @@ def test_contract_gripper_hold_survives_a_pull_and_ends_when_the_jaws_open() -> 
         slipped, stroke_m=0.085, open_below=0.05, closed_empty=0.93)] == \
         [False, True, True, False, False]
 
+    # Recorded in the simulation after a handle slipped out of the jaws on a locked door: the
+    # jaws, closed on nothing, open again and pause at 0.094 on the way while the hand already
+    # backs away; a pause on the way open holds nothing
+    reopened = [(25.40, 0.955), (25.50, 0.981), (25.75, 1.0), (25.80, 1.0), (26.10, 0.094),
+                (26.15, 0.094), (26.15, 0.059), (26.20, 0.036), (26.25, 0.024)]
+    assert not any(r.holding for _, r in contract_gripper_readings(
+        reopened, stroke_m=0.085, open_below=0.05, closed_empty=0.93))
+    # a window that opens on a bottle already held (a place after a pick) holds from its
+    # second reading
+    carried = [(0.0, 0.40), (0.1, 0.40), (0.2, 0.41), (0.3, 0.05), (0.4, 0.0)]
+    assert [r.holding for _, r in contract_gripper_readings(
+        carried, stroke_m=0.085, open_below=0.05, closed_empty=0.93)] == \
+        [False, True, True, False, False]
+
 
 def test_hand_travel_while_held_measures_the_part_and_ignores_the_empty_hand() -> None:
     from mimir_planner.reasoning.evidence import RobotStateSample
