@@ -440,29 +440,11 @@ class Harness:
         )
         if state_change:
             check = self._check_motion(claim.object_id, ev)
-            if claim.name == "locked" and check.decision is Decision.DEFER \
-                    and ctx.intent in ("open", "close") \
-                    and moved(ev.displacements.get(claim.object_id), self._percepts) is False:
-                # said to be unlocked, but the pull held the handle and nothing gave way: where
-                # the lock check itself would admit a lock, the claim is corrected to it
-                lock = self._check_locked(claim.object_id, ev)
-                if lock.decision is Decision.ADMIT:
-                    return _Check(Decision.CORRECT, lock.reason, lock.refs, dataclasses.replace(
-                        claim, new_value=True,
-                        reasoning=f"the fixture held in the {ctx.intent}")), "locked"
-            return check, "opened"
+            held = self._held_against_unlocked(claim, ctx, ev, check)
+            return (held, "locked") if held is not None else (check, "opened")
         if locked:
             check = self._check_locked(claim.object_id, ev)
-            moved_now = moved(ev.displacements.get(claim.object_id), self._percepts)
-            if check.decision is Decision.REJECT and moved_now \
-                    and ctx.intent in ("open", "close"):
-                # the claim is wrong, but the action showed what is right: the fixture gives
-                # way, and stands open after an open (closed after a close)
-                return _Check(Decision.CORRECT, check.reason, check.refs, PropertyClaim(
-                    claim.object_id, "openable", True, claim.confidence,
-                    f"the fixture moved in the {ctx.intent}", claim.old_value,
-                    is_opened=ctx.intent == "open", source=claim.source)), "locked"
-            return check, "locked"
+            return self._moved_against_locked(claim, ctx, ev, check) or check, "locked"
         if claim.name == "pickable" and claim.new_value is True:
             summary = contact_summary(ev.gripper, self._percepts)
             if summary is None:
@@ -484,6 +466,33 @@ class Harness:
             Decision.REJECT,
             f"confidence {claim.confidence:.2f} below {self._cfg.min_confidence:.2f}",
         ), "confidence"
+
+    def _held_against_unlocked(self, claim: PropertyClaim, ctx: ClaimContext, ev: Evidence,
+                               check: _Check) -> _Check | None:
+        """Said to be unlocked, but the pull held the handle and nothing gave way: where the
+        lock check itself admits a lock, the claim corrected to locked; else None."""
+        if claim.name != "locked" or check.decision is not Decision.DEFER \
+                or ctx.intent not in ("open", "close") \
+                or moved(ev.displacements.get(claim.object_id), self._percepts) is not False:
+            return None
+        lock = self._check_locked(claim.object_id, ev)
+        if lock.decision is not Decision.ADMIT:
+            return None
+        return _Check(Decision.CORRECT, lock.reason, lock.refs, dataclasses.replace(
+            claim, new_value=True, reasoning=f"the fixture held in the {ctx.intent}"))
+
+    def _moved_against_locked(self, claim: PropertyClaim, ctx: ClaimContext, ev: Evidence,
+                              check: _Check) -> _Check | None:
+        """Said to be locked (or not openable), but the open or close moved the fixture: the
+        claim corrected to what the action showed (it gives way, and stands open after an open,
+        closed after a close); else None."""
+        if check.decision is not Decision.REJECT or ctx.intent not in ("open", "close") \
+                or not moved(ev.displacements.get(claim.object_id), self._percepts):
+            return None
+        return _Check(Decision.CORRECT, check.reason, check.refs, PropertyClaim(
+            claim.object_id, "openable", True, claim.confidence,
+            f"the fixture moved in the {ctx.intent}", claim.old_value,
+            is_opened=ctx.intent == "open", source=claim.source))
 
     def _held_back_against_depth(self, fixture_id: str, ev: Evidence) -> _Check | None:
         """A depth change the held hand contradicts: the hand was held back from its pull, so
