@@ -769,6 +769,13 @@ class WorldMemory(Store):
         if parent is not None:
             updates.append((EventKind.PARENT_CHANGED,
                             _parent_payload(node_id, parent[0], parent[1], position)))
+            if parent[0] is not None and parent[1] in ("container", "surface") \
+                    and verdict in (Verdict.ADMIT, Verdict.CORRECT) and self._away(node_id):
+                # found there by the interaction (seen inside on a look, or put there): a
+                # camera that could not see it there before memory knew must not keep it stale
+                updates.append((EventKind.PROPERTY_SET, _property_payload(
+                    node_id, AT_LAST_PLACE, True, confidence=PLACE_CONFIDENCE,
+                    reasoning=f"found in {parent[0]} by the interaction", is_opened=None)))
         if outcome is not None:
             payload = _outcome_payload(node_id, outcome.get("task"), outcome.get("success"),
                                        outcome.get("failure_reason"))

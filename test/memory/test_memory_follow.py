@@ -22,7 +22,7 @@ from mimir_memory.errors import (
     InvalidValueError,
     UnknownNodeError,
 )
-from mimir_memory.events import EventKind, MemoryEvent, Source
+from mimir_memory.events import EventKind, MemoryEvent, Source, Verdict
 from mimir_memory.graph import AT_LAST_PLACE
 from mimir_memory.observations import ObjectObservation
 from mimir_memory.world import WorldMemory
@@ -563,3 +563,27 @@ def test_a_part_flag_that_is_not_a_boolean_is_refused(world: WorldMemory) -> Non
     with pytest.raises(InvalidValueError, match="part must be a boolean"):
         world.append([bad])
     assert world.node("cabinet_1").observation_count == 1
+
+
+def test_an_admitted_find_inside_a_fixture_brings_a_stale_node_back(world: WorldMemory) -> None:
+    """A look into a cabinet sees the banana; before memory knows it is inside, a camera that
+    cannot see into the cabinet misses it three times and memory marks it stale. The
+    inspection's admitted parent change says where it is: the node is back at its place."""
+    world.ingest([_box("cabinet", [0.9, -0.3, 1.0], [1.25, 0.3, 1.45], 1.0),
+                  obs("banana", [1.0, 0.0, 1.05], stamp=1.0)])
+    for stamp in (2.0, 2.5, 3.0):
+        world.record_miss("banana_1", stamp=stamp, camera="pole")
+    assert world.node("banana_1").properties[AT_LAST_PLACE].value is False
+    deferred = world.update_node("banana_1", stamp=4.0, parent=("cabinet_1", "container"),
+                                 verdict=Verdict.DEFER)
+    assert [e.kind for e in deferred] == [EventKind.PARENT_CHANGED]
+    assert world.node("banana_1").properties[AT_LAST_PLACE].value is False
+    found = world.update_node("banana_1", stamp=5.0, parent=("cabinet_1", "container"))
+    assert [e.kind for e in found] == [EventKind.PARENT_CHANGED, EventKind.PROPERTY_SET]
+    back = world.node("banana_1").properties[AT_LAST_PLACE]
+    assert back.value is True and "found in cabinet_1" in back.reasoning
+    # a node that was never stale gets no such property, and taking it away says nothing
+    world.ingest([obs("mug", [0.0, 1.0, 0.9], stamp=6.0)])
+    assert [e.kind for e in world.update_node("mug_1", stamp=7.0, parent=("cabinet_1",
+                                                                         "container"))] \
+        == [EventKind.PARENT_CHANGED]
