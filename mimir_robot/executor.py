@@ -104,33 +104,6 @@ class Outcome:
     measurements: dict[str, float] = field(default_factory=dict)
 
 
-
-def approach_route(start: tuple[float, float, float], goal: tuple[float, float, float],
-                   clearance: float) -> list[tuple[float, float, float]]:
-    """Poses a base move passes through on its way from ``start`` to ``goal`` (x, y, theta).
-
-    A stance faces its fixture, and fixtures stand along walls, where open doors reach into
-    the lane at the stance distance. A move that does not go mostly forward (within 45 degrees
-    of the heading it starts with) first backs ``clearance`` away along that heading, and one
-    that does not end mostly forward ends by driving ``clearance`` in along the goal's heading;
-    short moves (at most ``clearance``) and ``clearance`` 0 go straight.
-    """
-    sx, sy, sth = (float(v) for v in start)
-    gx, gy, gth = (float(v) for v in goal)
-    if clearance <= 0.0 or math.hypot(gx - sx, gy - sy) <= clearance:
-        return []
-    along = math.atan2(gy - sy, gx - sx)
-    via: list[tuple[float, float, float]] = []
-    if abs(_wrap_angle(along - sth)) > math.pi / 4:
-        via.append((sx - clearance * math.cos(sth), sy - clearance * math.sin(sth), sth))
-    if abs(_wrap_angle(along - gth)) > math.pi / 4:
-        via.append((gx - clearance * math.cos(gth), gy - clearance * math.sin(gth), gth))
-    return via
-
-
-def _wrap_angle(a: float) -> float:
-    return (a + math.pi) % (2.0 * math.pi) - math.pi
-
 class Executor:
     """Runs primitives on one robot through :class:`Motion`.
 
@@ -260,8 +233,7 @@ class Executor:
             else:
                 self.retract()
             self._phase("drive")
-            via = approach_route(self.motion.base(), stance, self.profile.approach_clearance)
-            res = self.motion.drive_base(stance, via)
+            res = self.motion.drive_base(stance)
             out.measurements["position_error"] = res.error
             out.measurements["heading_error"] = res.heading_error
             if res.reached:

@@ -186,31 +186,25 @@ class Motion:
                            Rotation.from_quat(s.quat).as_matrix())
 
     # -- base ----------------------------------------------------------------------------------
-    def drive_base(self, goal: tuple[float, float, float],
-                   via: Sequence[tuple[float, float, float]] = ()) -> MotionResult:
-        """Drive the base to ``goal`` (odom x, y, theta) in straight legs through the poses
-        ``via`` (passed without stopping), turning on the way; it settles at the goal only."""
+    def drive_base(self, goal: tuple[float, float, float]) -> MotionResult:
+        """Drive the base to ``goal`` (odom x, y, theta) in a straight line, turning on the way."""
         p = self.profile
-        legs = [tuple(float(v) for v in pose) for pose in (*via, goal)]
-        for pose in legs:
-            if len(pose) != 3 or not all(math.isfinite(v) for v in pose):
-                raise MotionError(f"base pose {pose} is not three finite numbers")
-        gx, gy, gth = legs[-1]
+        gx, gy, gth = (float(v) for v in goal)
+        if not all(math.isfinite(v) for v in (gx, gy, gth)):
+            raise MotionError(f"base goal {goal} is not finite")
         x0, y0, th0 = self.base()
+        dist = math.hypot(gx - x0, gy - y0)
+        turn = _wrap(gth - th0)
+        n = max(1, math.ceil(max(dist / (p.max_base_speed * p.control_period_s),
+                                 abs(turn) / (p.max_base_turn * p.control_period_s))))
         self._restart_clock()
-        for lx, ly, lth in legs:
-            dist = math.hypot(lx - x0, ly - y0)
-            turn = _wrap(lth - th0)
-            n = max(1, math.ceil(max(dist / (p.max_base_speed * p.control_period_s),
-                                     abs(turn) / (p.max_base_turn * p.control_period_s))))
-            for i in range(1, n + 1):
-                self._check_cancel()
-                s = i / n
-                cmd = (x0 + (lx - x0) * s, y0 + (ly - y0) * s, _wrap(th0 + turn * s))
-                self.robot.send_base_pose(*cmd)
-                self._wait_period()
-                self._sample("base", cmd, self.base())
-            x0, y0, th0 = lx, ly, lth
+        for i in range(1, n + 1):
+            self._check_cancel()
+            s = i / n
+            cmd = (x0 + (gx - x0) * s, y0 + (gy - y0) * s, _wrap(th0 + turn * s))
+            self.robot.send_base_pose(*cmd)
+            self._wait_period()
+            self._sample("base", cmd, self.base())
         deadline = self._clock() + p.settle_timeout_s
         last = self.base()
         while True:

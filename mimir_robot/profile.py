@@ -90,9 +90,6 @@ class RobotProfile:
     inspect_pitch: float = _fixed(0.26, "rad the wrist looks down while inspecting")
     inspect_sweep: float = _fixed(0.12, "m left and right of the centre the inspection sweeps")
     door_clearance: float = _fixed(0.08, "m below an open door's lower edge the hand leaves by")
-    approach_clearance: float = _fixed(
-        0.4, "m a move along a wall first backs away and last drives in: open doors stand out "
-        "of the wall by up to half a metre, into a lane at the stance distance")
     place_clearance: float = _fixed(0.08, "m above the place spot the object is brought first")
     place_headroom: float = _fixed(0.35, "m of free space needed above a place spot")
     place_radius: float = _fixed(0.08, "m around a place spot that must be free above it")
@@ -107,8 +104,7 @@ class RobotProfile:
                      "place_radius", "inspect_standoff"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
-                     "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance",
-                     "approach_clearance"):
+                     "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance"):
             non_negative(name, getattr(self, name), ProfileError)
         for name in ("stall_periods", "target_looks"):
             if getattr(self, name) < 1:

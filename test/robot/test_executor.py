@@ -9,16 +9,15 @@ object or a handle) on which the fingers stop short of closed, and which may be 
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 
 import numpy as np
 import pytest
 
 from mimir_robot.direct import DirectRobot
-from mimir_robot.executor import Articulation, Executor, GraspTarget, approach_route
+from mimir_robot.executor import Articulation, Executor, GraspTarget
 from mimir_robot.fakes import FakeArm, FakeBase
-from mimir_robot.motion import Motion, MotionError, Sample
+from mimir_robot.motion import Motion, Sample
 from mimir_robot.profile import ProfileError, RobotProfile
 from mimir_robot.rpc import RobotLinkLostError, RobotNotResetError, RobotTargetRefusedError
 
@@ -77,32 +76,6 @@ def test_move_to_reaches_the_stance_within_speed_limits() -> None:
     base = [np.asarray(x.commanded[:2]) for x in samples if x.part == "base"]
     steps = [float(np.linalg.norm(b - a)) for a, b in itertools.pairwise(base)]
     assert max(steps) <= PROFILE.max_base_speed * PROFILE.control_period_s + 1e-9
-
-
-def test_a_move_along_a_wall_backs_away_and_drives_in() -> None:
-    # both stances face the wall (+x), 1.2 m apart along it: back off, cross, drive in
-    route = approach_route((0.2, 0.6, 0.0), (0.2, -0.6, 0.0), 0.4)
-    assert route == [pytest.approx((-0.2, 0.6, 0.0)), pytest.approx((-0.2, -0.6, 0.0))]
-    # forward moves, short hops and no clearance go straight
-    assert approach_route((0.0, 0.0, 0.0), (2.0, 0.1, 0.0), 0.4) == []
-    assert approach_route((0.2, 0.6, 0.0), (0.2, 0.3, 0.0), 0.4) == []
-    assert approach_route((0.2, 0.6, 0.0), (0.2, -0.6, 0.0), 0.0) == []
-    # leaving forward, arriving sideways: only the drive-in leg
-    (leg,) = approach_route((0.0, 0.0, 0.0), (1.0, 0.0, math.pi / 2), 0.4)
-    assert leg == pytest.approx((1.0, -0.4, math.pi / 2))
-
-    ex, robot, _, samples = make()
-    ex.move_to((0.0, 0.0, 0.0))
-    out = ex.move_to((0.0, -1.2, 0.0))
-    assert out.success and out.code == "REACHED", out
-    base = np.array([x.commanded[:2] for x in samples if x.part == "base"])
-    # the lane along the wall was never used: the base crossed 0.4 m further back
-    crossing = base[np.abs(base[:, 1] + 0.6) < 0.05]
-    assert len(crossing) and np.all(crossing[:, 0] < -0.35)
-    s = robot.base_state()
-    assert abs(s.x) < 0.05 and abs(s.y + 1.2) < 0.05
-    with pytest.raises(MotionError, match="finite"):
-        ex.motion.drive_base((0.0, 0.0, 0.0), via=[(math.nan, 0.0, 0.0)])
 
 
 def test_open_an_unlocked_door_follows_the_arc() -> None:
