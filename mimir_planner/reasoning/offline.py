@@ -181,7 +181,10 @@ def _held_hand_travel(samples: Sequence[RobotStateSample]) -> float:
     """Largest distance of the hand from where it was when the jaws first held (m), in odom
     from the held samples that carry it when at least half do (localisation corrects map, not
     the hand), else in map."""
-    held = [s for s in samples if s.contact and s.hand_position is not None]
+    # only while the hand was commanded: once the commands stop, a hand held back by a locked
+    # door springs away as the jaws loosen, before their reading shows them open
+    held = [s for s in samples if s.contact and s.hand_position is not None
+            and s.hand_commanded is not None]
     if len(held) < 2:
         return 0.0
     in_odom = [np.asarray(s.hand_odom) for s in held if s.hand_odom is not None]

@@ -85,11 +85,14 @@ def hand_displacement(
     """How far the hand travelled while the jaws held something (m), as the part's motion.
 
     A handle held in the jaws moves with the hand: the largest distance of the reported hand
-    position from where it was at the first engaged sample. None without at least two engaged
-    samples that carry a hand position.
+    position from where it was at the first engaged sample, over the engaged samples taken
+    while the robot commanded the hand (the same samples as :func:`pull_tracking`). Once the
+    commands stop, a hand that held against a locked door springs back as the jaws loosen,
+    before the gripper's reading shows them open. None without at least two such samples.
     """
     held = [s for s in sorted(samples, key=lambda s: s.stamp)
-            if s.hand_position is not None and _engaged(s, cfg)]
+            if s.hand_position is not None and s.hand_commanded is not None
+            and _engaged(s, cfg)]
     if len(held) < 2:
         return None
     track = hand_track(held)

@@ -510,9 +510,10 @@ def test_hand_travel_while_held_measures_the_part_and_ignores_the_empty_hand() -
 
     cfg = PerceptConfig()
 
-    def sample(t: float, held: bool, x: float) -> RobotStateSample:
+    def sample(t: float, held: bool, x: float, commanded: bool = True) -> RobotStateSample:
         return RobotStateSample(stamp=t, gripper_opening_m=0.02, gripper_effort_n=0.0,
-                                contact=held, hand_position=(x, 0.0, 1.1))
+                                contact=held, hand_position=(x, 0.0, 1.1),
+                                hand_commanded=(x, 0.0, 1.1) if commanded else None)
 
     # the hand swings a door: it travels half a metre while the jaws hold the handle
     opened = [sample(0.0, False, 0.6), *(sample(0.1 * i, True, 0.6 - 0.05 * i)
@@ -524,6 +525,11 @@ def test_hand_travel_while_held_measures_the_part_and_ignores_the_empty_hand() -
     locked = [sample(0.1 * i, True, 0.6 - 0.01 * i) for i in range(1, 6)]
     held_back = hand_displacement("cabinet_1", locked, cfg)
     assert held_back is not None and moved(held_back, cfg) is False
+    # recorded: after the pull stopped (no more commands) the hand held back by the locked door
+    # sprang 8 cm away as the jaws loosened, while their reading still showed them closed
+    sprang = [*locked, sample(0.6, True, 0.6), sample(0.65, True, 0.48, commanded=False)]
+    after = hand_displacement("cabinet_1", sprang, cfg)
+    assert after is not None and after.magnitude == pytest.approx(held_back.magnitude)
     # travel of an empty hand or without hand positions measures nothing
     assert hand_displacement("cabinet_1", [sample(0.0, False, 0.6), sample(1.0, False, 0.1)],
                              cfg) is None
