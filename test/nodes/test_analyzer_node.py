@@ -579,7 +579,10 @@ def test_the_held_hand_proves_an_open_and_a_lock_from_contract_signals(
     assert locked.error_code == _Response.NONE, locked.error_msg
     lock = next(e for e in locked.verdicts if e.kind == "property_set")
     assert lock.verdict == "admit", lock.verdict_reason
-    for signal in (r"gripper: closed on something", r"end effector: moved 0\.0\d\d m of 0\.2\d\d m",
+    # the rig commands 0.2 m of pull; the samples the analyzer holds reach 0.19-0.2x of it,
+    # depending on when the readings land on a loaded machine
+    for signal in (r"gripper: closed on something",
+                   r"end effector: moved 0\.0\d\d m of 0\.(19|2\d)\d m",
                    r"depth: the region of 'drawer_1' changed 0\.000 m"):
         assert re.search(signal, lock.verdict_reason), lock.verdict_reason
     # the evidence file keeps the readings behind both verdicts
