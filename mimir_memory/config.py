@@ -19,7 +19,8 @@ IMAGE_FORMATS = ("jpg", "png")
 
 @dataclass(frozen=True)
 class AssociationConfig(settings.Checked, section="association", error=ConfigError,
-                        positive=("default_radius_m", "hypothesis_factor", "fade"),
+                        positive=("default_radius_m", "hypothesis_factor", "fade",
+                                  "operation_timeout_s"),
                         non_negative=("box_tolerance_m",), positive_int=("misses_to_stale",),
                         within={"box_overlap": (0.0, 1.0)}):
     """Association radii of the scene graph.
@@ -57,6 +58,16 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             wider horizontal extent, and along the wider one by half of it, where a door or
             drawer of that width can stand; a neighbour beside the fixture lies mostly
             outside. False leaves such views alone.
+        anchor_open: A fixture memory holds open, or one the robot is opening or closing
+            (``WorldMemory.operation_started``, until memory holds the operation's analysed
+            outcome), keeps its centroid: its views then show the
+            door standing out into the room and the interior behind, not the closed front
+            that located it, and averaging them walks the estimate off the fixture (an
+            inspection aimed there runs the hand into the door). Such views still widen the
+            node's box outward, so the interior they show counts as inside. False lets them
+            move the fixture like any view.
+        operation_timeout_s: An operation whose outcome never reaches memory stops anchoring
+            its fixture this long (s, by observation stamps) after it started.
     """
 
     default_radius_m: float = 0.30
@@ -69,6 +80,8 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     misses_to_stale: int = 3
     merge_converged: bool = True
     open_swing: bool = True
+    anchor_open: bool = True
+    operation_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -481,8 +481,9 @@ class SceneGraphState:
     def _check_observation_fused(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
         self._exists(data.get("node_id"), ctx)
         self._check_geometry(data)
-        if not isinstance(data.get("part", False), bool):
-            raise InvalidValueError("part must be a boolean")
+        for flag in ("part", "anchored"):
+            if not isinstance(data.get(flag, False), bool):
+                raise InvalidValueError(f"{flag} must be a boolean")
 
     def _check_property_set(self, data: Mapping[str, Any], ctx: _BatchContext) -> None:
         bounds = self.bounds
@@ -711,7 +712,8 @@ class SceneGraphState:
 
         The node counts as seen: its misses restart from zero. A view of a part that stands
         out of the node (``part``: an open door seen apart from its cabinet) counts as a
-        sighting only and moves nothing.
+        sighting only and moves nothing. An ``anchored`` view (of a fixture held open or being
+        operated) keeps the centroid and moves only box ends it reaches beyond, outward.
         """
         node = self.nodes[self.resolve(data["node_id"])]
         if data.get("part"):
@@ -720,23 +722,31 @@ class SceneGraphState:
             node.last_seen = max(node.last_seen, event.stamp)
             node.history.setdefault("parts", []).append(event.event_id)
             return
+        anchored = bool(data.get("anchored"))
         n = node.position_samples + 1
         weight = max(1.0 / n, self.association.fade_of(node.label))
-        node.centroid = _lerp(node.centroid, _pt(data["centroid"]), weight)
+        if not anchored:
+            node.centroid = _lerp(node.centroid, _pt(data["centroid"]), weight)
         lo = _pt(data["bbox_min"])
         hi = _pt(data["bbox_max"])
         tol = self.association.box_tolerance_m
         new_min = list(node.bbox_min)
         new_max = list(node.bbox_max)
         for axis in range(3):
-            inside = (lo[axis] >= node.bbox_min[axis] - tol
-                      and hi[axis] <= node.bbox_max[axis] + tol)
-            if not inside:
+            below = lo[axis] < node.bbox_min[axis] - tol
+            above = hi[axis] > node.bbox_max[axis] + tol
+            if anchored:  # only outward: the box keeps the centroid that stays
+                if below:
+                    new_min[axis] += (lo[axis] - new_min[axis]) * weight
+                if above:
+                    new_max[axis] += (hi[axis] - new_max[axis]) * weight
+            elif below or above:
                 new_min[axis] += (lo[axis] - new_min[axis]) * weight
                 new_max[axis] += (hi[axis] - new_max[axis]) * weight
         node.bbox_min = (new_min[0], new_min[1], new_min[2])
         node.bbox_max = (new_max[0], new_max[1], new_max[2])
-        node.position_samples = n
+        if not anchored:
+            node.position_samples = n
         node.observation_count += 1
         node.misses = 0
         node.last_seen = max(node.last_seen, event.stamp)

@@ -64,6 +64,8 @@ class Association:
         alternatives: Same-label nodes close enough to be the same object (new nodes only).
         part: The observation shows a part of the open fixture ``node_id`` that stands out of
             it (a door): a sighting that does not move the node.
+        anchored: ``node_id`` is a fixture memory holds open or the robot is operating: the
+            observation may widen its box but does not move its centroid.
     """
 
     index: int
@@ -72,6 +74,7 @@ class Association:
     distance: float
     alternatives: tuple[str, ...] = ()
     part: bool = False
+    anchored: bool = False
 
 
 class WorldMemory(Store):
@@ -92,6 +95,8 @@ class WorldMemory(Store):
         self.bounds = self.config.bounds
         self.state = SceneGraphState(self.config.association, self.bounds)
         self._last_seq = 0
+        # interaction id -> (fixture, start stamp) of the opens and closes under way
+        self._operations: dict[str, tuple[str, float]] = {}
         self.refresh()
 
     @classmethod
@@ -162,6 +167,45 @@ class WorldMemory(Store):
             for item in self.skipped_events
         ]
         return self.append(events) if events else []
+
+    @synchronized
+    def operation_started(self, node_id: str, stamp: float, interaction_id: str) -> None:
+        """The robot starts opening or closing fixture ``node_id`` at ``stamp`` (s) in
+        interaction ``interaction_id``. Until memory holds that interaction's outcome (its
+        analysis, which says whether the fixture now stands open), or for at most
+        ``association.operation_timeout_s`` by observation stamps, views of the fixture keep
+        its centroid (``association.anchor_open``). Not an event: what it decides is stored
+        in each observation's event.
+
+        Raises:
+            UnknownNodeError: No such node.
+            InvalidValueError: The stamp is not a finite number or the id is empty.
+        """
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(
+                stamp):
+            raise InvalidValueError(f"operation stamp must be a finite number, got {stamp!r}")
+        if not isinstance(interaction_id, str) or not interaction_id:
+            raise InvalidValueError("an operation needs its interaction id")
+        node = self.state.node(node_id)
+        self._operations[interaction_id] = (node.node_id, float(stamp))
+
+    def _anchored(self, node_id: str, stamp: float) -> bool:
+        """Whether a view of ``node_id`` taken at ``stamp`` keeps its centroid."""
+        assoc = self.config.association
+        if not assoc.anchor_open:
+            return False
+        node = self.state.nodes[node_id]
+        analysed = {h.get("interaction_id") for h in node.task_history}
+        for interaction_id, (operated, started) in list(self._operations.items()):
+            # a node merged into another while operated hands its operation on
+            if self.state.resolve(operated) != node_id:
+                continue
+            if interaction_id in analysed or stamp > started + assoc.operation_timeout_s:
+                del self._operations[interaction_id]
+            else:
+                return True
+        openable = node.properties.get(OPENABLE)
+        return openable is not None and openable.is_opened is True
 
     # -------------------------------------------------------------------- writes
     @synchronized
@@ -248,7 +292,8 @@ class WorldMemory(Store):
         for index, obs in enumerate(observations):
             if index in matched:
                 node_id, distance = matched[index]
-                result.append(Association(index, node_id, False, distance))
+                result.append(Association(index, node_id, False, distance,
+                                          anchored=self._anchored(node_id, float(obs.stamp))))
                 continue
             holder = self._open_holder(obs, nearby[index]) if assoc.open_swing else None
             if holder is not None:
@@ -377,6 +422,8 @@ class WorldMemory(Store):
                 payload["alternatives"] = list(assoc.alternatives)
             if assoc.part:
                 payload["part"] = True
+            if assoc.anchored:
+                payload["anchored"] = True
             evidence = Evidence(
                 keyframe_ids=tuple(keyframe_ids),
                 detection_ids=(obs.detection_id,) if obs.detection_id else (),

@@ -554,6 +554,98 @@ def test_a_door_seen_alone_in_the_swing_of_an_open_cabinet_moves_nothing(tmp_pat
         memory_config_from_dict({"association": {"open_swing": "yes"}})
 
 
+def test_an_operated_or_open_fixture_keeps_its_centroid_while_its_box_widens(
+        tmp_path: Path) -> None:
+    """Views recorded while the robot opens a wall cabinet (front at x = 0.9, wall at 1.25)
+    show the door out in the room, then the interior: averaged in, they walked the estimate
+    0.19 m off the front in a simulated run, and the inspection aimed there ran the hand into
+    the door. From the open's start until memory holds its analysed outcome, and while memory
+    holds the cabinet open, such views widen its box outward and leave its centroid."""
+    config = _config(label_fade={"cabinet": 0.02})
+    front = ([0.9, -0.3, 1.0], [0.95, 0.3, 1.45])
+    door_out = ([0.4, -0.3, 1.0], [0.95, 0.3, 1.45])
+    interior = ([0.9, -0.3, 1.0], [1.25, 0.3, 1.45])
+    with WorldMemory.open(tmp_path / "w.db", config=config) as world:
+        for i in range(10):
+            world.ingest([_box("cabinet", *front, stamp=1.0 + i)])
+        placed = world.node("cabinet_1").centroid
+        lo_x, hi_x = world.node("cabinet_1").bbox_min[0], world.node("cabinet_1").bbox_max[0]
+        world.operation_started("cabinet_1", 20.0, "open-1")
+        events = []
+        for i in range(20):
+            events += world.ingest([_box("cabinet", *door_out, stamp=20.5 + i)])
+            events += world.ingest([_box("cabinet", *interior, stamp=20.7 + i)])
+        assert all(e.payload.get("anchored") is True for e in events)
+        cabinet = world.node("cabinet_1")
+        assert cabinet.centroid == placed
+        # the box reached out both ways, toward the door and toward the wall
+        assert cabinet.bbox_min[0] < lo_x - 0.1 and cabinet.bbox_max[0] > hi_x + 0.1
+        assert cabinet.observation_count == 50
+        # the open is analysed: memory now holds the cabinet open, which keeps anchoring it
+        world.update_node("cabinet_1", stamp=41.0, outcome={
+            "task": "find the mug", "success": True, "primitive": "open",
+            "interaction_id": "open-1"}, properties={"openable": {
+                "value": True, "confidence": 0.9, "is_opened": True}})
+        (held,) = world.ingest([_box("cabinet", *door_out, stamp=42.0)])
+        assert held.payload["anchored"] is True and world.node("cabinet_1").centroid == placed
+        # closed again: views move it like any other
+        world.set_property("cabinet_1", "openable", True, confidence=0.9, stamp=43.0,
+                           is_opened=False)
+        (free,) = world.ingest([_box("cabinet", *door_out, stamp=44.0)])
+        assert "anchored" not in free.payload
+        assert world.node("cabinet_1").centroid[0] < placed[0]
+        seen = world.node("cabinet_1").centroid, world.node("cabinet_1").bbox_min
+    # the decision lives in the events: a replay gives the same fixture
+    with WorldMemory.open(tmp_path / "w.db", config=config) as replayed:
+        assert (replayed.node("cabinet_1").centroid, replayed.node("cabinet_1").bbox_min) == seen
+
+
+def test_an_operation_stops_anchoring_at_its_outcome_or_its_timeout(tmp_path: Path) -> None:
+    front = ([0.9, -0.3, 1.0], [0.95, 0.3, 1.45])
+    door_out = ([0.4, -0.3, 1.0], [0.95, 0.3, 1.45])
+    with WorldMemory.open(tmp_path / "w.db", config=_config(operation_timeout_s=30.0)) as world:
+        world.ingest([_box("cabinet", *front, stamp=1.0)])
+        # a locked cabinet: the open is analysed, nothing says it stands open
+        world.operation_started("cabinet_1", 2.0, "open-1")
+        (during,) = world.ingest([_box("cabinet", *door_out, stamp=3.0)])
+        world.update_node("cabinet_1", stamp=4.0, outcome={
+            "task": "t", "success": False, "primitive": "open", "interaction_id": "open-1"})
+        (after,) = world.ingest([_box("cabinet", *door_out, stamp=5.0)])
+        assert during.payload.get("anchored") is True and "anchored" not in after.payload
+        # an operation whose outcome never comes anchors for operation_timeout_s
+        world.operation_started("cabinet_1", 10.0, "open-2")
+        (early,) = world.ingest([_box("cabinet", *door_out, stamp=39.0)])
+        (late,) = world.ingest([_box("cabinet", *door_out, stamp=41.0)])
+        assert early.payload.get("anchored") is True and "anchored" not in late.payload
+    with WorldMemory.open(tmp_path / "off.db", config=_config(anchor_open=False)) as world:
+        world.ingest([_box("cabinet", *front, stamp=1.0)])
+        world.operation_started("cabinet_1", 2.0, "open-1")
+        (event,) = world.ingest([_box("cabinet", *door_out, stamp=3.0)])
+        assert "anchored" not in event.payload
+
+
+def test_bad_operations_and_anchored_flags_are_refused(world: WorldMemory) -> None:
+    world.ingest([_box("cabinet", [0.9, -0.3, 1.0], [1.25, 0.3, 1.45], 1.0)])
+    with pytest.raises(UnknownNodeError):
+        world.operation_started("cabinet_9", 2.0, "open-1")
+    for stamp in (math.nan, math.inf, "2", True):
+        with pytest.raises(InvalidValueError, match="finite number"):
+            world.operation_started("cabinet_1", stamp, "open-1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match="interaction id"):
+        world.operation_started("cabinet_1", 2.0, "")
+    (event,) = world.ingest([_box("cabinet", [0.4, -0.3, 1.0], [1.25, 0.3, 1.45], 3.0)])
+    assert "anchored" not in event.payload  # nothing was tracked
+    bad = MemoryEvent(kind=EventKind.OBSERVATION_FUSED, stamp=4.0, source=Source.PERCEPTION,
+                      payload={"node_id": "cabinet_1", "centroid": [1.0, 0.0, 1.2],
+                               "bbox_min": [0.9, -0.3, 1.0], "bbox_max": [1.25, 0.3, 1.45],
+                               "anchored": 1})
+    with pytest.raises(InvalidValueError, match="anchored must be a boolean"):
+        world.append([bad])
+    assert world.node("cabinet_1").observation_count == 2
+    with pytest.raises(ConfigError, match="operation_timeout_s"):
+        memory_config_from_dict({"association": {"operation_timeout_s": 0}})
+
+
 def test_a_part_flag_that_is_not_a_boolean_is_refused(world: WorldMemory) -> None:
     world.ingest([_box("cabinet", [0.9, -0.3, 1.0], [1.25, 0.3, 1.45], 1.0)])
     bad = MemoryEvent(kind=EventKind.OBSERVATION_FUSED, stamp=2.0, source=Source.PERCEPTION,

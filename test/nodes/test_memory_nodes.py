@@ -316,6 +316,44 @@ def test_scene_graph_answers_while_its_writer_is_busy_and_drops_the_oldest_backl
     assert len(response.graph.nodes) == len(xs)
 
 
+def test_scene_graph_keeps_a_fixture_in_place_while_the_robot_opens_it(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    """An open starting on ``interaction_events`` anchors its target: a view of the door out in
+    the room widens the cabinet's box and leaves its centroid. A start naming a node memory
+    does not hold is counted and changes nothing; a pick does not anchor its target."""
+    node = _start_scene_graph(ros_context, ros_executor, tmp_path)
+    obs_pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
+    act_pub = spin_node.create_publisher(InteractionEvent, "interaction_events", qos.EVENTS)
+    assert wait_for(lambda: obs_pub.get_subscription_count() > 0
+                    and act_pub.get_subscription_count() > 0)
+    obs_pub.publish(_batch(_observation("cabinet", (1.0, 0.0, 1.2)),
+                           _observation("mug", (2.0, 0.5, 0.9), half=0.04)))
+    assert wait_for(lambda: len(node.world.state.nodes) == 2)
+
+    def started(primitive: str, target: str, interaction_id: str) -> InteractionEvent:
+        msg = InteractionEvent(interaction_id=interaction_id, phase=InteractionEvent.PHASE_STARTED,
+                               primitive=primitive, target_id=target, task="find the mug")
+        msg.header.stamp = msg.window_start = from_seconds(6.0)
+        return msg
+
+    act_pub.publish(started("open", "cabinet_9", "i-0"))
+    assert wait_for(lambda: node.counters.get("operations_refused.UNKNOWN_NODE") == 1)
+    act_pub.publish(started("pick", "mug_1", "i-1"))
+    act_pub.publish(started("open", "cabinet_1", "i-2"))
+    assert wait_for(lambda: "i-2" in node.world._operations)
+    door = _observation("cabinet", (0.75, 0.0, 1.2), stamp=7.0)
+    door.bbox_min.x = 0.45
+    obs_pub.publish(_batch(door, _observation("mug", (2.1, 0.5, 0.9), half=0.04, stamp=7.0)))
+    assert wait_for(lambda: node.world.node("mug_1").observation_count == 2
+                    and node.world.node("cabinet_1").observation_count == 2)
+    cabinet = node.world.node("cabinet_1")
+    assert cabinet.centroid[0] == pytest.approx(1.0)
+    assert cabinet.bbox_min[0] < 0.85  # the box reached toward the door
+    assert node.world.node("mug_1").centroid[0] == pytest.approx(2.05)
+
+
 def test_scene_graph_refuses_an_empty_queue() -> None:
     from mimir.nodes.memory.scene_graph_node import SceneGraphConfig
 

@@ -13,6 +13,12 @@ counted (``observations_dropped.backlog``): memory is built from fresh views rat
 ever further behind. Every access to world memory (the writer, ``update_node``,
 ``get_scene_graph``, publishing) holds one lock, so the database keeps a single writer at a time.
 
+Fixtures being operated: an ``open`` or ``close`` starting on ``interaction_events``
+(``operated_primitives``) anchors its target until memory holds that interaction's analysed
+outcome (:meth:`WorldMemory.operation_started`): the door swinging out and the interior coming
+into view widen the fixture's box but do not walk its centroid off the front the robot aims
+at. A start naming a node memory does not hold is counted (``operations_refused.*``).
+
 Negative evidence (``record_misses``): when an array carries a valid ``view``, the writer asks
 :func:`mimir_memory.visibility.expected_unseen` which remembered nodes that frame should have
 shown (in the image, in range, nothing nearer in the depth grid, a label the segmenter looked
@@ -77,13 +83,13 @@ from mimir_memory.visibility import (
     expected_unseen,
 )
 from mimir_memory.world import WorldMemory
+from mimir_msgs.msg import InteractionEvent, ObjectObservationArray, SceneGraph
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
-from mimir_msgs.msg import ObjectObservationArray, SceneGraph
 from mimir_msgs.srv import GetSceneGraph, UpdateNode
 
 #: Counters that turn the /diagnostics status to WARN when they grow.
 _WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "storage_errors",
-              "misses.bad_view", "misses.refused")
+              "misses.bad_view", "misses.refused", "operations_refused")
 #: Events that tell which node an observation was associated with.
 _SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
 
@@ -123,6 +129,11 @@ class SceneGraphConfig:
         "of its words matches", read_only=True)
     miss_min_period_s: float = param(
         1.0, "least frame time between two misses recorded for one node (s)", read_only=True)
+    operated_primitives: tuple[str, ...] = param(
+        ("open", "close"), "primitives that swing a fixture's door or drawer: from their start "
+        "on ``interaction_events`` until memory holds their analysed outcome, views of the "
+        "target keep its centroid (association.anchor_open in the memory config)",
+        read_only=True)
     diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
@@ -209,6 +220,8 @@ class SceneGraphNode(Node):
             publisher_class=FloatSafePublisher)
         self.create_subscription(ObjectObservationArray, "observations", self._enqueue,
                                  qos.EVENTS, callback_group=inbox_group)
+        self.create_subscription(InteractionEvent, "interaction_events", self._on_interaction,
+                                 qos.EVENTS, callback_group=db_group)
         self.create_service(GetSceneGraph, "get_scene_graph", coerced(self._on_get_graph),
                             callback_group=db_group)
         self.create_service(UpdateNode, "update_node", coerced(self._on_update_node),
@@ -290,6 +303,21 @@ class SceneGraphNode(Node):
                 msg = self._queue.popleft()
             with self._lock:
                 self._on_observations(msg)
+
+    def _on_interaction(self, msg: InteractionEvent) -> None:
+        """An open or close starts: its target keeps its centroid until it is analysed."""
+        if (msg.phase != InteractionEvent.PHASE_STARTED or not msg.target_id
+                or msg.primitive not in self.config.operated_primitives):
+            return
+        stamp = to_seconds(msg.window_start) or to_seconds(msg.header.stamp)
+        try:
+            with self._lock:
+                self.world.operation_started(msg.target_id, stamp, msg.interaction_id)
+        except (MemoryStoreError, ValueError) as err:
+            self.counters.add(f"operations_refused.{failure_class(err)}")
+            self.get_logger().warning(
+                f"{msg.primitive} of {msg.target_id!r} ({msg.interaction_id!r}) is not "
+                f"tracked: {err}")
 
     # ----------------------------------------------------------------- publishing
     def _emit(self, events: list[MemoryEvent]) -> None:
