@@ -46,6 +46,9 @@ LOG = logging.getLogger(__name__)
 #: Outcome code of each primitive's success.
 SUCCESS_CODES = {"move_to": "REACHED", "open": "OPENED", "close": "CLOSED",
                  "inspect": "INSPECTED", "pick": "PICKED", "place": "PLACED"}
+#: A look that reached some of its views, not all: something held the arm back (a door in the
+#: way); it shows what it saw, but not that anything is absent.
+PARTIAL_LOOK = "INSPECTED_PARTLY"
 
 #: Retracted tool orientation: pointing forward and level (z ahead, fingers closing sideways).
 FORWARD = np.array([1.0, 0.0, 0.0])
@@ -397,7 +400,11 @@ class Executor:
 
     def inspect(self, views: Sequence[tuple[FloatArray, FloatArray]],
                 on_view: Callable[[int], None]) -> Outcome:
-        """Bring the wrist camera to each view (hand position, rotation); ``on_view`` at each."""
+        """Bring the wrist camera to each view (hand position, rotation); ``on_view`` at each.
+
+        Views outside the workspace are left out. A look that reached every other view is
+        ``INSPECTED``; one that reached some is :data:`PARTIAL_LOOK` (still a success: it
+        saw what it saw); one that reached none is ``NO_VIEW``."""
         def body(out: Outcome) -> None:
             if self.holding:
                 self._finish(out, False, "PRECONDITION_FAILED",
@@ -405,16 +412,19 @@ class Executor:
                 return
             reached = 0
             self._phase("look")
-            for pos, rot in views:
-                if not self.profile.in_workspace(pos):
-                    continue
+            planned = [(pos, rot) for pos, rot in views if self.profile.in_workspace(pos)]
+            for pos, rot in planned:
                 if self.motion.reach(pos, rot).reached:
                     on_view(reached)
                     reached += 1
             self.retract()
             out.measurements["views"] = float(reached)
-            if reached:
+            out.measurements["views_planned"] = float(len(planned))
+            if reached == len(planned) and reached:
                 self._finish(out, True, "INSPECTED", f"{reached} views")
+            elif reached:
+                self._finish(out, True, PARTIAL_LOOK, f"{reached} of {len(planned)} views "
+                             "reached: the arm did not get to the rest")
             else:
                 self._finish(out, False, "NO_VIEW", "no view reached")
         return self.run("inspect", body)

@@ -217,6 +217,8 @@ class FakeArm(_FakeController):
             :data:`THING_LOCK_SLACK` of it.
         pad_offset: how far the finger pads' centre lies ahead of the tool point, along the
             tool's z axis (m); the pads, not the tool point, must reach the thing.
+        ceiling: height (m, arm base frame) the hand cannot rise above (a board or a door in
+            the way), or None.
     """
 
     typeid = c.ARM_TYPEID
@@ -226,7 +228,7 @@ class FakeArm(_FakeController):
                  clock: Callable[[], float] = time.monotonic, *,
                  thing: tuple[float, float, float] | np.ndarray | None = None,
                  thing_width: float = 0.45, thing_locked: bool = False,
-                 pad_offset: float = 0.0) -> None:
+                 pad_offset: float = 0.0, ceiling: float | None = None) -> None:
         super().__init__(clock)
         self.rate = rate
         self.gripper_rate = gripper_rate
@@ -235,6 +237,7 @@ class FakeArm(_FakeController):
         self.thing_width = float(thing_width)
         self.thing_locked = bool(thing_locked)
         self.pad_offset = float(pad_offset)
+        self.ceiling = None if ceiling is None else float(ceiling)
         self.gripped = False  # the fingers are closed on the thing
         self._pos = RETRACT_POS.copy()
         self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
@@ -249,6 +252,8 @@ class FakeArm(_FakeController):
         pos, quat, grip = self._target
         k = _gain(self.rate, dt)
         self._pos = self._pos + (pos - self._pos) * k
+        if self.ceiling is not None:
+            self._pos[2] = min(self._pos[2], self.ceiling)
         self._quat = _nlerp(self._quat, quat, k)
         self._grip += (grip - self._grip) * _gain(self.gripper_rate, dt)
         self._touch(closing=grip > 0.5)

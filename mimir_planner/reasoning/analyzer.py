@@ -385,6 +385,7 @@ class InteractionAnalyzer:
             stamp=primitive.end_stamp,
             reported_success=primitive.reported_success,
             reported_message=primitive.reported_message,
+            reported_outcome=primitive.reported_outcome,
         )
         cameras = window.cameras()
         primary = cfg.primary_camera if cfg.primary_camera in cameras else cameras[0]

@@ -136,13 +136,16 @@ VERIFIERS = ("grounding", "dedup", "ownership", "target", "opened", "locked", "l
 class VerifierConfig(settings.Checked, section="verifier", error=ReasoningConfigError,
                      positive=("max_rechecks",), non_negative=("rebind_radius_m",),
                      within={"min_confidence": (0.0, 1.0)}):
-    """Settings of the propose-verify harness."""
+    """Settings of the propose-verify harness (``partial_look_outcomes``: executor outcome
+    codes of a look that reached only some of its views; it shows what it saw, never that
+    something is absent)."""
 
     min_confidence: float = 0.5
     rebind_radius_m: float = 1.5
     max_rechecks: int = 5
     extractors: tuple[str, ...] = ("grasp_hold",)
     switched_off: tuple[str, ...] = ()
+    partial_look_outcomes: tuple[str, ...] = ("INSPECTED_PARTLY",)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -159,7 +159,8 @@ class Detection3D:
 
 @dataclass(frozen=True)
 class PrimitiveRecord:
-    """The primitive that just ran, as the executor reported it."""
+    """The primitive that just ran, as the executor reported it (``reported_outcome``: its
+    outcome code, e.g. ``INSPECTED``)."""
 
     name: str
     target_id: str
@@ -168,6 +169,7 @@ class PrimitiveRecord:
     reported_success: bool | None = None
     reported_message: str = ""
     task: str = ""
+    reported_outcome: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or not self.target_id:
@@ -341,6 +343,7 @@ class ClaimContext:
     stamp: float
     reported_success: bool | None = None
     reported_message: str = ""
+    reported_outcome: str = ""
 
     @property
     def inspection(self) -> bool:

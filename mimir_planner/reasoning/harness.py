@@ -588,6 +588,11 @@ class Harness:
         if ctx.intent == "inspection" and ctx.reported_success is False:
             return _Check(Decision.DEFER, f"the look at '{fixture_id}' failed "
                           f"({ctx.reported_message or 'no reason given'}): absence is not shown")
+        if ctx.intent == "inspection" and (
+                ctx.reported_outcome in self._cfg.partial_look_outcomes):
+            return _Check(Decision.DEFER, f"the look at '{fixture_id}' was partial "
+                          f"({ctx.reported_message or ctx.reported_outcome}): absence is not "
+                          "shown")
         need = self._percepts.min_visible_frames
         if ev.visible_frames < need:
             return _Check(Decision.DEFER, f"'{fixture_id}' was in view in {ev.visible_frames} "

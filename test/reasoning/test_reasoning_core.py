@@ -15,6 +15,7 @@ from mimir_planner.reasoning import (
     Box3D,
     CameraFrame,
     ClaimContext,
+    ContentClaim,
     Decision,
     Detection3D,
     EmptyClaim,
@@ -407,6 +408,20 @@ def test_empty_ignores_the_fixtures_own_parts_but_not_objects() -> None:
         [empty], failed, Evidence(observed_interiors=looked, visible_frames=5))
     assert [v.decision for v in blind.verdicts] == [Decision.DEFER]
     assert "NO_VIEW" in blind.verdicts[0].reason
+    # a look the arm could not finish (a door in the way) shows what it saw, not absence
+    partial = ClaimContext("i5", "Inspect", "inspection", "drawer_3", "drawer",
+                           np.array([1.0, 0.0, 0.5]), 104.0, reported_success=True,
+                           reported_message="1 of 3 views reached",
+                           reported_outcome="INSPECTED_PARTLY")
+    part = _harness().evaluate(
+        [empty, ContentClaim("drawer_3", "mug", "", "")], partial,
+        Evidence(detections=(front, mug), observed_interiors=looked, visible_frames=5))
+    assert [v.decision for v in part.verdicts] == [Decision.REJECT, Decision.ADMIT]
+    part = _harness().evaluate(
+        [empty, ContentClaim("drawer_3", "spoon", "", "")], partial,
+        Evidence(detections=(front,), observed_interiors=looked, visible_frames=5))
+    assert [v.decision for v in part.verdicts] == [Decision.DEFER, Decision.DEFER]
+    assert all("1 of 3 views" in v.reason for v in part.verdicts)
     with_mug = harness.evaluate(
         [empty], ctx, Evidence(detections=(front, mug), observed_interiors=looked))
     assert [v.decision for v in with_mug.verdicts] == [Decision.REJECT]

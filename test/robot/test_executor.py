@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 
 from mimir_robot.direct import DirectRobot
-from mimir_robot.executor import Articulation, Executor, GraspTarget
+from mimir_robot.executor import (
+    FORWARD,
+    PARTIAL_LOOK,
+    SIDEWAYS,
+    Articulation,
+    Executor,
+    GraspTarget,
+)
 from mimir_robot.fakes import FakeArm, FakeBase
 from mimir_robot.motion import Motion, Sample
 from mimir_robot.profile import ProfileError, RobotProfile
@@ -39,14 +46,15 @@ class SimClock:
 
 
 def toy_arm(clock: SimClock, thing_base: np.ndarray | None = None, width: float = 0.45,
-            locked: bool = False) -> FakeArm:
+            locked: bool = False, ceiling: float | None = None) -> FakeArm:
     """A fake arm with one thing in reach (given in base_link): fingers stop on it at ``width``.
 
     Its finger pads lie the profile's ``pad_offset`` ahead of the tool point, as the executor
     assumes."""
     thing = None if thing_base is None else tuple(np.asarray(thing_base) - MOUNT)
     return FakeArm(rate=12.0, gripper_rate=12.0, clock=clock.now, thing=thing,
-                   thing_width=width, thing_locked=locked, pad_offset=PROFILE.pad_offset)
+                   thing_width=width, thing_locked=locked, pad_offset=PROFILE.pad_offset,
+                   ceiling=ceiling)
 
 
 def make(arm_kwargs: dict | None = None, **motion_kwargs: object):
@@ -138,6 +146,26 @@ def test_pick_of_nothing_misses() -> None:
                         np.array([0.0, 1.0, 0.0]))
     out = ex.pick(grasp)
     assert out.code == "MISSED_GRASP" and not ex.holding
+
+
+def test_a_look_whose_arm_is_held_back_is_partial() -> None:
+    """Three views, the highest above a board the hand cannot pass: the look reports the two
+    it reached, as partial; with nothing in the way it is whole; none reached is NO_VIEW."""
+    rot = PROFILE.tool_rotation(FORWARD, SIDEWAYS)
+    views = [(np.array([0.5, y, z]), rot) for y, z in ((0.0, 0.7), (0.1, 0.75), (0.0, 0.95))]
+    ceiling = 0.85 - MOUNT[2]  # the board, in the arm's base frame
+    ex, _, _, _ = make()
+    seen: list[int] = []
+    out = ex.inspect(views, seen.append)
+    assert out.success and out.code == "INSPECTED" and seen == [0, 1, 2], out
+    ex, _, _, _ = make({"ceiling": ceiling})
+    seen = []
+    out = ex.inspect(views, seen.append)
+    assert out.success and out.code == PARTIAL_LOOK and seen == [0, 1], out
+    assert "2 of 3 views" in out.message
+    assert out.measurements["views"] == 2 and out.measurements["views_planned"] == 3
+    out = ex.inspect(views[2:], seen.append)
+    assert not out.success and out.code == "NO_VIEW", out
 
 
 def test_target_outside_the_workspace_sends_nothing() -> None:

@@ -308,7 +308,8 @@ class AnalyzerNode(Node):
             primitive = PrimitiveRecord(
                 name=event.primitive, target_id=event.target_id, start_stamp=start,
                 end_stamp=end, reported_success=bool(event.success),
-                reported_message=event.message, task=event.task)
+                reported_message=event.message, task=event.task,
+                reported_outcome=event.outcome)
         except EvidenceError as err:
             return error_response(_Response.NO_FRAMES, f"invalid interaction window: {err}")
         if not self.world.has_node(primitive.target_id):
