@@ -114,7 +114,7 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
     min_pull_force_n: float = 10.0
     open_displacement_m: float = 0.03
     open_hand_travel_m: float = 0.12
-    held_back_m: float = 0.05
+    held_back_m: float = 0.03
     depth_pixel_change_m: float = 0.03
     depth_min_valid_pixels: int = 50
     depth_change_quantile: float = 0.75
