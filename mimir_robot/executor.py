@@ -296,7 +296,8 @@ class Executor:
                 return
             self._phase("pull" if opening else "push")
             inside = [wp for wp in path if p.in_workspace(wp[0])]
-            res = m.follow(inside) if inside else MotionResult(False, True, 0.0, 0.0)
+            res = (m.follow(inside, press_s=p.stall_press_s) if inside
+                   else MotionResult(False, True, 0.0, 0.0))
             done = res.fraction * len(inside) / len(path)
             out.measurements["path_fraction"] = done
             out.measurements["stalled"] = 1.0 if res.stalled else 0.0

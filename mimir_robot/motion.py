@@ -294,10 +294,13 @@ class Motion:
         return pos, rot
 
     def follow(self, waypoints: Sequence[tuple[FloatArray, FloatArray | None]],
-               speed: float | None = None) -> MotionResult:
+               speed: float | None = None, press_s: float = 0.0) -> MotionResult:
         """Follow waypoints (base_link position, rotation or None to keep it) as one path.
 
-        The whole path is checked against the workspace before anything moves. Stops on a stall.
+        The whole path is checked against the workspace before anything moves. Stops on a stall;
+        with ``press_s`` the hand first keeps being commanded to the stalled target that long
+        (a pull held back by a locked door goes on pulling, and the commanded and achieved
+        hand poses show it), then holds.
 
         Raises:
             TargetOutsideWorkspaceError: a waypoint outside the workspace box.
@@ -313,7 +316,7 @@ class Motion:
             goal_rot = rot if wrot is None else np.asarray(wrot, dtype=np.float64)
             targets += self._segment(pos, rot, np.asarray(wp, dtype=np.float64), goal_rot, v)
             pos, rot = np.asarray(wp, dtype=np.float64), goal_rot
-        return self._stream(targets, pos)
+        return self._stream(targets, pos, press_s)
 
     def _segment(self, p0: FloatArray, r0: FloatArray, p1: FloatArray, r1: FloatArray,
                  speed: float) -> list[tuple[FloatArray, FloatArray]]:
@@ -336,7 +339,7 @@ class Motion:
         self._last_hand = (np.asarray(pos, dtype=np.float64), np.asarray(rot, dtype=np.float64))
 
     def _stream(self, targets: list[tuple[FloatArray, FloatArray]],
-                goal: FloatArray) -> MotionResult:
+                goal: FloatArray, press_s: float = 0.0) -> MotionResult:
         p = self.profile
         over = 0
         self._restart_clock()
@@ -348,6 +351,12 @@ class Motion:
             self._sample_hand(pos, rot, achieved, arot, grip)
             over = over + 1 if float(np.linalg.norm(achieved - pos)) > p.stall_lag else 0
             if over >= p.stall_periods:
+                for _ in range(math.ceil(press_s / p.control_period_s)):
+                    self._check_cancel()
+                    self._send_hand(pos, rot)
+                    self._wait_period()
+                    achieved, arot, grip = self.hand()
+                    self._sample_hand(pos, rot, achieved, arot, grip)
                 self.hold()
                 err = float(np.linalg.norm(achieved - goal))
                 done = _progress(targets[:i], achieved) * i / len(targets)

@@ -57,6 +57,9 @@ class RobotProfile:
     settle_timeout_s: float = _fixed(4.0, "s allowed after the last target to reach it")
     stall_lag: float = _fixed(0.06, "m between commanded and achieved hand: stalled")
     stall_periods: int = _fixed(3, "consecutive periods over stall_lag to call a stall")
+    stall_press_s: float = _fixed(
+        0.6, "s a stalled pull or push keeps commanding its stalled target before it holds, so "
+        "the robot's signals record the part holding the hand back")
     gripper_closed_empty: float = _fixed(0.93, "reading at or above: the fingers closed on nothing")
     gripper_settle_s: float = _fixed(1.5, "s allowed for the gripper to stop moving")
     stance_distance: float = _fixed(0.8, "m from the base centre to a target's centre")
@@ -104,6 +107,7 @@ class RobotProfile:
                      "place_radius", "inspect_standoff"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
+                     "stall_press_s",
                      "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance"):
             non_negative(name, getattr(self, name), ProfileError)
         for name in ("stall_periods", "target_looks"):

@@ -9,6 +9,7 @@ object or a handle) on which the fingers stop short of closed, and which may be 
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 
 import numpy as np
@@ -105,9 +106,15 @@ def test_open_an_unlocked_door_follows_the_arc() -> None:
 
 
 def test_open_a_locked_door_is_no_motion() -> None:
-    ex, _, _, _ = make({"thing_base": HANDLE.point, "locked": True})
+    ex, _, _, samples = make({"thing_base": HANDLE.point, "locked": True})
     out = ex.open(HANDLE, DOOR)
     assert not out.success and out.code == "NO_MOTION", out
+    # after the stall the pull goes on pressing for stall_press_s: the signals show the door
+    # holding the hand back over that many periods, not only over the few that called the stall
+    lags = [float(np.linalg.norm(np.subtract(s.commanded[:3], s.achieved[:3])))
+            for s in samples if s.part == "arm"]
+    pressing = math.ceil(PROFILE.stall_press_s / PROFILE.control_period_s)
+    assert sum(lag > PROFILE.stall_lag for lag in lags) >= PROFILE.stall_periods + pressing
     assert out.measurements["stalled"] == 1.0
     assert "did not move" in out.message
 
