@@ -640,14 +640,11 @@ class PlannerSession:
 
     def seen_now(self) -> frozenset[str]:
         """Nodes observed after the newest observation memory held when the current
-        instruction was submitted, each seen at least ``loop.sighting_min_observations`` times
-        in all (one glimpse of a new node is not a sighting)."""
+        instruction was submitted."""
         since = self._instruction_stamp
         if since is None:
             return frozenset()
-        least = self.config.loop.sighting_min_observations
-        return frozenset(n.node_id for n in self.world.state.nodes.values()
-                         if n.last_seen > since and n.observation_count >= least)
+        return frozenset(n.node_id for n in self.world.state.nodes.values() if n.last_seen > since)
 
     def _needs_inspection(self, goal: Goal, grounding: GroundedGoal,
                           believed_open: frozenset[str]) -> bool:
