@@ -195,15 +195,17 @@ class WorldMemory(Store):
         if not assoc.anchor_open:
             return False
         node = self.state.nodes[node_id]
-        analysed = {h.get("interaction_id") for h in node.task_history}
-        for interaction_id, (operated, started) in list(self._operations.items()):
-            # a node merged into another while operated hands its operation on
-            if self.state.resolve(operated) != node_id:
-                continue
-            if interaction_id in analysed or stamp > started + assoc.operation_timeout_s:
-                del self._operations[interaction_id]
-            else:
-                return True
+        # a node merged into another while operated hands its operation on
+        mine = [(interaction_id, started)
+                for interaction_id, (operated, started) in self._operations.items()
+                if self.state.resolve(operated) == node_id]
+        if mine:
+            analysed = {h.get("interaction_id") for h in node.task_history}
+            for interaction_id, started in mine:
+                if interaction_id in analysed or stamp > started + assoc.operation_timeout_s:
+                    del self._operations[interaction_id]
+                else:
+                    return True
         openable = node.properties.get(OPENABLE)
         return openable is not None and openable.is_opened is True
 

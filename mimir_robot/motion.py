@@ -338,25 +338,27 @@ class Motion:
         self.robot.send_arm(self.profile.to_arm(pos), quat, self.gripper_command)
         self._last_hand = (np.asarray(pos, dtype=np.float64), np.asarray(rot, dtype=np.float64))
 
+    def _command_hand(self, pos: FloatArray, rot: FloatArray) -> FloatArray:
+        """One control period toward ``pos``/``rot``: send, wait, read, sample; the achieved
+        hand position."""
+        self._check_cancel()
+        self._send_hand(pos, rot)
+        self._wait_period()
+        achieved, arot, grip = self.hand()
+        self._sample_hand(pos, rot, achieved, arot, grip)
+        return achieved
+
     def _stream(self, targets: list[tuple[FloatArray, FloatArray]],
                 goal: FloatArray, press_s: float = 0.0) -> MotionResult:
         p = self.profile
         over = 0
         self._restart_clock()
         for i, (pos, rot) in enumerate(targets, start=1):
-            self._check_cancel()
-            self._send_hand(pos, rot)
-            self._wait_period()
-            achieved, arot, grip = self.hand()
-            self._sample_hand(pos, rot, achieved, arot, grip)
+            achieved = self._command_hand(pos, rot)
             over = over + 1 if float(np.linalg.norm(achieved - pos)) > p.stall_lag else 0
             if over >= p.stall_periods:
                 for _ in range(math.ceil(press_s / p.control_period_s)):
-                    self._check_cancel()
-                    self._send_hand(pos, rot)
-                    self._wait_period()
-                    achieved, arot, grip = self.hand()
-                    self._sample_hand(pos, rot, achieved, arot, grip)
+                    achieved = self._command_hand(pos, rot)
                 self.hold()
                 err = float(np.linalg.norm(achieved - goal))
                 done = _progress(targets[:i], achieved) * i / len(targets)
