@@ -288,8 +288,12 @@ def run_approve(args: argparse.Namespace, ask: Callable[[str], str] = input) -> 
                                           _approve_service_name(ns, "approve_primitive"))
         if not (lister.wait_for_service(timeout_sec=args.timeout)
                 and decider.wait_for_service(timeout_sec=args.timeout)):
+            seen = sorted(name for name, _types in node.get_service_names_and_types()
+                          if name.endswith("/approve_primitive"))
             print(f"the planner's gate services are not available (namespace "
-                  f"{args.namespace or '/'}); is the planner running?")
+                  f"{args.namespace or '/'}); is the planner running? "
+                  + (f"Gate services seen: {', '.join(seen)}" if seen
+                     else "No gate service is visible on this ROS domain."))
             return 1
         deadline = time.monotonic() + max(0.0, args.wait)
         while True:

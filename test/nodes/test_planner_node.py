@@ -11,6 +11,8 @@ graph and keyframe nodes run on a memory folder in tmp_path, seeded with the cab
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -34,8 +36,6 @@ from ros_helpers import call_service, spinning_executor
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
-from mimir.cli import build_parser, run_approve
-from mimir.cli import main as cli_main
 from mimir.nodes.memory.keyframe_node import KeyframeNode
 from mimir.nodes.memory.scene_graph_node import SceneGraphNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info
@@ -551,6 +551,15 @@ def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
     assert wait_for(observed)
 
 
+def approve_cli(*argv: str, answers: str = "") -> subprocess.CompletedProcess[str]:
+    """``mimir approve`` in its own process (its own DDS participant), answering the prompts
+    from ``answers``; generous discovery timeouts for a loaded two-core machine."""
+    return subprocess.run(
+        [sys.executable, "-m", "mimir.cli", "approve", "--timeout", "60", *argv],
+        input=answers, capture_output=True, text=True, timeout=240, check=False,
+        cwd=Path(__file__).resolve().parents[2])
+
+
 def test_operator_gate_approve_deny_cancel_and_timeout(
         tmp_path: Path, ros_context: Context, executor: MultiThreadedExecutor, driver: Node,
         wait_for: Wait) -> None:
@@ -591,13 +600,11 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     assert wait_for(lambda: robot.log.executed == [("move_to", locked)])
     assert wait_for(lambda: len(pending().request_ids) == 1)
     assert pending().steps[0].primitive == "open"
-    # the operator denies it at the command-line prompt
-    prompts: list[str] = []
-    # generous service timeouts: a loaded two-core machine can take seconds to discover them
-    args = build_parser().parse_args(["approve", "--namespace", ns, "--reason", "not now",
-                                      "--timeout", "60"])
-    assert run_approve(args, ask=lambda text: prompts.append(text) or "n") == 0
-    assert len(prompts) == 1
+    # the operator denies it at the command-line prompt of another process, as on a robot
+    denied = approve_cli("--namespace", ns, "--reason", "not now", answers="n\n")
+    assert denied.returncode == 0, denied.stdout + denied.stderr
+    assert denied.stdout.count("approve? [y/n, q to stop]") == 1
+    assert "denied" in denied.stdout
     result = tasks.result(handle)
     assert result.error_code == RunTask.Result.BLOCKED
     assert "not approved" in result.error_msg and "denied" in result.error_msg
@@ -610,7 +617,8 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     assert handle.accepted
     assert wait_for(lambda: len(pending().request_ids) == 1)
     # quitting the prompt leaves the request waiting
-    assert run_approve(args, ask=lambda _text: "q") == 2
+    quit_ = approve_cli("--namespace", ns, answers="q\n")
+    assert quit_.returncode == 2 and "remaining requests keep waiting" in quit_.stdout
     assert len(pending().request_ids) == 1
     cancel = handle.cancel_goal_async()
     assert wait_for(cancel.done)
@@ -619,10 +627,10 @@ def test_operator_gate_approve_deny_cancel_and_timeout(
     assert all(g.status == "blocked" for g in result.goals)
     assert pending().request_ids == []
     assert robot.log.executed == [("move_to", locked)]
-    assert cli_main(["approve", "--deny-all", "--namespace", ns,
-                     "--timeout", "60"]) == 0  # nothing waits
-    assert cli_main(["approve", "--approve-all", "--namespace", ns + "_nobody",
-                     "--timeout", "0.5"]) == 1
+    nothing = approve_cli("--deny-all", "--namespace", ns)
+    assert nothing.returncode == 0 and "no primitive is waiting" in nothing.stdout
+    nobody = approve_cli("--approve-all", "--namespace", ns + "_nobody", "--timeout", "0.5")
+    assert nobody.returncode == 1 and "gate services are not available" in nobody.stdout
 
     # no decision within the gate timeout denies the primitive
     executor.remove_node(planner)
