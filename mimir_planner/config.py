@@ -70,7 +70,7 @@ class RetrievalConfig(settings.Checked, section="retrieval", error=PlannerConfig
 @dataclass(frozen=True)
 class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
                  positive=("step_budget", "answer_attempts", "scene_graph_chars",
-                           "history_steps"),
+                           "history_steps", "sighting_min_observations"),
                  non_negative=("max_retries", "holder_margin_m", "holder_max_distance_m")):
     """Closed-loop planning.
 
@@ -93,6 +93,11 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
             discovered, not just remembered); when false it completes from memory at once.
         find_accepts_sighting: A ``find`` goal also completes without inspecting the holder
             when perception observed the object's own node during the current instruction.
+        sighting_min_observations: A node counts as seen during the instruction (a sighting
+            that completes a find on a surface, or inside with ``find_accepts_sighting``) only
+            once perception has observed it at least this many times since the instruction
+            began. Fewer is a glimpse (one small detection across the room): the robot moves to
+            the node to look, once, before it falls back to inspecting the holder.
         holder_margin_m: Margin around a fixture's box within which an object without a
             remembered parent counts as held by that fixture (m).
         holder_max_distance_m: Failing containment, the nearest fixture within this distance
@@ -111,6 +116,7 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
     persistent_failures: tuple[str, ...] = ("NO_MOTION", "LOCKED")
     find_requires_inspection: bool = True
     find_accepts_sighting: bool = False
+    sighting_min_observations: int = 2
     holder_margin_m: float = 0.1
     holder_max_distance_m: float = 0.75
 

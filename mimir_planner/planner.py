@@ -206,6 +206,7 @@ class PlannerSession:
         self._step_ids = itertools.count(1)
         self._instruction_start = 0
         self._instruction_stamp: float | None = None
+        self._counts_at_submit: dict[str, int] = {}
         self.answer_entities: dict[str, tuple[NamedEntity, ...]] = {}
         """What the answer of each completed goal names (found objects, answers' entities)."""
 
@@ -416,6 +417,8 @@ class PlannerSession:
         self.world.refresh()
         self._instruction_stamp = max(
             (n.last_seen for n in self.world.state.nodes.values()), default=-math.inf)
+        self._counts_at_submit = {n.node_id: n.observation_count
+                                  for n in self.world.state.nodes.values()}
         ids: list[str] = []
         if not parsed.symbolic:
             goal_id = self._new_id("task")
@@ -555,8 +558,13 @@ class PlannerSession:
             if is_open and "not verified" in why:
                 notes.append(f"{node_id} is probably open ({why}); inspect it rather than "
                              "opening it again")
+        glimpsed = self.glimpsed_now()
         if isinstance(grounding, GroundedGoal) and grounding.holder is not None and \
                 self._needs_inspection(goal, grounding, believed_open):
+            seen = grounding.candidate.node_id
+            if seen in glimpsed:
+                notes.append(f"{seen} was only glimpsed in this instruction; move to {seen} "
+                             "and look before reporting it found")
             notes.append(f"'{grounding.spec.obj}' is believed in {grounding.holder}; inspect "
                          f"{grounding.holder} before reporting it found")
         return PlanningContext(
@@ -579,6 +587,8 @@ class PlannerSession:
             inspected_now=self.inspected_now(),
             exhausted=frozenset(exhausted),
             seen_now=self.seen_now(),
+            glimpsed_now=glimpsed,
+            approached_now=self.approached_now(),
         )
 
     def _ask(self, ctx: PlanningContext) -> PlanAnswer:
@@ -638,13 +648,31 @@ class PlannerSession:
                            value=relation),)
         return f"cannot confirm {post} from memory"
 
-    def seen_now(self) -> frozenset[str]:
-        """Nodes observed after the newest observation memory held when the current
-        instruction was submitted."""
+    def _observed_now(self) -> dict[str, int]:
+        """Observations of each node made during the current instruction (nodes seen after
+        the newest observation memory held when it was submitted)."""
         since = self._instruction_stamp
         if since is None:
-            return frozenset()
-        return frozenset(n.node_id for n in self.world.state.nodes.values() if n.last_seen > since)
+            return {}
+        before = self._counts_at_submit
+        return {n.node_id: max(1, n.observation_count - before.get(n.node_id, 0))
+                for n in self.world.state.nodes.values() if n.last_seen > since}
+
+    def seen_now(self) -> frozenset[str]:
+        """Nodes sighted during the current instruction: observed at least
+        ``loop.sighting_min_observations`` times since it was submitted."""
+        least = self.config.loop.sighting_min_observations
+        return frozenset(n for n, count in self._observed_now().items() if count >= least)
+
+    def glimpsed_now(self) -> frozenset[str]:
+        """Nodes observed during the current instruction too few times to be a sighting."""
+        least = self.config.loop.sighting_min_observations
+        return frozenset(n for n, count in self._observed_now().items() if count < least)
+
+    def approached_now(self) -> frozenset[str]:
+        """Nodes the robot moved to successfully during the current instruction."""
+        return frozenset(h.target for h in self.instruction_history()
+                         if h.executed and h.primitive == "move_to" and h.success)
 
     def _needs_inspection(self, goal: Goal, grounding: GroundedGoal,
                           believed_open: frozenset[str]) -> bool:

@@ -101,7 +101,11 @@ class PlanningContext:
     exhausted: frozenset[tuple[str, str]] = frozenset()
     """(primitive, target) pairs whose retry allowance is spent in this instruction."""
     seen_now: frozenset[str] = frozenset()
-    """Nodes perception observed during the current instruction."""
+    """Nodes perception sighted during the current instruction (observed often enough)."""
+    glimpsed_now: frozenset[str] = frozenset()
+    """Nodes perception observed during the current instruction too few times to count."""
+    approached_now: frozenset[str] = frozenset()
+    """Nodes the robot moved to successfully during the current instruction."""
 
 
 class PlannerPolicy(Protocol):
@@ -138,8 +142,9 @@ class OfflinePlanner:
     the executor reported even when the analyzer could not verify it), inspect it. A failed
     open is tried again only while the session's retry allowance lasts; after that grounding
     has recorded the failed binding and points elsewhere. Grounded goals: a found object is
-    confirmed by inspecting its holder once per instruction (``find_requires_inspection``),
-    then reported with an empty plan; answers come from memory; otherwise move to the place
+    confirmed by inspecting its holder once per instruction (``find_requires_inspection``), or
+    by a sighting on a surface (an object only glimpsed is approached once first), then
+    reported with an empty plan; answers come from memory; otherwise move to the place
     of interaction first, open a closed source or target, then act.
     """
 
@@ -208,6 +213,10 @@ class OfflinePlanner:
         evidence = "; ".join(e.detail for e in grounded.evidence)
         if spec.kind is GoalKind.FIND:
             holder = grounded.holder
+            if self._closer_look(ctx, holder, cand):
+                why = (f"{cand.node_id} was only glimpsed in this instruction; go to it and "
+                       "look before reporting it found")
+                return [_step(0, "move_to", cand.node_id, why)], [why], []
             if self._must_confirm(ctx, holder, cand):
                 assert holder is not None
                 why = (f"memory places '{spec.obj}' in {holder} ({evidence}); inspect it to "
@@ -258,6 +267,23 @@ class OfflinePlanner:
         plan.append(_step(0, "place", target, f"place {ctx.robot.holding} on/in {target}"))
         return plan, [evidence], []
 
+    def _accepts_sighting(self, ctx: PlanningContext, holder: str) -> bool:
+        """Whether seeing an object held by ``holder`` is enough to call it found."""
+        return (self.registry.config.loop.find_accepts_sighting
+                or not self._opens(ctx.world.nodes[holder]))
+
+    def _closer_look(self, ctx: PlanningContext, holder: str | None, cand: Candidate) -> bool:
+        """Whether a find should first move to its candidate: perception only glimpsed it in
+        this instruction, a sighting would complete the find, and the robot has not been to
+        it yet (after one visit the holder's inspection decides)."""
+        if not self._must_confirm(ctx, holder, cand):
+            return False
+        assert holder is not None
+        node_id = cand.node_id
+        return (cand.content_item is None and node_id in ctx.glimpsed_now
+                and node_id not in ctx.approached_now and node_id != ctx.robot.last_moved_to
+                and self._accepts_sighting(ctx, holder))
+
     def _must_confirm(self, ctx: PlanningContext, holder: str | None,
                       cand: Candidate | None = None) -> bool:
         """Whether a found object's holder still has to be inspected in this instruction."""
@@ -267,7 +293,7 @@ class OfflinePlanner:
         if not loop.find_requires_inspection:
             return False
         if (cand is not None and cand.content_item is None and cand.node_id in ctx.seen_now
-                and (loop.find_accepts_sighting or not self._opens(ctx.world.nodes[holder]))):
+                and self._accepts_sighting(ctx, holder)):
             return False  # seen now; on a surface there is nothing more to look into
         return holder not in ctx.inspected_now and not holder_sealed(
             ctx.world.nodes[holder], ctx.believed_open)

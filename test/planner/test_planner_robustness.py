@@ -28,7 +28,7 @@ from planner_kitchen import (
 
 from mimir_memory.task import Effect, EffectKind, Feedback, Found, GoalStatus
 from mimir_memory.world import WorldMemory
-from mimir_planner.config import PlannerConfig, load_planner_config
+from mimir_planner.config import LoopConfig, PlannerConfig, load_planner_config
 from mimir_planner.errors import PlannerConfigError
 from mimir_planner.grounding import Exploration, GroundedGoal, Grounder
 from mimir_planner.instructions import GoalKind, GoalSpec
@@ -65,12 +65,14 @@ class Run1Kitchen(Kitchen):
                       task=self.instruction)
 
     def _perceive(self, target: str, stamp: float) -> None:
-        """Perception sees the contents of an open door (nodes without a parent)."""
+        """Perception sees the contents of an open door (nodes without a parent), in two
+        frames: the cameras keep looking while the door stands open."""
         x, y, z = self.fixtures[target].position
         for i, name in enumerate(self.fixtures[target].contents):
             if (target, name) not in self.object_nodes:
                 self.object_nodes[(target, name)] = see(
                     self.world, name, (x, y + 0.04 * i, z - 0.05), stamp=stamp)
+                see(self.world, name, (x, y + 0.04 * i, z - 0.05), stamp=stamp + 0.5)
 
     def execute(self, step: ExecutableStep) -> ExecutionOutcome:
         fixture = self.fixtures.get(step.target)
@@ -184,6 +186,76 @@ def test_sighting_during_the_instruction_completes_a_find(run1) -> None:
     session.submit("Find the banana.")
     again = session.run(kit)
     assert ("inspect", "cabinet_2") in _steps(kit) and again.completed == ["g002_find"]
+
+
+class Glimpse(Kitchen):
+    """A mug moved onto counter_1 while nobody looked: from close by (standing at the mug, or
+    inspecting the counter) the cameras see it, as often as ``close_views`` says."""
+
+    close_views = 2
+
+    def execute(self, step: ExecutableStep) -> ExecutionOutcome:
+        outcome = super().execute(step)
+        mug = self.fixtures["counter_1"].position
+        at_mug = step.primitive == "move_to" and self.world.state.nodes[step.target].label == "mug"
+        if at_mug or (step.primitive == "inspect" and step.target == "counter_1"):
+            for _ in range(self.close_views):
+                see(self.world, "mug", (mug[0], mug[1] + 0.4, mug[2] + 0.1), stamp=self._tick())
+        return outcome
+
+
+def test_one_glimpse_of_a_new_node_does_not_complete_a_find(tmp_path: Path) -> None:
+    """One small detection across the room makes a new node seen once: a glimpse, not a find.
+    The robot goes to the node, the cameras see the mug again, and only then is it found."""
+    world, task, _ = build_kitchen(tmp_path, locked_unlocked_layout())
+    x, y, z = dict(locked_unlocked_layout())["counter_1"].position
+    kit = Glimpse(world, dict(locked_unlocked_layout()))
+    session = session_for(world, task)
+    session.submit("Find the mug.")
+    glimpse = see(world, "mug", (x, y + 0.4, z + 0.1), stamp=kit._tick())
+    assert world.node(glimpse).observation_count == 1
+    ctx = session.context(session.task.active_goal())
+    assert glimpse in ctx.glimpsed_now and glimpse not in ctx.seen_now
+    assert any("only glimpsed" in w for w in ctx.warnings)
+    report = session.run(kit)
+    assert report.completed == ["g001_find"], report
+    assert [(s.primitive, s.target) for s in kit.executed] == [("move_to", glimpse)]
+    assert "seen during this instruction" in report.records[-1].detail
+    assert world.node(glimpse).observation_count >= 2
+
+
+def test_a_glimpse_not_seen_again_falls_back_to_inspecting_its_holder(tmp_path: Path) -> None:
+    """At the glimpsed node the cameras do not see the mug again (it was further along the
+    counter): the robot does not walk to the node twice; it inspects the counter."""
+    world, task, _ = build_kitchen(tmp_path, locked_unlocked_layout())
+    x, y, z = dict(locked_unlocked_layout())["counter_1"].position
+    kit = Glimpse(world, dict(locked_unlocked_layout()))
+    kit.close_views = 0
+    session = session_for(world, task)
+    session.submit("Find the mug.")
+    glimpse = see(world, "mug", (x, y + 0.4, z + 0.1), stamp=kit._tick())
+    report = session.run(kit)
+    assert [(s.primitive, s.target) for s in kit.executed] == [
+        ("move_to", glimpse), ("move_to", "counter_1"), ("inspect", "counter_1")]
+    assert report.completed == ["g001_find"], report
+    assert "inspected counter_1" in report.records[-1].detail
+
+
+def test_a_glimpse_through_a_door_is_approached_before_it_counts(run1) -> None:
+    """Even where a sighting counts inside fixtures, a glimpse through a door is not one."""
+    world, task, kit = run1
+    config = load_planner_config()
+    sighting = replace(config, loop=replace(config.loop, find_accepts_sighting=True))
+    session = session_for(world, task, sighting)
+    session.submit("Find the banana.")
+    x, y, z = kit.fixtures["cabinet_2"].position
+    glimpse = see(world, "banana", (x, y, z - 0.05), stamp=kit._tick())
+    ctx = session.context(session.task.active_goal())
+    assert glimpse in ctx.glimpsed_now
+    answer = session.policy.propose(ctx)
+    assert f'"target_object": "{glimpse}"' in answer and '"move_to"' in answer
+    with pytest.raises(PlannerConfigError, match="sighting_min_observations"):
+        LoopConfig(sighting_min_observations=0)
 
 
 def test_failed_reopen_of_unverified_open_prefers_inspect(run1) -> None:
