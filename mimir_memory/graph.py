@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -357,6 +357,22 @@ class SceneGraphState:
     def resolve(self, node_id: str) -> str:
         """The live id behind ``node_id``: the kept node for a merged id, else the id itself."""
         return self.aliases.get(node_id, node_id)
+
+    def select(self, node_ids: Sequence[str] = (), label: str = "") -> list[SceneNode]:
+        """The nodes named (merged ids name the node they were merged into; each node once,
+        in the order asked), or every node when none is named; only those of ``label`` when
+        one is given.
+
+        Raises:
+            UnknownNodeError: A named id is no node, merged or not.
+        """
+        wanted = list(dict.fromkeys(self.resolve(i) for i in node_ids))
+        unknown = [i for i in wanted if i not in self.nodes]
+        if unknown:
+            raise UnknownNodeError(
+                f"unknown node ids: {', '.join(i[:64] for i in unknown[:20])}")
+        nodes = [self.nodes[i] for i in wanted] if wanted else list(self.nodes.values())
+        return [n for n in nodes if n.label == label] if label else nodes
 
     def next_node_id(self, label: str, reserved: Mapping[str, int] | None = None) -> str:
         """The id the next node of ``label`` would get (``<label>_<n>``)."""

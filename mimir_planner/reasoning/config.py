@@ -215,3 +215,19 @@ def with_model(config: ReasoningConfig, *, backend: str = "", base_url: str = ""
     return replace(config, vlm=replace(vlm, backend=backend or vlm.backend,
                                        base_url=base_url or vlm.base_url,
                                        model=model or vlm.model))
+
+
+def with_verifiers_off(config: ReasoningConfig, kinds: str) -> ReasoningConfig:
+    """``config`` with the verdict kinds named in ``kinds`` switched off (ablations).
+
+    ``kinds`` is a comma-separated list of :data:`VERIFIERS`, or ``all``; an empty one keeps the
+    file's choice.
+
+    Raises:
+        ReasoningConfigError: a kind that is no verifier.
+    """
+    off = [k.strip() for k in kinds.split(",") if k.strip()]
+    if not off:
+        return config
+    switched = VERIFIERS if off == ["all"] else tuple(off)
+    return replace(config, verifier=replace(config.verifier, switched_off=switched))

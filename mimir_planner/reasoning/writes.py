@@ -71,6 +71,18 @@ class WriteContext:
     known: Callable[[str], bool]
     event_prefix: str
 
+    @classmethod
+    def recheck(cls, batch: str, stamp: float, detection_refs: Iterable[str],
+                known: Callable[[str], bool]) -> WriteContext:
+        """The writes of a re-check on new detections alone: no interaction, no keyframes."""
+        return cls(interaction_id=f"recheck-{batch}", primitive="", task="", stamp=stamp,
+                   keyframe_ids=(), frame_keyframes={}, detection_refs=frozenset(detection_refs),
+                   known=known, event_prefix=f"analyzer:recheck:{batch}")
+
+    def rechecked(self, event_prefix: str) -> WriteContext:
+        """The writes of claims of earlier interactions re-judged during this one."""
+        return dataclasses.replace(self, primitive="", task="", event_prefix=event_prefix)
+
 
 @dataclass(frozen=True)
 class Whereabouts:

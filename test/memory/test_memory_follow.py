@@ -299,6 +299,13 @@ def test_merge_folds_the_duplicate_into_the_kept_node(world: WorldMemory) -> Non
     world.ingest([obs("mug", [5, 5, 0], stamp=9.0)])
     assert sorted(world.state.nodes) == ["mug_1", "mug_3", "spoon_1"]  # mug_2 is not reused
     assert '"mug_2"' not in world.render(100_000, focus=["mug_2"])
+    # a query by ids: a merged id names the kept node, once; a label narrows; unknown refused
+    assert [n.node_id for n in world.state.select(["mug_2", "mug_1", "spoon_1"])] == [
+        "mug_1", "spoon_1"]
+    assert [n.node_id for n in world.state.select(label="mug")] == ["mug_1", "mug_3"]
+    assert world.state.select(["spoon_1"], label="mug") == []
+    with pytest.raises(UnknownNodeError, match="mug_9"):
+        world.state.select(["mug_1", "mug_9"])
 
 
 def test_merge_weighs_each_estimate_at_most_one_over_fade(world: WorldMemory) -> None:

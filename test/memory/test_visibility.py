@@ -1,15 +1,20 @@
-"""Negative evidence: which remembered nodes a camera view should have shown (pure core)."""
+"""Negative evidence: which remembered nodes a camera view should have shown, and the misses
+recorded for them in world memory (core)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from memory_helpers import obs
 
 from mimir_memory.errors import ConfigError, InvalidValueError
+from mimir_memory.events import EventKind
 from mimir_memory.graph import PropertyValue, SceneNode
+from mimir_memory.misses import MissRecorder
 from mimir_memory.visibility import (
     CameraView,
     VisibilityConfig,
@@ -17,6 +22,7 @@ from mimir_memory.visibility import (
     grid_edges,
     nearest_depth_grid,
 )
+from mimir_memory.world import WorldMemory
 
 WIDTH, HEIGHT = 160, 120
 ROWS, COLS = 12, 16  # cells of 10 x 10 pixels
@@ -257,3 +263,33 @@ def test_a_depth_grid_the_image_cannot_hold_is_refused() -> None:
         nearest_depth_grid(np.ones((4, 4, 3), np.float32), 2, 2)
     with pytest.raises(InvalidValueError, match="limits"):
         nearest_depth_grid(np.ones((4, 4), np.float32), 2, 2, min_depth=3.0, max_depth=1.0)
+
+
+def test_the_recorder_throttles_per_node_marks_gone_and_refuses_bad_stamps(
+        tmp_path: Path) -> None:
+    """Misses of successive frames in a real world memory: one per node per min_period_s of
+    frame time, the third in a row marks the node gone, a sighting starts the count afresh,
+    and a miss memory refuses is reported, not raised."""
+    world = WorldMemory.open(tmp_path / "world.db")
+    (created,) = world.ingest([obs("mug", (2.0, 0.0, 1.0), 1.0, half=0.08)])
+    mug = str(created.payload["node_id"])
+    recorder = MissRecorder(world, CFG, min_period_s=1.0)
+    first = recorder.record(view(), (), stamp=2.0, camera="pole")
+    assert (first.recorded, first.throttled, first.stale) == (1, 0, 0)
+    assert [e.kind for e in first.events] == [EventKind.OBSERVATION_MISSED]
+    assert recorder.record(view(), (), stamp=2.5, camera="wrist").throttled == 1
+    assert world.node(mug).misses == 1
+    recorder.record(view(), (), stamp=3.0)
+    third = recorder.record(view(), (), stamp=4.0)
+    assert third.stale == 1 and world.node(mug).properties["at_last_place"].value is False
+    # gone from its place: no longer expected there, so nothing more is recorded
+    assert recorder.record(view(), (), stamp=5.0).recorded == 0
+    world.ingest([obs("mug", (2.0, 0.0, 1.0), 6.0, half=0.08)])
+    again = recorder.record(view(), {mug}, stamp=6.0)
+    assert again.recorded == 0 and world.node(mug).misses == 0
+    bad = recorder.record(view(), (), stamp=math.nan)
+    assert bad.recorded == 0 and [n for n, _ in bad.refused] == [mug]
+    assert isinstance(bad.refused[0][1], InvalidValueError)
+    with pytest.raises(ValueError, match="min_period_s"):
+        MissRecorder(world, CFG, min_period_s=-1.0)
+    world.close()

@@ -237,3 +237,16 @@ def test_an_operator_chooses_the_model_server_without_editing_the_file() -> None
     assert kept.vlm.base_url == base.vlm.base_url and kept.vlm.model == "other"
     with pytest.raises(ReasoningConfigError):
         with_model(base, backend="telepathy")
+
+
+def test_an_ablation_switches_verifiers_off_by_name() -> None:
+    from mimir_planner.reasoning import load_reasoning_config
+    from mimir_planner.reasoning.config import VERIFIERS, with_verifiers_off
+    from mimir_planner.reasoning.errors import ReasoningConfigError
+
+    base = load_reasoning_config()
+    assert with_verifiers_off(base, " , ") is base
+    assert with_verifiers_off(base, "locked, empty").verifier.switched_off == ("locked", "empty")
+    assert with_verifiers_off(base, "all").verifier.switched_off == VERIFIERS
+    with pytest.raises(ReasoningConfigError, match="telepathy"):
+        with_verifiers_off(base, "locked,telepathy")

@@ -36,6 +36,7 @@ from mimir_planner.reasoning.window import (
 )
 from mimir_planner.reasoning.world_view import Box3D, InMemoryWorld, NodeSnapshot
 from mimir_planner.reasoning.writes import (
+    WriteContext,
     event_kind,
     evidence_links,
     outcome_answer,
@@ -95,6 +96,15 @@ def test_every_verdict_is_planned() -> None:
     assert len(only_final) == len(plans)
     deferred = HarnessResult((Verdict(locked, Decision.DEFER, "wait", (), "locked"),), (), (), ())
     assert plan_writes(deferred, _ctx({"cabinet_1"}), skip_deferred=True) == []
+    # re-checks: claims of earlier interactions carry no primitive or task of their own
+    again = _ctx({"cabinet_1"}).rechecked("analyzer:ia-1:recheck")
+    assert (again.primitive, again.task, again.interaction_id) == ("", "", "ia-1")
+    rewritten = plan_writes(result, again)[0].update
+    assert rewritten is not None and rewritten.update_id == "analyzer:ia-1:recheck:0"
+    alone = WriteContext.recheck("b7", 20.0, ["det-9"], {"cabinet_1"}.__contains__)
+    assert (alone.interaction_id, alone.event_prefix, alone.keyframe_ids) == (
+        "recheck-b7", "analyzer:recheck:b7", ())
+    assert alone.detection_refs == frozenset({"det-9"}) and alone.known("cabinet_1")
     # a fixture memory does not hold gets no contents write
     assert plan_writes(result, _ctx(set()))[3].update is None
 

@@ -6,52 +6,42 @@ publishes the graph latched on ``scene_graph``, as RViz/Foxglove markers on
 ``scene_graph/markers``, and every appended event on ``memory_events``. The database lives in
 ``memory_dir``; restarting the node rebuilds the same graph from its log.
 
-Keeping up with the cameras: the observation callback only queues the batch; one writer thread
-fuses the queued batches, oldest first, so services and timers never wait behind a stream of
-observations for longer than one batch. When the queue is full the oldest batch is dropped and
-counted (``observations_dropped.backlog``): memory is built from fresh views rather than falling
-ever further behind. Every access to world memory (the writer, ``update_node``,
-``get_scene_graph``, publishing) holds one lock, so the database keeps a single writer at a time.
+Keeping up with the cameras: the observation callback only queues the batch and one writer
+thread fuses the batches, oldest first; when the queue is full the oldest is dropped and counted
+(``observations_dropped.backlog``), so memory is built from fresh views. One lock guards every
+access to world memory (writer, services, publishing): the database has one writer at a time.
 
 Fixtures being operated: an ``open`` or ``close`` starting on ``interaction_events``
 (``operated_primitives``) anchors its target until memory holds that interaction's analysed
-outcome (:meth:`WorldMemory.operation_started`): the door swinging out and the interior coming
-into view widen the fixture's box but do not walk its centroid off the front the robot aims
-at. A start naming a node memory does not hold is counted (``operations_refused.*``).
+outcome (:meth:`WorldMemory.operation_started`): the swinging door and the interior widen the
+fixture's box but do not walk its centroid off the front. Starts naming an unknown node are
+counted (``operations_refused.*``).
 
-Negative evidence (``record_misses``): when an array carries a valid ``view``, the writer asks
-:func:`mimir_memory.visibility.expected_unseen` which remembered nodes that frame should have
-shown (in the image, in range, nothing nearer in the depth grid, a label the segmenter looked
-for, not a fixture, not inside a container or in the hand) and that no observation of the frame
-was associated with, and records a miss for each (:meth:`WorldMemory.record_miss`; enough
-misses in a row make memory record ``at_last_place`` = false). The ``miss_*`` parameters are
-the thresholds. One node counts at most one miss per ``miss_min_period_s`` of frame time, so a
-single glance from three cameras is one miss, not three. Labels of observations the frame had
-but memory refused are left out for that frame, since their node may well have been in view.
-Misses never hold up ingestion: a view that cannot be read, or whose stamp lies further ahead
-of the clock than the bounds allow, is counted (``misses.bad_view``; logged once) and the
-observations of its array are stored as usual. Diagnostics count ``misses.recorded``,
-``misses.stale`` (misses that marked a node gone), ``misses.throttled`` and ``misses.refused``.
+Negative evidence (``record_misses``): when an array carries a valid ``view``, the writer
+records a miss for each remembered node that frame should have shown and did not
+(:class:`mimir_memory.misses.MissRecorder`; the ``miss_*`` parameters are its thresholds).
+Labels of observations the frame had but memory refused are left out for that frame. Misses
+never hold up ingestion: a view that cannot be read, or stamped further ahead of the clock than
+the bounds allow, is counted (``misses.bad_view``; logged once) and the observations are stored
+as usual. Diagnostics count ``misses.recorded``, ``misses.stale`` (misses that marked a node
+gone), ``misses.throttled`` and ``misses.refused``.
 """
 
 from __future__ import annotations
 
-import colorsys
-import hashlib
 import sys
 import threading
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import MarkerArray
 
 from mimir.bounds import BoundsError
-from mimir.nodes import common_params as shared
+from mimir.nodes.memory.markers import markers_for
 from mimir.nodes.memory.messages import (
     MessageValueError,
     event_to_msg,
@@ -61,6 +51,7 @@ from mimir.nodes.memory.messages import (
     observation_from_msg,
     view_from_msg,
 )
+from mimir.nodes.memory.scene_graph_params import SceneGraphConfig
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
@@ -69,19 +60,13 @@ from mimir.ros.floatfix import FloatSafePublisher, coerced
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.time import to_seconds
-from mimir.settings import param
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError, failure_class
 from mimir_memory.events import EventKind, MemoryEvent, Source
-from mimir_memory.graph import SceneNode as CoreNode
+from mimir_memory.misses import MissRecorder
 from mimir_memory.observations import InvalidObservationError
 from mimir_memory.observations import ObjectObservation as CoreObservation
-from mimir_memory.visibility import (
-    DEFAULT_SKIP_LABELS,
-    CameraView,
-    VisibilityConfig,
-    expected_unseen,
-)
+from mimir_memory.visibility import CameraView
 from mimir_memory.world import WorldMemory
 from mimir_msgs.msg import InteractionEvent, ObjectObservationArray, SceneGraph
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
@@ -92,100 +77,6 @@ _WARN_KEYS = ("observations_dropped", "update_node.refused", "skipped_events", "
               "misses.bad_view", "misses.refused", "operations_refused")
 #: Events that tell which node an observation was associated with.
 _SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
-
-
-@dataclass(frozen=True)
-class SceneGraphConfig:
-    """Parameters of the scene graph node."""
-
-    memory_dir: str = shared.memory_dir("folder of the memory databases (world.db here)")
-    memory_config: str = shared.memory_config()
-    map_frame: str = shared.map_frame("fixed frame of the graph", read_only=False)
-    publish_period_s: float = param(0.5, "shortest period between graph publications (s)")
-    queue_batches: int = param(
-        30, "observation batches waiting for the writer at most; beyond, the oldest is dropped "
-        "(about 1 s of three cameras at 10 Hz)")
-    markers: bool = param(True, "publish RViz markers")
-    record_misses: bool = param(
-        True, "record a miss for a remembered object that a frame's view should have shown and "
-        "did not (negative evidence; needs observation arrays with a valid view)",
-        read_only=True)
-    miss_margin_px: float = param(
-        10.0, "a node counts only when its projected extent keeps this far from the image "
-        "border (px)", read_only=True)
-    miss_min_range_m: float = param(
-        0.3, "nearest depth at which a node counts as expected (m)", read_only=True)
-    miss_max_range_m: float = param(
-        4.0, "farthest depth at which a node counts as expected (m); the view's range limits "
-        "it too", read_only=True)
-    miss_occlusion_tolerance_m: float = param(
-        0.1, "a depth-grid cell nearer than the node's depth minus this hides the node (m)",
-        read_only=True)
-    miss_min_size_px: float = param(
-        12.0, "least projected size of a node's box (longest side, px) to count as expected",
-        read_only=True)
-    miss_skip_labels: tuple[str, ...] = param(
-        DEFAULT_SKIP_LABELS, "labels never expected whole in a frame (fixtures); a label or one "
-        "of its words matches", read_only=True)
-    miss_min_period_s: float = param(
-        1.0, "least frame time between two misses recorded for one node (s)", read_only=True)
-    operated_primitives: tuple[str, ...] = param(
-        ("open", "close"), "primitives that swing a fixture's door or drawer: from their start "
-        "on ``interaction_events`` until memory holds their analysed outcome, views of the "
-        "target keep its centroid (association.anchor_open in the memory config)",
-        read_only=True)
-    diagnostics_period: float = shared.diagnostics_period()
-
-    def __post_init__(self) -> None:
-        if self.publish_period_s <= 0.0 or self.diagnostics_period <= 0.0:
-            raise ValueError("publish_period_s and diagnostics_period must be positive")
-        if self.queue_batches < 1:
-            raise ValueError("queue_batches must be at least 1")
-        if not self.miss_min_period_s >= 0.0:
-            raise ValueError("miss_min_period_s must be >= 0")
-        self.visibility()  # raises ConfigError (a ValueError) for bad miss_* values
-
-    def visibility(self) -> VisibilityConfig:
-        """The thresholds of the negative-evidence test."""
-        return VisibilityConfig(
-            margin_px=self.miss_margin_px,
-            min_range_m=self.miss_min_range_m,
-            max_range_m=self.miss_max_range_m,
-            occlusion_tolerance_m=self.miss_occlusion_tolerance_m,
-            min_size_px=self.miss_min_size_px,
-            skip_labels=self.miss_skip_labels,
-        )
-
-
-def _colour(label: str) -> tuple[float, float, float]:
-    hue = int(hashlib.sha1(label.encode()).hexdigest()[:6], 16) / 0xFFFFFF
-    return colorsys.hsv_to_rgb(hue, 0.65, 0.95)
-
-
-def markers_for(nodes: list[CoreNode], frame_id: str) -> MarkerArray:
-    """One box and one text label per node, replacing every earlier marker."""
-    array = MarkerArray(markers=[Marker(action=Marker.DELETEALL)])
-    for index, node in enumerate(sorted(nodes, key=lambda n: n.node_id)):
-        r, g, b = _colour(node.label)
-        box = Marker(ns="nodes", id=index, type=Marker.CUBE, action=Marker.ADD)
-        box.header.frame_id = frame_id
-        lo, hi = node.bbox_min, node.bbox_max
-        box.pose.position.x, box.pose.position.y, box.pose.position.z = (
-            (lo[i] + hi[i]) / 2.0 for i in range(3))
-        box.pose.orientation.w = 1.0
-        box.scale.x, box.scale.y, box.scale.z = (max(hi[i] - lo[i], 0.01) for i in range(3))
-        box.color.r, box.color.g, box.color.b, box.color.a = r, g, b, 0.35
-        text = Marker(ns="labels", id=index, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD)
-        text.header.frame_id = frame_id
-        text.pose.position.x, text.pose.position.y = node.centroid[0], node.centroid[1]
-        text.pose.position.z = hi[2] + 0.08
-        text.pose.orientation.w = 1.0
-        text.scale.z = 0.08
-        text.color.r = text.color.g = text.color.b = text.color.a = 1.0
-        locked = node.properties.get("locked")
-        text.text = node.node_id + (" (locked)" if locked is not None and locked.value else "")
-        array.markers.extend([box, text])
-    return array
 
 
 class SceneGraphNode(Node):
@@ -205,9 +96,8 @@ class SceneGraphNode(Node):
         # memory revision each latched topic last went out at (-1: never)
         self._sent = {"graph": -1, "markers": -1}
         self._last_stamp = 0.0
-        self._visibility = self.config.visibility()
-        # frame stamp of the last miss recorded per node, and whether a bad view was logged
-        self._last_miss: dict[str, float] = {}
+        self._misses = MissRecorder(self.world, self.config.visibility(),
+                                    self.config.miss_min_period_s)
         self._bad_view_logged = False
         self.counters = NodeCounters(_WARN_KEYS)
         db_group = MutuallyExclusiveCallbackGroup()
@@ -245,12 +135,6 @@ class SceneGraphNode(Node):
                 f"(first: seq {skipped[0].seq}, {skipped[0].kind}: {skipped[0].reason}); run "
                 f"`mimir memory check {folder}` to list them and `mimir memory repair {folder}` "
                 "to retract them")
-
-    @property
-    def dropped_observations(self) -> int:
-        """Observations refused so far, whatever the reason."""
-        return sum(v for k, v in self.counters.snapshot().items()
-                   if k.startswith("observations_dropped"))
 
     def _report(self) -> None:
         with self._lock:
@@ -429,33 +313,18 @@ class SceneGraphNode(Node):
     def _record_misses(self, msg: ObjectObservationArray, view: CameraView, seen: set[str],
                        unsure: set[str]) -> None:
         """Record a miss for every node the frame should have shown (writer, holding the lock)."""
-        stamp = to_seconds(msg.header.stamp)
-        camera = str(msg.camera)
-        for node_id in seen:
-            self._last_miss.pop(node_id, None)
-        expected = expected_unseen(self.world.state.nodes.values(), view, seen,
-                                   self._visibility, skip_labels=unsure)
-        for node_id, reason in expected:
-            last = self._last_miss.get(node_id)
-            if last is not None and abs(stamp - last) < self.config.miss_min_period_s:
-                self.counters.add("misses.throttled")
-                continue
-            try:
-                events = self.world.record_miss(
-                    node_id, stamp=stamp, camera=camera,
-                    reason=f"camera {camera or '(unnamed)'}: {reason}")
-            except MemoryStoreError as err:
-                self.counters.add("misses.refused")
-                if failure_class(err) == "STORAGE_ERROR":
-                    self.counters.add("storage_errors")
-                self.get_logger().warning(f"could not record a miss of {node_id}: {err}",
-                                          throttle_duration_sec=5.0)
-                continue
-            self._last_miss[node_id] = stamp
-            self.counters.add("misses.recorded")
-            self.counters.add("misses.stale", sum(e.kind == EventKind.PROPERTY_SET
-                                                  for e in events))
-            self._emit(events)
+        report = self._misses.record(view, seen, stamp=to_seconds(msg.header.stamp),
+                                     camera=str(msg.camera), unsure=unsure)
+        for key, count in (("recorded", report.recorded), ("stale", report.stale),
+                           ("throttled", report.throttled), ("refused", len(report.refused))):
+            if count:
+                self.counters.add(f"misses.{key}", count)
+        for node_id, err in report.refused:
+            if failure_class(err) == "STORAGE_ERROR":
+                self.counters.add("storage_errors")
+            self.get_logger().warning(f"could not record a miss of {node_id}: {err}",
+                                      throttle_duration_sec=5.0)
+        self._emit(report.events)
 
     def _on_get_graph(self, request: GetSceneGraph.Request,
                       response: GetSceneGraph.Response) -> GetSceneGraph.Response:
@@ -464,26 +333,16 @@ class SceneGraphNode(Node):
 
     def _get_graph(self, request: GetSceneGraph.Request,
                    response: GetSceneGraph.Response) -> GetSceneGraph.Response:
-        try:
-            state = (self.world.as_of(to_seconds(request.as_of)) if request.use_as_of
-                     else self.world.state)
-        except MemoryStoreError as err:
-            return set_error(response, failure_class(err), str(err))
-        nodes = list(state.nodes.values())
         if len(request.node_ids) > self.world.bounds.max_items:
             return set_error(response, "INVALID_REQUEST",
                              f"{len(request.node_ids)} node ids (at most "
                              f"{self.world.bounds.max_items})")
-        # a merged id names the node it was merged into
-        wanted = list(dict.fromkeys(state.resolve(i) for i in request.node_ids))
-        unknown = [i for i in wanted if i not in state.nodes]
-        if unknown:
-            return set_error(response, "UNKNOWN_NODE",
-                             f"unknown node ids: {', '.join(i[:64] for i in unknown[:20])}")
-        if wanted:
-            nodes = [state.nodes[i] for i in wanted]
-        if request.label:
-            nodes = [n for n in nodes if n.label == request.label]
+        try:  # a merged id names the node it was merged into
+            state = (self.world.as_of(to_seconds(request.as_of)) if request.use_as_of
+                     else self.world.state)
+            nodes = state.select(request.node_ids, request.label)
+        except MemoryStoreError as err:
+            return set_error(response, failure_class(err), str(err))
         response.graph = graph_to_msg(nodes, state.revision, self.config.map_frame,
                                       self._last_stamp)
         return response
@@ -494,7 +353,7 @@ class SceneGraphNode(Node):
             response = self._update_node(request, response)
         refused = response.error_code != UpdateNode.Response.NONE
         self.counters.add("update_node.refused" if refused else "update_node.ok")
-        if response.error_code != UpdateNode.Response.NONE:
+        if refused:
             self.get_logger().warning(
                 f"update_node {request.node_id[:64]!r} refused ({response.error_code}): "
                 f"{response.error_msg}", throttle_duration_sec=1.0)

@@ -31,7 +31,6 @@ inside a callback.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import threading
@@ -78,7 +77,7 @@ from mimir_planner.reasoning import (
     make_backend,
     with_model,
 )
-from mimir_planner.reasoning.config import VERIFIERS
+from mimir_planner.reasoning.config import with_verifiers_off
 from mimir_planner.reasoning.errors import (
     AnswerRetriesExhaustedError,
     BackendError,
@@ -187,11 +186,7 @@ class AnalyzerNode(Node):
             reasoning = load_reasoning_config(config_file("reasoning.yaml", cfg.reasoning_config))
             reasoning = with_model(reasoning, backend=cfg.vlm_backend,
                                    base_url=cfg.vlm_endpoint, model=cfg.vlm_model)
-            off = [v.strip() for v in cfg.verifiers_off.split(",") if v.strip()]
-            if off:
-                switched = VERIFIERS if off == ["all"] else tuple(off)
-                reasoning = dataclasses.replace(reasoning, verifier=dataclasses.replace(
-                    reasoning.verifier, switched_off=switched))
+            reasoning = with_verifiers_off(reasoning, cfg.verifiers_off)
         except (ConfigFileNotFoundError, ReasoningError) as err:
             raise AnalyzerNodeError(f"cannot load the reasoning config: {err}") from err
         return reasoning
@@ -354,9 +349,8 @@ class AnalyzerNode(Node):
             plans = plan_writes(result.harness, ctx,
                                 where=self.analyzer.whereabouts(prepared, detections))
             if recheck is not None:
-                plans += plan_writes(recheck, dataclasses.replace(
-                    ctx, primitive="", task="", event_prefix=f"analyzer:{iid}:recheck"),
-                    skip_deferred=True)
+                plans += plan_writes(recheck, ctx.rechecked(f"analyzer:{iid}:recheck"),
+                                     skip_deferred=True)
             job.writes, job.stamp = [SentWrite(p) for p in plans], end
             self.memory.send(job.writes)
         response = analysis_response(result, job.writes, keyframe_ids, end)
@@ -382,13 +376,9 @@ class AnalyzerNode(Node):
             result = self._recheck(evidence)
             if result is None:
                 return
-            batch = uuid.uuid4().hex[:12]
-            ctx = WriteContext(
-                interaction_id=f"recheck-{batch}", primitive="", task="",
-                stamp=max(d.stamp for d in evidence.detections), keyframe_ids=(),
-                frame_keyframes={}, detection_refs=frozenset(evidence.refs),
-                known=self.world.has_node, event_prefix=f"analyzer:recheck:{batch}",
-            )
+            ctx = WriteContext.recheck(uuid.uuid4().hex[:12],
+                                       max(d.stamp for d in evidence.detections),
+                                       evidence.refs, self.world.has_node)
             writes = [SentWrite(p) for p in plan_writes(result, ctx, skip_deferred=True)]
             self.memory.send(writes)
         if writes:
