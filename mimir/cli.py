@@ -474,7 +474,106 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--reason", default="mimir memory repair",
                         help="note stored with each retraction")
     repair.set_defaults(handler=_cmd_memory_repair)
+    _replay_parser(sub)
     return parser
+
+
+def _replay_parser(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay", help="rebuild memory from a rosbag2 recording (mcap or sqlite3)",
+        description="Rebuild memory from a recorded bag. --fast runs perception's geometry, "
+        "fusion and keyframe filtering in this process in stamp order, as fast as the machine "
+        "allows, with the settings of the deployment file; no ROS installation is needed. To "
+        "feed a running node graph instead, play the bag with `ros2 launch mimir "
+        "replay.launch.py bag:=BAG` on a ROS 2 installation.")
+    replay.add_argument("bag", help="bag folder (rosbag2), or a single .mcap/.db3/.bag file")
+    replay.add_argument("--fast", action="store_true", required=True,
+                        help="run the cores in-process on message time (required: the only "
+                             "mode of this command)")
+    replay.add_argument("--memory", default="~/.local/share/mimir/replay",
+                        help="memory folder to build (world.db, keyframes/); may hold memory")
+    replay.add_argument("--params", default="", metavar="FILE",
+                        help="deployment parameter file whose deprojection, scene_graph and "
+                             "keyframes sections apply (default: the installed mimir.yaml; "
+                             "mimir_sim.yaml for bags of the simulation)")
+    replay.add_argument("--start", type=float, default=0.0, metavar="S",
+                        help="skip camera messages of the first S seconds of the bag")
+    replay.add_argument("--end", type=float, default=None, metavar="E",
+                        help="stop at E seconds from the bag's start")
+    replay.add_argument("--cameras", default="", help="cameras to replay, comma-separated "
+                        "(default: the deployment's deprojection cameras)")
+    replay.add_argument("--namespace", default="", help="namespace the bag's topics carry")
+    for flag, default in (("--color", "cameras/{camera}/color/image_raw"),
+                          ("--depth", "cameras/{camera}/depth/image_raw"),
+                          ("--camera-info", "cameras/{camera}/color/camera_info"),
+                          ("--segmentation", "cameras/{camera}/segmentation")):
+        replay.add_argument(flag, default=default, metavar="PATTERN",
+                            help=f"topic of each camera's {flag[2:]} stream; {{camera}} is the "
+                                 "camera name (Image or CompressedImage for colour and depth)")
+    replay.add_argument("--segment", action="store_true",
+                        help="segment the colour images of cameras whose bag holds no "
+                             "segmentation with the deployment's segmentation model (SAM3)")
+    replay.add_argument("--quiet", action="store_true", help="print only the summary")
+    replay.set_defaults(handler=_cmd_replay)
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    import time  # noqa: PLC0415 - keep the CLI start fast
+    from pathlib import Path  # noqa: PLC0415
+
+    from mimir.bags import BagError  # noqa: PLC0415
+    from mimir.replay import FastReplay, ReplayTopics, node_config  # noqa: PLC0415
+
+    sections = deployment_sections(args.params)
+    segmenter = vocabulary = None
+    cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
+    try:
+        if args.segment:
+            from mimir.nodes.perception.segmentation_node import (  # noqa: PLC0415
+                PerceptionNodeError,
+                SegmentationNodeConfig,
+                make_backend,
+                resolve_vocabulary,
+            )
+            seg_cfg = node_config(SegmentationNodeConfig, sections, "segmentation")
+            try:
+                segmenter = make_backend(seg_cfg)
+            except PerceptionNodeError as err:
+                raise UserError(str(err)) from err
+            vocabulary = resolve_vocabulary(seg_cfg.vocabulary)
+        if not cameras:
+            cameras = tuple(sections.get("deprojection", {}).get("cameras") or ("pole",))
+        topics = ReplayTopics(cameras=cameras, color=args.color, depth=args.depth,
+                              camera_info=args.camera_info, segmentation=args.segmentation,
+                              namespace=args.namespace)
+        began = time.monotonic()
+
+        def progress(count: int, reached: float) -> None:
+            if not args.quiet:
+                rate = count / max(time.monotonic() - began, 1e-6)
+                print(f"\r{count} messages ({rate:.0f}/s), bag time {reached:.1f} s",
+                      end="", file=sys.stderr, flush=True)
+
+        run = FastReplay(Path(args.bag).expanduser(), Path(args.memory), topics,
+                         sections=sections, segmenter=segmenter, vocabulary=vocabulary,
+                         start=args.start, end=args.end, progress=progress)
+    except ValueError as err:
+        raise UserError(str(err), "check --params, --cameras and the topic patterns") from err
+    try:
+        summary = run.run()
+        status = 0
+    except BagError as err:
+        summary, status = run.summary, 1
+        if not summary.messages:
+            run.close()
+            raise UserError(str(err)) from err
+    finally:
+        if not args.quiet:
+            print(file=sys.stderr)
+    run.close()
+    for line in summary.lines():
+        print(line)
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -77,7 +77,7 @@ from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import from_seconds, to_seconds
 from mimir_memory.errors import InvalidValueError
-from mimir_memory.visibility import CameraView, nearest_depth_grid
+from mimir_memory.visibility import CameraView
 from mimir_msgs.msg import ObjectObservationArray, Segmentation
 from mimir_perception.deprojection import Deprojector, DepthUnit, SkipReason
 from mimir_perception.errors import (
@@ -305,18 +305,9 @@ class DeprojectionNode(Node):
 
     def _view(self, frame: SyncedFrame, pose: tfm.Matrix4, unit: DepthUnit) -> CameraView | None:
         """What the frame's camera could see, or None (counted) when it cannot be built."""
-        cfg = self.config
-        intrinsics = frame.intrinsics
-        height, width = frame.depth.shape[:2]
         try:
-            grid = nearest_depth_grid(
-                frame.depth, min(cfg.view_grid_rows, height), min(cfg.view_grid_cols, width),
-                scale=0.001 if unit == "mm" else 1.0, min_depth=cfg.min_depth,
-                max_depth=cfg.max_depth)
-            return CameraView(
-                camera_to_map=pose, fx=intrinsics.fx, fy=intrinsics.fy, cx=intrinsics.cx,
-                cy=intrinsics.cy, width=intrinsics.width, height=intrinsics.height,
-                max_range_m=cfg.max_depth, depth_min_m=grid, labels_sought=self._labels_sought)
+            return self.config.view(frame.depth, frame.intrinsics, pose, unit,
+                                    self._labels_sought)
         except InvalidValueError as err:
             self._skip(frame.camera, "view_failed", f"frame at {frame.stamp:.3f} goes out "
                        f"without a view: {err}")

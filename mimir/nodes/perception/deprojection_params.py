@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds
 from mimir.nodes import common_params as shared
 from mimir.settings import param
+from mimir_memory.visibility import CameraView, nearest_depth_grid
+from mimir_perception.camera import Intrinsics
 from mimir_perception.deprojection import DeprojectionConfig, DepthUnit
 from mimir_perception.sync import SyncConfig
 
@@ -97,3 +103,22 @@ class DeprojectionNodeConfig:
         return SyncConfig(
             tolerance=self.sync_tolerance, max_age=self.sync_max_age, max_queue=self.sync_max_queue
         )
+
+    def view(self, depth: npt.NDArray[np.generic], intrinsics: Intrinsics,
+             camera_to_map: npt.NDArray[np.float64], unit: DepthUnit,
+             labels_sought: Sequence[str] = ()) -> CameraView:
+        """What a frame's camera could see (its ``view`` for negative evidence): the pose, the
+        intrinsics, ``max_depth`` as the range and the nearest-depth grid of its depth image.
+
+        Raises:
+            InvalidValueError: a depth image, pose or intrinsics the view cannot be built from.
+        """
+        height, width = depth.shape[:2]
+        grid = nearest_depth_grid(
+            depth, min(self.view_grid_rows, height), min(self.view_grid_cols, width),
+            scale=0.001 if unit == "mm" else 1.0, min_depth=self.min_depth,
+            max_depth=self.max_depth)
+        return CameraView(
+            camera_to_map=camera_to_map, fx=intrinsics.fx, fy=intrinsics.fy, cx=intrinsics.cx,
+            cy=intrinsics.cy, width=intrinsics.width, height=intrinsics.height,
+            max_range_m=self.max_depth, depth_min_m=grid, labels_sought=tuple(labels_sought))

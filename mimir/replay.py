@@ -1,0 +1,519 @@
+"""``mimir replay --fast``: rebuild memory from a rosbag2 recording in-process, without DDS.
+
+The bag is read with ``rosbags`` (mcap or sqlite3 storage, split bags, and ROS 1 bags where
+``rosbags`` reads them), so no ROS installation is needed. The cores run in stamp order on the
+message time alone, as fast as the machine allows, with the settings of the deployment's node
+sections (deprojection, scene graph, keyframes), so a replay builds the memory the live node graph
+would have built:
+
+1. ``/tf_static`` and ``/tf`` are read first, all of them, into one
+   :class:`mimir.transforms.TransformBuffer` whose cache spans the whole bag (the live nodes'
+   10 s cache would drop everything but the end of a bag loaded in bulk).
+2. Camera messages follow in recording order: camera info, registered depth and segmentation go
+   to the :class:`~mimir_perception.sync.FrameSynchronizer`; a camera without recorded
+   segmentation is segmented from its colour images by the given backend (SAM3 on a robot
+   installation), or the replay refuses it.
+3. Each matched frame is deprojected in the map at its image stamp
+   (:class:`~mimir_perception.deprojection.Deprojector`), fused into world memory
+   (:meth:`~mimir_memory.world.WorldMemory.ingest`, message time as the clock) and its view
+   records misses (:class:`~mimir_memory.misses.MissRecorder`), as the scene graph node does.
+4. When a frame of the perception camera changed the graph, its colour image becomes a
+   perception keyframe (no more often than the keyframe node's period), as the keyframe node
+   does.
+
+Validation is the cores' own: a message that cannot be converted, a frame without camera info
+or transform, a stamp older than the previous one of its stream are skipped and counted by
+reason; nothing else is lost. A bag that ends in a fault (truncated, corrupt) stops the replay
+with :class:`~mimir.bags.BagError` after everything read before it is in memory.
+
+The same bag, settings and code give the same memory: same nodes, same events in the same order
+(event ids aside, which are fresh for every write), same keyframe ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+from rosbags.highlevel import AnyReader
+
+from mimir import transforms as tfm
+from mimir.bags import BagError, topic_key, typestore
+from mimir.bounds import load_bounds
+from mimir.nodes.memory.keyframe_params import KeyframeConfig
+from mimir.nodes.memory.scene_graph_params import SceneGraphConfig
+from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
+from mimir.nodes.perception.messages import camera_info_to_intrinsics, msg_to_segmentation
+from mimir.nodes.perception.segmentation_node import resolve_vocabulary
+from mimir.paths import config_file
+from mimir.ros.images import image_to_numpy, image_to_rgb
+from mimir_memory.config import load_memory_config
+from mimir_memory.errors import MemoryStoreError
+from mimir_memory.events import EventKind, MemoryEvent, Source
+from mimir_memory.keyframes import KeyframeStore, Trigger
+from mimir_memory.misses import MissRecorder
+from mimir_memory.visibility import CameraView
+from mimir_memory.world import WorldMemory
+from mimir_perception.deprojection import Deprojector, DepthUnit
+from mimir_perception.segmentation import SegmentationBackend, SegmentationResult
+from mimir_perception.sync import FrameSynchronizer, SyncedFrame
+from mimir_perception.vocabulary import Vocabulary
+
+#: Message types each stream accepts (colour and depth may be compressed).
+_IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+_STREAM_TYPES: dict[str, tuple[str, ...]] = {
+    "color": _IMAGE_TYPES,
+    "depth": _IMAGE_TYPES,
+    "camera_info": ("sensor_msgs/msg/CameraInfo",),
+    "segmentation": ("mimir_msgs/msg/Segmentation",),
+}
+_TF_TYPE = "tf2_msgs/msg/TFMessage"
+#: Memory events after which a perception keyframe is worth taking (as the keyframe node).
+_GRAPH_CHANGES = (EventKind.NODE_CREATED, EventKind.PROPERTY_SET, EventKind.CONTENTS_SET)
+_SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
+
+
+@dataclass(frozen=True)
+class ReplayTopics:
+    """Which bag topics feed which camera stream; ``{camera}`` stands for the camera name.
+
+    The defaults are mimir's own topic names; other drivers' layouts need only these patterns
+    (the ZED wrapper's ``zed/zed_node/rgb/image_rect_color``, a RealSense driver's
+    ``camera/aligned_depth_to_color/image_raw``...). A leading slash does not matter.
+    """
+
+    cameras: tuple[str, ...] = ("pole",)
+    color: str = "cameras/{camera}/color/image_raw"
+    depth: str = "cameras/{camera}/depth/image_raw"
+    camera_info: str = "cameras/{camera}/color/camera_info"
+    segmentation: str = "cameras/{camera}/segmentation"
+    tf: str = "tf"
+    tf_static: str = "tf_static"
+    namespace: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.cameras or len(set(self.cameras)) != len(self.cameras):
+            raise ValueError(f"cameras must be distinct names, got {self.cameras!r}")
+        for name in ("color", "depth", "camera_info", "segmentation"):
+            pattern = getattr(self, name)
+            if pattern and "{camera}" not in pattern and len(self.cameras) > 1:
+                raise ValueError(f"the {name} topic {pattern!r} needs {{camera}} when more than "
+                                 "one camera is replayed")
+
+    def _full(self, name: str) -> str:
+        name = topic_key(name)
+        return f"{topic_key(self.namespace)}/{name}" if self.namespace.strip("/") else name
+
+    def streams(self) -> dict[str, tuple[str, str]]:
+        """Bag topic (no leading slash) -> (camera, stream) of every camera stream."""
+        out: dict[str, tuple[str, str]] = {}
+        for camera in self.cameras:
+            for stream in _STREAM_TYPES:
+                pattern = getattr(self, stream)
+                if pattern:
+                    out[self._full(pattern.format(camera=camera))] = (camera, stream)
+        return out
+
+    def transforms(self) -> dict[str, bool]:
+        """Bag topic -> whether it carries static transforms."""
+        return {self._full(self.tf): False, self._full(self.tf_static): True}
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay read, used and skipped, and what memory holds afterwards."""
+
+    bag: str
+    messages: int = 0
+    transforms: int = 0
+    frames_used: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    observations: int = 0
+    nodes_created: int = 0
+    nodes: int = 0
+    events: int = 0
+    misses: int = 0
+    keyframes: int = 0
+    bag_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    error: str = ""
+
+    def lines(self) -> list[str]:
+        """The summary as printed at the end of a replay."""
+        used = ", ".join(f"{c} {n}" for c, n in sorted(self.frames_used.items())) or "none"
+        skipped = ", ".join(f"{k} {n}" for k, n in sorted(self.skipped.items())) or "none"
+        speed = self.bag_seconds / self.wall_seconds if self.wall_seconds > 0 else math.inf
+        out = [
+            f"replayed {self.bag}: {self.messages} messages, {self.bag_seconds:.1f} s of bag in "
+            f"{self.wall_seconds:.1f} s ({speed:.1f}x real time)",
+            f"frames used: {used}; skipped: {skipped}",
+            f"memory: {self.nodes} nodes ({self.nodes_created} created), {self.observations} "
+            f"observations, {self.events} events, {self.misses} misses, {self.keyframes} "
+            "keyframes kept",
+        ]
+        if self.error:
+            out.append(f"stopped early: {self.error} (everything before it is in memory)")
+        return out
+
+
+def node_config(cls: type[Any], sections: Mapping[str, Mapping[str, Any]], name: str) -> Any:
+    """The node's parameter dataclass from its deployment section (defaults where absent).
+
+    Raises:
+        ValueError: a key the dataclass does not declare, or a value it refuses.
+    """
+    values = dict(sections.get(name, {}))
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"section {name!r} has keys {unknown} that {cls.__name__} does not "
+                         "declare")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def stamp_of(msg: Any) -> float:
+    """A message header's stamp in seconds."""
+    stamp = msg.header.stamp
+    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
+
+
+def _decode(msg: Any, stream: str) -> npt.NDArray[np.generic]:
+    """The pixels of an image or compressed image message (colour as RGB, depth raw).
+
+    Raises:
+        ValueError: an image that cannot be decoded.
+    """
+    if not hasattr(msg, "format"):
+        return image_to_rgb(msg) if stream == "color" else image_to_numpy(msg)
+    data = np.asarray(msg.data, dtype=np.uint8)
+    fmt = str(msg.format).lower()
+    if stream == "depth":
+        if "compresseddepth" in fmt:
+            if "32fc1" in fmt:
+                raise ValueError("compressedDepth 32FC1 (quantised inverse depth) is not read; "
+                                 "record 16UC1 depth")
+            data = data[12:]  # the compressedDepth header precedes the PNG
+        depth = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        if depth is None or depth.ndim != 2 or depth.dtype != np.uint16:
+            raise ValueError(f"compressed depth ({msg.format!r}) is not a 16-bit PNG")
+        return depth
+    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError(f"compressed image ({msg.format!r}) cannot be decoded")
+    return np.ascontiguousarray(bgr[:, :, ::-1])
+
+
+class FastReplay:
+    """Rebuilds world memory and keyframes from a bag, in-process, in stamp order.
+
+    Args:
+        bag: The bag folder (rosbag2), or file (ROS 1 or a single mcap/db3 file).
+        memory_dir: Memory folder (``world.db``, ``keyframes/``); may hold earlier memory.
+        topics: Which topics feed which camera.
+        sections: The deployment's node parameter sections (``/**/<node>`` ->
+            ``ros__parameters``); absent sections use the nodes' defaults.
+        segmenter: Segments colour images of cameras whose bag holds no segmentation.
+        vocabulary: What ``segmenter`` looks for.
+        start: Bag time offset (s from the bag's start) before which camera messages are ignored.
+        end: Bag time offset after which the replay stops (None: the bag's end).
+        progress: Called now and then with (messages read, bag seconds reached).
+    """
+
+    def __init__(self, bag: Path, memory_dir: Path, topics: ReplayTopics, *,
+                 sections: Mapping[str, Mapping[str, Any]] | None = None,
+                 segmenter: SegmentationBackend | None = None,
+                 vocabulary: Vocabulary | None = None,
+                 start: float = 0.0, end: float | None = None,
+                 progress: Callable[[int, float], None] | None = None) -> None:
+        if not (math.isfinite(start) and start >= 0.0):
+            raise ValueError(f"start must be a non-negative number of seconds, got {start}")
+        if end is not None and not end > start:
+            raise ValueError(f"end ({end}) must come after start ({start})")
+        if segmenter is not None and vocabulary is None:
+            raise ValueError("a segmenter needs a vocabulary")
+        sections = sections or {}
+        self.bag = Path(bag)
+        self.topics = topics
+        self.deprojection: DeprojectionNodeConfig = node_config(
+            DeprojectionNodeConfig, sections, "deprojection")
+        self.scene_graph: SceneGraphConfig = node_config(
+            SceneGraphConfig, sections, "scene_graph")
+        self.keyframe_config: KeyframeConfig = node_config(KeyframeConfig, sections, "keyframes")
+        memory_config = load_memory_config(
+            config_file("memory.yaml", self.scene_graph.memory_config))
+        bounds = load_bounds(config_file("memory.yaml", self.deprojection.memory_config))
+        self.map_frame = self.scene_graph.map_frame
+        self.segmenter = segmenter
+        self.vocabulary = vocabulary
+        self.start, self.end = start, end
+        self.progress = progress
+        self._deprojectors: dict[DepthUnit, Deprojector] = {
+            unit: Deprojector(self.deprojection.deprojection(unit, bounds))
+            for unit in ("mm", "m")}
+        memory_dir = Path(memory_dir).expanduser()
+        memory_dir.mkdir(parents=True, exist_ok=True)
+        self.world = WorldMemory.open(memory_dir / "world.db", config=memory_config,
+                                      map_frame=self.map_frame)
+        self.keyframes = KeyframeStore.open(memory_dir / "keyframes", config=memory_config)
+        self.session = f"replay-{self.bag.name}"
+        self._misses = MissRecorder(self.world, self.scene_graph.visibility(),
+                                    self.scene_graph.miss_min_period_s)
+        self._sync = FrameSynchronizer(self.deprojection.sync())
+        self._tf = tfm.TransformBuffer()
+        self._optical: dict[str, str] = {}
+        self._colour: dict[str, tuple[float, npt.NDArray[np.uint8]]] = {}
+        self._last: dict[tuple[str, str], float] = {}
+        self._last_keyframe = -math.inf
+        self._labels_sought = (resolve_vocabulary(self.deprojection.vocabulary).labels
+                               if self.deprojection.vocabulary else ())
+        self.summary = ReplaySummary(bag=str(self.bag))
+
+    def close(self) -> None:
+        """Close world memory and the keyframe store."""
+        self.world.close()
+        self.keyframes.close()
+
+    # ------------------------------------------------------------------ reading
+    def run(self) -> ReplaySummary:
+        """Replay the whole bag (or its ``start``..``end`` slice) into memory.
+
+        Raises:
+            BagError: the bag cannot be opened, holds no usable camera, or ends in a fault
+                (``summary.error`` says which; what came before it is in memory).
+        """
+        began = time.monotonic()
+        nodes_before = len(self.world.state.nodes)
+        try:
+            reader = AnyReader([self.bag], default_typestore=typestore())
+            reader.open()
+        except Exception as err:  # rosbags raises several unrelated types for a bad bag
+            raise BagError(f"cannot open the bag {self.bag}: {err}") from err
+        try:
+            self._replay(reader)
+        except BagError as err:
+            self.summary.error = str(err)
+            raise
+        finally:
+            reader.close()
+            self.summary.wall_seconds = time.monotonic() - began
+            self.summary.nodes = len(self.world.state.nodes)
+            self.summary.nodes_created = max(0, self.summary.nodes - nodes_before)
+            self.summary.keyframes = self.keyframes.count()
+        return self.summary
+
+    def _replay(self, reader: AnyReader) -> None:
+        streams, tf_topics = self.topics.streams(), self.topics.transforms()
+        camera_conns, tf_conns = [], []
+        for conn in reader.connections:
+            key = topic_key(conn.topic)
+            if key in tf_topics:
+                if conn.msgtype != _TF_TYPE:
+                    self.summary.skipped[f"{key}.wrong_type"] += conn.msgcount
+                    continue
+                tf_conns.append(conn)
+            elif key in streams:
+                camera, stream = streams[key]
+                if conn.msgtype not in _STREAM_TYPES[stream]:
+                    self.summary.skipped[f"{camera}.{stream}.wrong_type"] += conn.msgcount
+                    continue
+                camera_conns.append(conn)
+        self._check_usable(camera_conns, streams)
+        begin = reader.start_time
+        first = begin + round(self.start * 1e9)
+        last = None if self.end is None else begin + round(self.end * 1e9)
+        for conn, _t, raw in self._messages(reader, tf_conns):
+            try:
+                msg = reader.deserialize(raw, conn.msgtype)
+            except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
+                self.summary.skipped["tf.undecodable"] += 1
+                continue
+            self._on_tf(msg, static=tf_topics[topic_key(conn.topic)])
+        for conn, stamp_ns, raw in self._messages(reader, camera_conns, first, last):
+            camera, stream = streams[topic_key(conn.topic)]
+            self.summary.messages += 1
+            self.summary.bag_seconds = (stamp_ns - first) * 1e-9
+            try:
+                msg = reader.deserialize(raw, conn.msgtype)
+            except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
+                self.summary.skipped[f"{camera}.{stream}.undecodable"] += 1
+                continue
+            self._on_message(camera, stream, msg)
+            if self.progress is not None and self.summary.messages % 50 == 0:
+                self.progress(self.summary.messages, self.summary.bag_seconds)
+
+    def _check_usable(self, conns: Sequence[Any], streams: Mapping[str, tuple[str, str]]) -> None:
+        have: dict[str, set[str]] = {}
+        for conn in conns:
+            if conn.msgcount == 0:
+                continue
+            camera, stream = streams[topic_key(conn.topic)]
+            have.setdefault(camera, set()).add(stream)
+        usable = [c for c, s in have.items() if {"depth", "camera_info"} <= s
+                  and ("segmentation" in s or ("color" in s and self.segmenter is not None))]
+        if usable:
+            return
+        wanted = ", ".join(sorted(streams))
+        detail = "; ".join(f"{c} has {', '.join(sorted(s))}" for c, s in sorted(have.items()))
+        need_model = any("color" in s and "segmentation" not in s for s in have.values())
+        raise BagError(
+            f"the bag holds no usable camera (looked for {wanted}; {detail or 'none of them'})"
+            + ("; a camera without recorded segmentation needs a segmentation model"
+               if need_model else ""))
+
+    def _messages(self, reader: AnyReader, conns: Sequence[Any], first: int | None = None,
+                  last: int | None = None) -> Iterator[tuple[Any, int, bytes]]:
+        """The connections' messages in recording order; a fault of the bag is a BagError."""
+        if not conns:
+            return
+        try:
+            yield from reader.messages(connections=conns, start=first,
+                                       stop=None if last is None else last + 1)
+        except BagError:
+            raise
+        except Exception as err:  # a truncated or corrupt file fails in the storage reader
+            raise BagError(f"the bag is damaged after {self.summary.messages} messages: "
+                           f"{type(err).__name__}: {err}") from err
+
+    # ---------------------------------------------------------------- messages
+    def _on_tf(self, msg: Any, *, static: bool) -> None:
+        for t in msg.transforms:
+            tr, rot = t.transform.translation, t.transform.rotation
+            try:
+                self._tf.set_transform(t.header.frame_id, t.child_frame_id, stamp_of(t),
+                                       (tr.x, tr.y, tr.z), (rot.x, rot.y, rot.z, rot.w),
+                                       static=static)
+                self.summary.transforms += 1
+            except tfm.InvalidTransformError:
+                self.summary.skipped["tf.invalid"] += 1
+
+    def _on_message(self, camera: str, stream: str, msg: Any) -> None:
+        stamp = stamp_of(msg)
+        key = (camera, stream)
+        if stamp < self._last.get(key, -math.inf):
+            self.summary.skipped[f"{camera}.{stream}.out_of_order"] += 1
+            return
+        self._last[key] = stamp
+        try:
+            frames = self._feed(camera, stream, msg, stamp)
+        except Exception as err:  # noqa: BLE001 - any conversion failure skips this message
+            self.summary.skipped[f"{camera}.{stream}.{_reason(err)}"] += 1
+            return
+        for frame in frames:
+            self._process(frame)
+
+    def _feed(self, camera: str, stream: str, msg: Any, stamp: float) -> list[SyncedFrame]:
+        sync = self._sync
+        if stream == "camera_info":
+            return sync.add_camera_info(camera, stamp, camera_info_to_intrinsics(
+                msg, rectified=self.deprojection.rectified))
+        if stream == "depth":
+            depth = _decode(msg, "depth")
+            if depth.dtype not in (np.uint16, np.float32):
+                raise ValueError(f"depth of type {depth.dtype} is not 16UC1 mm or 32FC1 m")
+            return sync.add_depth(camera, stamp, depth)
+        if stream == "segmentation":
+            if msg.header.frame_id:
+                self._optical[camera] = msg.header.frame_id
+            return sync.add_segmentation(msg_to_segmentation(msg, camera=camera), camera)
+        rgb = _decode(msg, "color").astype(np.uint8, copy=False)
+        self._colour[camera] = (stamp, rgb)
+        if msg.header.frame_id:
+            self._optical.setdefault(camera, msg.header.frame_id)
+        if self.segmenter is None or self._recorded_segmentation(camera):
+            return []
+        assert self.vocabulary is not None
+        result: SegmentationResult = self.segmenter.segment(rgb, self.vocabulary, stamp=stamp,
+                                                            camera=camera)
+        return sync.add_segmentation(result, camera)
+
+    def _recorded_segmentation(self, camera: str) -> bool:
+        return (camera, "segmentation") in self._last
+
+    # ------------------------------------------------------------------ frames
+    def _process(self, frame: SyncedFrame) -> None:
+        camera = frame.camera
+        optical = self._optical.get(camera, f"{camera}_color_optical_frame")
+        try:
+            pose = self._tf.lookup(self.map_frame, optical, frame.stamp)
+        except tfm.ExtrapolationError:
+            self.summary.skipped[f"{camera}.transform_extrapolation"] += 1
+            return
+        except tfm.TransformError:
+            self.summary.skipped[f"{camera}.transform_unavailable"] += 1
+            return
+        unit: DepthUnit = "mm" if frame.depth.dtype == np.uint16 else "m"
+        try:
+            result = self._deprojectors[unit].deproject(
+                frame.segmentation, frame.depth, frame.intrinsics, pose, stamp=frame.stamp,
+                camera=camera)
+        except Exception as err:  # noqa: BLE001 - the deprojector's typed refusals
+            self.summary.skipped[f"{camera}.{_reason(err)}"] += 1
+            return
+        for skipped in result.skipped:
+            self.summary.skipped[f"{camera}.{skipped.reason.value}"] += 1
+        self.summary.frames_used[camera] += 1
+        events: list[MemoryEvent] = []
+        if result.observations:
+            refused: list[Any] = []
+            try:
+                events = self.world.ingest(list(result.observations), source=Source.PERCEPTION,
+                                           now=frame.stamp, refused=refused)
+            except MemoryStoreError as err:
+                raise BagError(f"memory refused the frame of {camera} at {frame.stamp:.3f}: "
+                               f"{err}") from err
+            if refused:
+                self.summary.skipped[f"{camera}.observation_refused"] += len(refused)
+            self.summary.observations += len(result.observations) - len(refused)
+        view = self._view(frame, pose, unit)
+        if view is not None:
+            seen = {str(e.payload["node_id"]) for e in events if e.kind in _SEEN_KINDS}
+            report = self._misses.record(view, seen, stamp=frame.stamp, camera=camera)
+            self.summary.misses += report.recorded
+            events += report.events
+        self.summary.events += len(events)
+        if any(e.kind in _GRAPH_CHANGES for e in events):
+            self._keyframe(camera, frame.stamp, events)
+
+    def _view(self, frame: SyncedFrame, pose: tfm.Matrix4, unit: DepthUnit) -> CameraView | None:
+        try:
+            return self.deprojection.view(frame.depth, frame.intrinsics, pose, unit,
+                                          self._labels_sought)
+        except MemoryStoreError:
+            self.summary.skipped[f"{frame.camera}.view_failed"] += 1
+            return None
+
+    def _keyframe(self, camera: str, stamp: float, events: Sequence[MemoryEvent]) -> None:
+        cfg = self.keyframe_config
+        if camera != cfg.perception_camera or \
+                stamp - self._last_keyframe < cfg.perception_min_period_s:
+            return
+        colour = self._colour.get(camera)
+        if colour is None or abs(colour[0] - stamp) > cfg.max_offset_s:
+            self.summary.skipped[f"{camera}.keyframe_no_frame"] += 1
+            return
+        change = next(e for e in events if e.kind in _GRAPH_CHANGES)
+        node = str(change.payload.get("node_id", ""))
+        result = self.keyframes.save(
+            np.ascontiguousarray(colour[1][:, :, ::-1]), timestamp=colour[0], camera=camera,
+            trigger=Trigger.NEW_NODE if change.kind == EventKind.NODE_CREATED
+            else Trigger.NODE_UPDATE,
+            session=self.session, node_ids=[node] if node else [],
+            tags=[f"event:{change.kind.value}"], caption=str(change.payload.get("label", "")))
+        if result.reason == "saved":
+            self._last_keyframe = stamp
+
+
+def _reason(err: BaseException) -> str:
+    """A counter key for a refusal: the error class in snake case."""
+    name = type(err).__name__.removesuffix("Error") or "error"
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+

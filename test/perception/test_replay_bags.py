@@ -1,0 +1,217 @@
+"""``mimir replay --fast`` on rosbag2 files of the real 7-Scenes kitchen (mcap and sqlite3).
+
+The bags are written in the test (``bag_helpers``); the replay's memory is compared with a direct
+run of the cores on the same frames, and the bad inputs of a recording are each tried.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bag_helpers import CAMERA, BagPlan, KitchenFrames, serialized, write_bag
+from rosbags.rosbag2 import StoragePlugin
+from std_msgs.msg import String
+
+from mimir.bags import BagError
+from mimir.bounds import load_bounds
+from mimir.cli import main as cli_main
+from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
+from mimir.paths import config_file
+from mimir.replay import FastReplay, ReplaySummary, ReplayTopics
+from mimir_memory.config import load_memory_config
+from mimir_memory.world import WorldMemory
+from mimir_perception.deprojection import Deprojector
+
+FRAMES = 24
+TOPICS = ReplayTopics(cameras=(CAMERA,))
+
+
+@pytest.fixture(scope="module")
+def frames(sevenscenes_dir: Path) -> KitchenFrames:
+    return KitchenFrames(sevenscenes_dir, FRAMES)
+
+
+@pytest.fixture(scope="module")
+def direct(frames: KitchenFrames, tmp_path_factory: pytest.TempPathFactory) -> WorldMemory:
+    """The cores run on the frames directly: deprojection with the node's defaults, fusion."""
+    cfg = DeprojectionNodeConfig()
+    deprojector = Deprojector(cfg.deprojection("mm", load_bounds(config_file("memory.yaml"))))
+    world = WorldMemory.open(tmp_path_factory.mktemp("direct") / "world.db",
+                             config=load_memory_config(config_file("memory.yaml")))
+    for i in range(frames.count):
+        result = deprojector.deproject(frames.segmentation(i), frames.depth(i),
+                                       frames.intrinsics, frames.pose(i),
+                                       stamp=frames.stamp(i), camera=CAMERA)
+        world.ingest(list(result.observations), now=frames.stamp(i))
+    return world
+
+
+def replay(bag: Path, memory: Path, **kwargs: object) -> tuple[ReplaySummary, WorldMemory]:
+    run = FastReplay(bag, memory, TOPICS, **kwargs)  # type: ignore[arg-type]
+    try:
+        summary = run.run()
+    finally:
+        run.close()
+    return summary, WorldMemory.open(memory / "world.db", readonly=True,
+                                     config=load_memory_config(config_file("memory.yaml")))
+
+
+def labels(world: WorldMemory) -> dict[str, list[np.ndarray]]:
+    out: dict[str, list[np.ndarray]] = {}
+    for node in sorted(world.state.nodes.values(), key=lambda n: n.node_id):
+        out.setdefault(node.label, []).append(np.asarray(node.centroid))
+    return out
+
+
+def same_memory(replayed: WorldMemory, direct: WorldMemory, tolerance: float = 0.05) -> None:
+    got, want = labels(replayed), labels(direct)
+    assert sorted(got) == sorted(want) and want, (sorted(got), sorted(want))
+    for label, centres in want.items():
+        for centre in centres:
+            nearest = min(float(np.linalg.norm(c - centre)) for c in got[label])
+            assert nearest <= tolerance, (label, centre, nearest)
+
+
+@pytest.mark.parametrize("storage", [StoragePlugin.MCAP, StoragePlugin.SQLITE3])
+def test_a_bag_gives_the_memory_of_the_cores(storage: StoragePlugin, frames: KitchenFrames,
+                                             direct: WorldMemory, tmp_path: Path) -> None:
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(storage=storage))
+    summary, world = replay(bag, tmp_path / "memory")
+    assert summary.frames_used[CAMERA] == FRAMES and not summary.error
+    assert summary.messages == 4 * FRAMES  # colour, depth, info, segmentation
+    assert summary.transforms == FRAMES + 1
+    same_memory(world, direct)
+    assert summary.keyframes >= 1 and summary.nodes == len(world.state.nodes)
+    assert any("memory:" in line for line in summary.lines())
+
+
+def test_compressed_and_float_depth_layouts_replay_alike(frames: KitchenFrames,
+                                                         direct: WorldMemory,
+                                                         tmp_path: Path) -> None:
+    """A JPEG colour and compressedDepth PNG layout, and metres in 32FC1, give the same memory."""
+    for name, plan in (("compressed", BagPlan(compressed=True)),
+                       ("float", BagPlan(depth_float=True))):
+        bag = write_bag(tmp_path / name, frames, plan)
+        summary, world = replay(bag, tmp_path / f"memory_{name}")
+        assert summary.frames_used[CAMERA] == FRAMES, (name, summary.skipped)
+        same_memory(world, direct)
+
+
+def _events(world: WorldMemory) -> list[tuple[str, float, str]]:
+    return [(e.kind.value, e.stamp, repr(sorted(e.payload.items())))
+            for e in world.log.iter_events()]
+
+
+def test_the_same_bag_gives_the_same_memory(frames: KitchenFrames, tmp_path: Path) -> None:
+    bag = write_bag(tmp_path / "bag", frames)
+    first, world_a = replay(bag, tmp_path / "a")
+    second, world_b = replay(bag, tmp_path / "b")
+    assert sorted(world_a.state.nodes) == sorted(world_b.state.nodes)
+    assert _events(world_a) == _events(world_b) and _events(world_a)
+    ids = [sorted(p.name for p in (tmp_path / m / "keyframes").rglob("*.jpg")) for m in "ab"]
+    assert ids[0] == ids[1] and ids[0]
+    assert first.lines()[1:] == second.lines()[1:]
+
+
+def test_missing_transforms_and_stamps_out_of_order_are_counted(
+        frames: KitchenFrames, direct: WorldMemory, tmp_path: Path) -> None:
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(tf_until=FRAMES - 4, swap_depth=(5, 6)))
+    summary, world = replay(bag, tmp_path / "memory")
+    assert summary.skipped[f"{CAMERA}.transform_extrapolation"] == 4
+    assert summary.skipped[f"{CAMERA}.depth.out_of_order"] == 1
+    assert summary.frames_used[CAMERA] < FRAMES
+    assert set(labels(world)) == set(labels(direct))
+
+
+def test_a_bag_without_a_usable_camera_is_refused(frames: KitchenFrames, tmp_path: Path) -> None:
+    no_info = write_bag(tmp_path / "no_info", frames, BagPlan(camera_info=False))
+    with pytest.raises(BagError, match="no usable camera"):
+        replay(no_info, tmp_path / "m1")
+    no_seg = write_bag(tmp_path / "no_seg", frames, BagPlan(segmentation=False))
+    with pytest.raises(BagError, match="needs a segmentation model"):
+        replay(no_seg, tmp_path / "m2")
+    with pytest.raises(BagError, match="no usable camera"):
+        FastReplay(no_seg, tmp_path / "m3", ReplayTopics(cameras=("wrist",))).run()
+
+
+def test_an_empty_bag_and_a_file_that_is_no_bag_are_refused(frames: KitchenFrames,
+                                                            tmp_path: Path) -> None:
+    empty = write_bag(tmp_path / "empty", KitchenFrames(frames.root, 0))
+    with pytest.raises(BagError, match="no usable camera"):
+        replay(empty, tmp_path / "m1")
+    junk = tmp_path / "junk.mcap"
+    junk.write_bytes(np.random.default_rng(0).integers(0, 255, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(BagError, match="cannot open"):
+        replay(junk, tmp_path / "m2")
+    with pytest.raises(BagError, match="cannot open"):
+        replay(tmp_path / "missing", tmp_path / "m3")
+
+
+def test_a_damaged_bag_keeps_what_came_before_the_fault(frames: KitchenFrames,
+                                                       tmp_path: Path) -> None:
+    """A sqlite3 bag whose later messages are garbage: the frames before them are in memory."""
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(storage=StoragePlugin.SQLITE3))
+    (db,) = bag.glob("*.db3")
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT id FROM messages ORDER BY timestamp").fetchall()
+        cut = rows[len(rows) // 2][0]
+        conn.execute("UPDATE messages SET data = x'00' WHERE id >= ?", (cut,))
+    summary, world = replay(bag, tmp_path / "memory")
+    assert 0 < summary.frames_used[CAMERA] < FRAMES
+    assert sum(v for k, v in summary.skipped.items() if k.endswith("undecodable")) > 0
+    assert world.state.nodes
+    # a truncated file: the storage fails mid-read, memory keeps the frames read before
+    truncated = tmp_path / "truncated"
+    shutil.copytree(bag, truncated)
+    (db,) = truncated.glob("*.db3")
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])
+    with pytest.raises(BagError):
+        replay(truncated, tmp_path / "memory_truncated")
+
+
+def test_wrong_types_on_camera_topics_are_skipped(frames: KitchenFrames, tmp_path: Path) -> None:
+
+    odd = [(f"/cameras/{CAMERA}/odd", "std_msgs/msg/String", serialized(String(data="x"))),
+           ("/cameras/wrist/color/camera_info", "std_msgs/msg/String",
+            serialized(String(data="not a camera info")))]
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(extra=odd))
+    two = ReplayTopics(cameras=(CAMERA, "wrist"))
+    run = FastReplay(bag, tmp_path / "memory", two)
+    summary = run.run()
+    run.close()
+    assert summary.skipped["wrist.camera_info.wrong_type"] == 1
+    assert summary.frames_used[CAMERA] == FRAMES
+
+
+def test_bad_arguments_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cameras"):
+        ReplayTopics(cameras=())
+    with pytest.raises(ValueError, match="camera"):
+        ReplayTopics(cameras=("a", "b"), color="color")
+    with pytest.raises(ValueError, match="start"):
+        FastReplay(tmp_path, tmp_path / "m", TOPICS, start=-1.0)
+    with pytest.raises(ValueError, match="end"):
+        FastReplay(tmp_path, tmp_path / "m", TOPICS, start=2.0, end=1.0)
+    with pytest.raises(ValueError, match="does not declare"):
+        FastReplay(tmp_path, tmp_path / "m", TOPICS,
+                   sections={"deprojection": {"no_such_key": 1}})
+
+
+def test_the_command_line_replays_and_refuses_clearly(frames: KitchenFrames, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    bag = write_bag(tmp_path / "bag", frames)
+    memory = tmp_path / "memory"
+    assert cli_main(["replay", str(bag), "--fast", "--memory", str(memory), "--cameras", CAMERA,
+                     "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"frames used: {CAMERA} {FRAMES}" in out and (memory / "world.db").is_file()
+    assert cli_main(["replay", str(tmp_path / "nothing"), "--fast", "--memory", str(memory),
+                     "--quiet"]) == 2
+    assert "cannot open the bag" in capsys.readouterr().err
+    assert cli_main(["replay", str(bag), "--fast", "--memory", str(memory), "--cameras",
+                     "pole,wrist", "--color", "color", "--quiet"]) == 2
+    assert "needs {camera}" in capsys.readouterr().err
