@@ -13,13 +13,16 @@ read them as they read live messages.
 from __future__ import annotations
 
 import functools
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
-from rosbags.typesys.store import Typestore
+if TYPE_CHECKING:  # rosbags loads in about a second: only commands that read bags pay for it
+    from rosbags.typesys.store import Typestore
 
-#: The ROS 2 distribution whose standard message definitions bags are read and written with.
-DISTRO = Stores.ROS2_KILTED
+#: The ROS 2 distribution whose standard message definitions bags are read and written with
+#: (a member of ``rosbags.typesys.Stores``).
+DISTRO = "ROS2_KILTED"
 
 #: Where the message definitions of ``mimir_msgs`` live (the source tree, or the installed
 #: share folder of a robot installation).
@@ -44,7 +47,9 @@ def _msg_dir() -> Path:
 @functools.cache
 def typestore() -> Typestore:
     """The distribution's standard types plus every ``mimir_msgs`` message (built once)."""
-    store = get_typestore(DISTRO)
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore  # noqa: PLC0415
+
+    store = get_typestore(Stores[DISTRO])
     types: dict[str, object] = {}
     for path in sorted(_msg_dir().glob("*.msg")):
         types.update(get_types_from_msg(path.read_text(encoding="utf-8"),
@@ -56,3 +61,16 @@ def typestore() -> Typestore:
 def topic_key(topic: str) -> str:
     """A topic name without its leading slash (bags store absolute names)."""
     return topic.lstrip("/")
+
+
+def message_class(msgtype: str) -> Any:
+    """The Python message class of a ``pkg/msg/Name`` type installed here.
+
+    Raises:
+        ImportError: the package or the type is not installed (or the name is malformed).
+    """
+    try:
+        package, kind, name = msgtype.split("/")
+        return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    except (ValueError, AttributeError) as err:
+        raise ImportError(f"no message type {msgtype!r} here: {err}") from err

@@ -460,6 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--timeout", type=float, default=10.0,
                          help="timeout of each service call (s)")
     approve.set_defaults(handler=_cmd_approve)
+    from mimir import record as _record  # noqa: PLC0415
+    _record.add_parser(sub)
     memory = sub.add_parser("memory", help="check or repair a memory folder")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     check = memory_sub.add_parser(
@@ -481,15 +483,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _replay_parser(sub: Any) -> None:
     replay = sub.add_parser(
         "replay", help="rebuild memory from a rosbag2 recording (mcap or sqlite3)",
-        description="Rebuild memory from a recorded bag. --fast runs perception's geometry, "
-        "fusion and keyframe filtering in this process in stamp order, as fast as the machine "
-        "allows, with the settings of the deployment file; no ROS installation is needed. To "
-        "feed a running node graph instead, play the bag with `ros2 launch mimir "
-        "replay.launch.py bag:=BAG` on a ROS 2 installation.")
+        description="Replay a recorded bag. By default its messages are republished over DDS "
+        "as recorded, paced by their recording time, with the bag's time on /clock, for a "
+        "running node graph (use_sim_time). --fast instead runs perception's geometry, fusion "
+        "and keyframe filtering in this process in stamp order, as fast as the machine allows, "
+        "with the settings of the deployment file, and writes memory itself.")
     replay.add_argument("bag", help="bag folder (rosbag2), or a single .mcap/.db3/.bag file")
-    replay.add_argument("--fast", action="store_true", required=True,
-                        help="run the cores in-process on message time (required: the only "
-                             "mode of this command)")
+    speed = replay.add_mutually_exclusive_group()
+    speed.add_argument("--fast", action="store_true",
+                       help="run the cores in-process on message time and write --memory")
+    speed.add_argument("--rate", type=float, default=1.0,
+                       help="DDS playback speed relative to the recording")
+    replay.add_argument("--topics", nargs="*", default=[], metavar="TOPIC",
+                        help="DDS playback: only these bag topics (default: all)")
+    replay.add_argument("--no-clock", action="store_true",
+                        help="DDS playback: do not publish /clock")
     replay.add_argument("--memory", default="~/.local/share/mimir/replay",
                         help="memory folder to build (world.db, keyframes/); may hold memory")
     replay.add_argument("--params", default="", metavar="FILE",
@@ -518,6 +526,8 @@ def _replay_parser(sub: Any) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    if not args.fast:
+        return _replay_dds(args)
     import time  # noqa: PLC0415 - keep the CLI start fast
     from pathlib import Path  # noqa: PLC0415
 
@@ -574,6 +584,38 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for line in summary.lines():
         print(line)
     return status
+
+
+def _replay_dds(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
+
+    import rclpy  # noqa: PLC0415
+
+    from mimir.bags import BagError  # noqa: PLC0415
+    from mimir.replay_dds import BagPlayer  # noqa: PLC0415
+
+    rclpy.init()
+    try:
+        try:
+            player = BagPlayer(Path(args.bag).expanduser(), rate=args.rate, start=args.start,
+                               end=args.end, topics=args.topics, namespace=args.namespace,
+                               clock=not args.no_clock)
+        except ValueError as err:
+            raise UserError(str(err)) from err
+        try:
+            summary = player.run()
+        except KeyboardInterrupt:
+            summary = player.summary
+            summary.stopped = True
+        except BagError as err:
+            raise UserError(str(err)) from err
+        finally:
+            player.close()
+    finally:
+        rclpy.try_shutdown()
+    for line in summary.lines():
+        print(line)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -105,6 +105,8 @@ class BagPlan:
     """Write these two frames' depth in swapped order (stamps out of order)."""
     extra: Sequence[tuple[str, str, bytes]] = ()
     """(topic, type, CDR bytes) written once at the start, as they are."""
+    extra_types: Any = None
+    """The rosbags type store that knows the types of ``extra`` (None: mimir's)."""
 
 
 def _ns(stamp: float) -> int:
@@ -124,7 +126,7 @@ def write_bag(path: Path, frames: KitchenFrames, plan: BagPlan | None = None) ->
             writer.write(conns[topic], _ns(stamp), serialize_message(msg))
 
         for topic, msgtype, raw in plan.extra:
-            conn = writer.add_connection(topic, msgtype, typestore=store)
+            conn = writer.add_connection(topic, msgtype, typestore=plan.extra_types or store)
             writer.write(conn, _ns(frames.stamp(0)) - 1, raw)
         static = TransformStamped(header=_header(frames.stamp(0), "map"), child_frame_id="odom")
         static.transform.rotation.w = 1.0

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from bag_helpers import CAMERA, BagPlan, KitchenFrames, serialized, write_bag
+from rclpy.context import Context
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image
 from std_msgs.msg import String
+from tf2_msgs.msg import TFMessage
 
 from mimir.bags import BagError
 from mimir.bounds import load_bounds
@@ -22,6 +30,9 @@ from mimir.cli import main as cli_main
 from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.paths import config_file
 from mimir.replay import FastReplay, ReplaySummary, ReplayTopics
+from mimir.replay_dds import BagPlayer
+from mimir.ros import qos
+from mimir.ros.images import image_to_numpy
 from mimir_memory.config import load_memory_config
 from mimir_memory.world import WorldMemory
 from mimir_perception.deprojection import Deprojector
@@ -215,3 +226,67 @@ def test_the_command_line_replays_and_refuses_clearly(frames: KitchenFrames, tmp
     assert cli_main(["replay", str(bag), "--fast", "--memory", str(memory), "--cameras",
                      "pole,wrist", "--color", "color", "--quiet"]) == 2
     assert "needs {camera}" in capsys.readouterr().err
+
+
+def _thing_type() -> tuple[object, bytes]:
+    """A type store that knows a message type this installation does not, and one message."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    store.register(get_types_from_msg("int32 x\n", "fake_pkg/msg/Thing"))
+    thing = store.types["fake_pkg/msg/Thing"](x=7)
+    return store, bytes(store.serialize_cdr(thing, "fake_pkg/msg/Thing"))
+
+
+def test_dds_playback_republishes_the_bag_on_its_clock(
+        frames: KitchenFrames, tmp_path: Path, ros_context: Context,
+        spin_node: Node, wait_for: Callable[..., bool]) -> None:
+    store, thing = _thing_type()
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(
+        extra=[("/thing", "fake_pkg/msg/Thing", thing)], extra_types=store))
+    depth: list[Image] = []
+    clock: list[float] = []
+    reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    spin_node.create_subscription(Image, "/robot1/cameras/pole/depth/image_raw",
+                                  depth.append, reliable)
+    spin_node.create_subscription(Clock, "/clock", lambda m: clock.append(
+        m.clock.sec + m.clock.nanosec * 1e-9), reliable)
+    player = BagPlayer(bag, rate=4.0, namespace="robot1", context=ros_context,
+                       topics=["/cameras/pole/depth/image_raw", "/tf_static", "/thing",
+                               "/cameras/pole/nothing"])
+    try:
+        player.open()
+        depth_pub = next(p for p in player.node.publishers if "depth" in p.topic_name)
+        assert wait_for(lambda: depth_pub.get_subscription_count() > 0)
+        summary = player.run()
+        assert summary.published["/robot1/cameras/pole/depth/image_raw"] == FRAMES
+        assert summary.published["/tf_static"] == 1  # global under the namespace
+        assert "not installed" in summary.left_out["/robot1/thing"]
+        assert summary.left_out["/robot1/cameras/pole/nothing"] == "not in the bag"
+        # paced at four times the recording's speed (4.6 s of bag)
+        assert 0.8 < summary.wall_seconds < 4.0, summary.wall_seconds
+        assert wait_for(lambda: len(depth) == FRAMES)
+        np.testing.assert_array_equal(image_to_numpy(depth[3]), frames.depth(3))
+        assert clock == sorted(clock) and clock[-1] == pytest.approx(frames.stamp(FRAMES - 1))
+        assert len(clock) > 4.6 / 0.05  # ticks through the gaps between frames
+        # a late subscriber still gets the latched transforms
+        latched: list[TFMessage] = []
+        spin_node.create_subscription(TFMessage, "/tf_static", latched.append, qos.TF_STATIC)
+        assert wait_for(lambda: len(latched) == 1)
+    finally:
+        player.close()
+    with pytest.raises(ValueError, match="rate"):
+        BagPlayer(bag, rate=0.0, context=ros_context)
+    with pytest.raises(BagError, match="cannot open"):
+        bad = BagPlayer(tmp_path / "missing", context=ros_context)
+        try:
+            bad.run()
+        finally:
+            bad.close()
+
+
+def test_fast_replay_ignores_topics_of_unknown_types(frames: KitchenFrames,
+                                                     tmp_path: Path) -> None:
+    store, thing = _thing_type()
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(
+        extra=[("/thing", "fake_pkg/msg/Thing", thing)], extra_types=store))
+    summary, _world = replay(bag, tmp_path / "memory")
+    assert summary.frames_used[CAMERA] == FRAMES
