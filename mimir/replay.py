@@ -268,7 +268,7 @@ class FastReplay:
         self._misses = MissRecorder(self.world, self.scene_graph.visibility(),
                                     self.scene_graph.miss_min_period_s)
         self._sync = FrameSynchronizer(self.deprojection.sync())
-        self._tf = tfm.TransformBuffer()
+        self._tf = tfm.TransformBuffer()  # replaced by one spanning the bag in run()
         self._optical: dict[str, str] = {}
         self._colour: dict[str, tuple[float, npt.NDArray[np.uint8]]] = {}
         self._last: dict[tuple[str, str], float] = {}
@@ -327,6 +327,8 @@ class FastReplay:
                     continue
                 camera_conns.append(conn)
         self._check_usable(camera_conns, streams)
+        # the whole bag's transforms are loaded before any frame: keep all of them
+        self._tf = tfm.TransformBuffer(cache_seconds=max(10.0, reader.duration * 1e-9 + 10.0))
         begin = reader.start_time
         first = begin + round(self.start * 1e9)
         last = None if self.end is None else begin + round(self.end * 1e9)

@@ -109,6 +109,13 @@ def decompose(matrix: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArr
     return mat[:3, 3].copy(), Rotation.from_matrix(mat[:3, :3]).as_quat()
 
 
+#: Stamps this close to an edge's first or last sample count as that sample (s). Float seconds
+#: hold only about 0.24 microseconds at Unix-epoch times, so two conversions of one recorded
+#: ``sec``/``nanosec`` stamp (``sec + nanosec * 1e-9`` and ``nanoseconds / 1e9``) can differ by a
+#: rounding step; a lookup at a bag's own last stamp must not fail on that.
+STAMP_TOLERANCE_S = 1e-6
+
+
 class _Edge:
     """Time-sorted samples of one parent->child edge."""
 
@@ -146,6 +153,10 @@ class _Edge:
         if self.static:
             return compose(self.translations[0], self.rotations[0])
         first, last = self.stamps[0], self.stamps[-1]
+        if first - STAMP_TOLERANCE_S <= stamp < first:
+            stamp = first
+        elif last < stamp <= last + STAMP_TOLERANCE_S:
+            stamp = last
         if stamp < first or stamp > last:
             raise ExtrapolationError(
                 f"transform {self.parent} -> {child} requested at {stamp:.6f} s, but known only "

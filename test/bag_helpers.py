@@ -45,6 +45,8 @@ class KitchenFrames:
 
     root: Path
     count: int
+    period: float = PERIOD
+    """Seconds between frames."""
     intrinsics: Intrinsics = field(init=False)
 
     def __post_init__(self) -> None:
@@ -53,7 +55,7 @@ class KitchenFrames:
         self.paths = sorted(self.root.glob("frame-*.color.jpg"))[: self.count]
 
     def stamp(self, i: int) -> float:
-        return T0 + PERIOD * i
+        return T0 + self.period * i
 
     def rgb(self, i: int) -> np.ndarray:
         bgr = cv2.imread(str(self.paths[i]))

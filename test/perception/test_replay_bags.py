@@ -128,6 +128,14 @@ def test_the_same_bag_gives_the_same_memory(frames: KitchenFrames, tmp_path: Pat
     assert first.lines()[1:] == second.lines()[1:]
 
 
+def test_transforms_of_a_long_bag_all_stay(sevenscenes_dir: Path, tmp_path: Path) -> None:
+    """A bag longer than a live node's 10 s transform cache: its first frames still find the
+    transforms loaded with the rest of the bag."""
+    slow = KitchenFrames(sevenscenes_dir, 8, period=3.0)  # 21 s of bag
+    summary, _world = replay(write_bag(tmp_path / "bag", slow), tmp_path / "memory")
+    assert summary.frames_used[CAMERA] == 8, summary.skipped
+
+
 def test_missing_transforms_and_stamps_out_of_order_are_counted(
         frames: KitchenFrames, direct: WorldMemory, tmp_path: Path) -> None:
     bag = write_bag(tmp_path / "bag", frames, BagPlan(tf_until=FRAMES - 4, swap_depth=(5, 6)))

@@ -77,6 +77,22 @@ def test_extrapolation(tree: TransformBuffer) -> None:
         tree.lookup("map", "base_link", 9.0)
 
 
+def test_a_bags_own_stamps_at_unix_epoch_times_do_not_extrapolate() -> None:
+    """One recorded stamp converted two ways differs by a float rounding step at epoch times;
+    a lookup at the last (or first) sample's stamp still succeeds, a microsecond beyond fails."""
+    sec, nanosec = 1_764_000_000, 123_456_789
+    as_sum = float(sec) + float(nanosec) * 1e-9
+    as_ns = (sec * 1_000_000_000 + nanosec) / 1e9
+    buf = TransformBuffer(cache_seconds=100.0)
+    buf.set_transform("map", "cam", as_sum - 1.0, [0, 0, 0], IDENTITY_Q)
+    buf.set_transform("map", "cam", as_sum, [1, 0, 0], IDENTITY_Q)
+    for stamp in (as_ns, np.nextafter(as_sum, np.inf), np.nextafter(as_sum - 1.0, -np.inf)):
+        buf.lookup("map", "cam", float(stamp))
+    assert buf.lookup("map", "cam", float(np.nextafter(as_sum, np.inf)))[0, 3] == 1.0
+    with pytest.raises(ExtrapolationError):
+        buf.lookup("map", "cam", as_sum + 2e-6)
+
+
 def test_disconnected_trees(tree: TransformBuffer) -> None:
     tree.set_transform("world", "other", 0.0, [0, 0, 0], IDENTITY_Q, static=True)
     with pytest.raises(ConnectivityError):
