@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip clean
 
 setup:
 	bash scripts/setup.sh
@@ -54,6 +54,12 @@ NOISE_RUNS ?= runs/noise
 NOISE_ARGS ?=
 noise-sweep: setup
 	MUJOCO_GL=egl $(PY) benchmarks/noise_sweep.py --runs $(NOISE_RUNS) $(NOISE_ARGS)
+
+# mimir record beside one mimir sim run, then mimir replay --fast; compares the memories (a few
+# minutes; not part of `make test`).
+ROUNDTRIP_RUNS ?= runs/roundtrip
+replay-roundtrip: setup
+	MUJOCO_GL=egl $(PY) benchmarks/replay_roundtrip.py --runs $(ROUNDTRIP_RUNS)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache

@@ -587,7 +587,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _replay_dds(args: argparse.Namespace) -> int:
-    from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
+    import time  # noqa: PLC0415 - keep the CLI start fast
+    from pathlib import Path  # noqa: PLC0415
 
     import rclpy  # noqa: PLC0415
 
@@ -602,8 +603,18 @@ def _replay_dds(args: argparse.Namespace) -> int:
                                clock=not args.no_clock)
         except ValueError as err:
             raise UserError(str(err)) from err
+        began, shown = time.monotonic(), [0.0]
+
+        def progress(_topic: str, _stamp_ns: int) -> None:
+            now = time.monotonic()
+            if not args.quiet and now - shown[0] >= 1.0:
+                shown[0] = now
+                count = sum(player.summary.published.values())
+                print(f"\r{count} messages ({count / max(now - began, 1e-6):.0f}/s), bag time "
+                      f"{player.summary.bag_seconds:.1f} s", end="", file=sys.stderr, flush=True)
+
         try:
-            summary = player.run()
+            summary = player.run(on_message=progress)
         except KeyboardInterrupt:
             summary = player.summary
             summary.stopped = True
@@ -611,6 +622,8 @@ def _replay_dds(args: argparse.Namespace) -> int:
             raise UserError(str(err)) from err
         finally:
             player.close()
+            if not args.quiet:
+                print(file=sys.stderr)
     finally:
         rclpy.try_shutdown()
     for line in summary.lines():

@@ -234,6 +234,12 @@ def test_the_command_line_replays_and_refuses_clearly(frames: KitchenFrames, tmp
     assert cli_main(["replay", str(bag), "--fast", "--memory", str(memory), "--cameras",
                      "pole,wrist", "--color", "color", "--quiet"]) == 2
     assert "needs {camera}" in capsys.readouterr().err
+    # the default mode plays over DDS: here only the depth topic, at 20 times the recording
+    assert cli_main(["replay", str(bag), "--rate", "20", "--quiet", "--topics",
+                     f"/cameras/{CAMERA}/depth/image_raw"]) == 0
+    assert f"/cameras/{CAMERA}/depth/image_raw: {FRAMES}" in capsys.readouterr().out
+    assert cli_main(["replay", str(bag), "--rate", "0", "--quiet"]) == 2
+    assert "rate must be a positive number" in capsys.readouterr().err
 
 
 def _thing_type() -> tuple[object, bytes]:
