@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from bag_helpers import CAMERA, BagPlan, KitchenFrames, serialized, write_bag
 from rclpy.context import Context
 from rclpy.node import Node
@@ -23,6 +24,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
+from tiny_sam3 import save_tiny_sam3
 
 from mimir.bags import BagError
 from mimir.bounds import load_bounds
@@ -304,3 +306,27 @@ def test_fast_replay_ignores_topics_of_unknown_types(frames: KitchenFrames,
         extra=[("/thing", "fake_pkg/msg/Thing", thing)], extra_types=store))
     summary, _world = replay(bag, tmp_path / "memory")
     assert summary.frames_used[CAMERA] == FRAMES
+
+
+def test_a_bag_without_segmentation_is_segmented_by_the_deployments_model(
+        frames: KitchenFrames, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--segment``: the deployment's SAM3 (a tiny random one here) segments every colour
+    frame of a bag that holds none, and those frames go through deprojection and fusion."""
+    model = save_tiny_sam3(tmp_path / "sam3")
+    params = tmp_path / "deployment.yaml"
+    params.write_text(yaml.safe_dump({
+        "/**/segmentation": {"ros__parameters": {"model": str(model), "cameras": [CAMERA],
+                                                 "max_rate_hz": 30.0}},
+        "/**/deprojection": {"ros__parameters": {"cameras": [CAMERA]}},
+    }))
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(segmentation=False))
+    memory = tmp_path / "memory"
+    assert cli_main(["replay", str(bag), "--fast", "--segment", "--params", str(params),
+                     "--memory", str(memory), "--quiet"]) == 0
+    assert f"frames used: {CAMERA} {FRAMES}" in capsys.readouterr().out
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(yaml.safe_dump({"/**/segmentation": {"ros__parameters": {
+        "model": str(tmp_path / "no_model")}}}))
+    assert cli_main(["replay", str(bag), "--fast", "--segment", "--params", str(missing),
+                     "--memory", str(memory), "--quiet"]) == 2
+    assert "not found" in capsys.readouterr().err
