@@ -107,6 +107,13 @@ class BagPlan:
     """Write these two frames' depth in swapped order (stamps out of order)."""
     extra: Sequence[tuple[str, str, bytes]] = ()
     """(topic, type, CDR bytes) written once at the start, as they are."""
+    topics: dict[str, str] = field(default_factory=lambda: {
+        "color": f"/cameras/{CAMERA}/color/image_raw",
+        "depth": f"/cameras/{CAMERA}/depth/image_raw",
+        "camera_info": f"/cameras/{CAMERA}/color/camera_info"})
+    """Topic of each camera stream (another driver's layout)."""
+    bgra: bool = False
+    """Colour as bgra8, as the ZED wrapper publishes it."""
     extra_types: Any = None
     """The rosbags type store that knows the types of ``extra`` (None: mimir's)."""
 
@@ -140,14 +147,14 @@ def write_bag(path: Path, frames: KitchenFrames, plan: BagPlan | None = None) ->
                 moving = matrix_to_transform(frames.pose(i), "odom", OPTICAL, stamp)
                 put("/tf", "tf2_msgs/msg/TFMessage", TFMessage(transforms=[moving]), stamp)
             if plan.camera_info:
-                put(f"/cameras/{CAMERA}/color/camera_info", "sensor_msgs/msg/CameraInfo",
+                put(plan.topics["camera_info"], "sensor_msgs/msg/CameraInfo",
                     intrinsics_to_camera_info(frames.intrinsics, _header(stamp)), stamp)
-            put(f"/cameras/{CAMERA}/color/image_raw", *_colour(frames.rgb(i), stamp, plan),
+            put(plan.topics["color"], *_colour(frames.rgb(i), stamp, plan),
                 stamp)
             j = i
             if plan.swap_depth is not None and i in plan.swap_depth:
                 j = plan.swap_depth[1] if i == plan.swap_depth[0] else plan.swap_depth[0]
-            put(f"/cameras/{CAMERA}/depth/image_raw", *_depth(frames, j, plan), stamp)
+            put(plan.topics["depth"], *_depth(frames, j, plan), stamp)
             if plan.segmentation:
                 seg = segmentation_to_msg(frames.segmentation(i), _header(stamp), "colour_rule",
                                           CAMERA)
@@ -161,6 +168,9 @@ def _colour(rgb: np.ndarray, stamp: float, plan: BagPlan) -> tuple[str, Any]:
         assert ok
         return "sensor_msgs/msg/CompressedImage", CompressedImage(
             header=_header(stamp), format="rgb8; jpeg compressed bgr8", data=data.tobytes())
+    if plan.bgra:
+        bgra = np.dstack([rgb[:, :, ::-1], np.full(rgb.shape[:2], 255, np.uint8)])
+        return "sensor_msgs/msg/Image", numpy_to_image(bgra, "bgra8", _header(stamp))
     return "sensor_msgs/msg/Image", numpy_to_image(rgb, "rgb8", _header(stamp))
 
 

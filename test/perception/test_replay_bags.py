@@ -63,8 +63,9 @@ def direct(frames: KitchenFrames, tmp_path_factory: pytest.TempPathFactory) -> W
     return world
 
 
-def replay(bag: Path, memory: Path, **kwargs: object) -> tuple[ReplaySummary, WorldMemory]:
-    run = FastReplay(bag, memory, TOPICS, **kwargs)  # type: ignore[arg-type]
+def replay(bag: Path, memory: Path, topics: ReplayTopics = TOPICS,
+           **kwargs: object) -> tuple[ReplaySummary, WorldMemory]:
+    run = FastReplay(bag, memory, topics, **kwargs)  # type: ignore[arg-type]
     try:
         summary = run.run()
     finally:
@@ -112,6 +113,21 @@ def test_compressed_and_float_depth_layouts_replay_alike(frames: KitchenFrames,
         summary, world = replay(bag, tmp_path / f"memory_{name}")
         assert summary.frames_used[CAMERA] == FRAMES, (name, summary.skipped)
         same_memory(world, direct)
+
+
+def test_the_zed_wrappers_layout_replays_with_a_remapping_only(
+        frames: KitchenFrames, direct: WorldMemory, tmp_path: Path) -> None:
+    """The ZED wrapper's topic names, bgra8 colour and 32FC1 depth in metres."""
+    zed = {"color": "/zed/zed_node/rgb/image_rect_color",
+           "depth": "/zed/zed_node/depth/depth_registered",
+           "camera_info": "/zed/zed_node/rgb/camera_info"}
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(topics=zed, bgra=True, depth_float=True))
+    layout = ReplayTopics(cameras=(CAMERA,), color=zed["color"], depth=zed["depth"],
+                          camera_info=zed["camera_info"])
+    summary, world = replay(bag, tmp_path / "memory", topics=layout)
+    assert summary.frames_used[CAMERA] == FRAMES, summary.skipped
+    assert summary.keyframes >= 1  # the bgra8 colour frames decode
+    same_memory(world, direct)
 
 
 def _events(world: WorldMemory) -> list[tuple[str, float, str]]:
