@@ -64,6 +64,7 @@ from mimir_memory.misses import MissRecorder
 from mimir_memory.visibility import CameraView
 from mimir_memory.world import WorldMemory
 from mimir_perception.deprojection import Deprojector, DepthUnit
+from mimir_perception.frames import FrameBuffer
 from mimir_perception.segmentation import SegmentationBackend, SegmentationResult
 from mimir_perception.sync import FrameSynchronizer, SyncedFrame
 from mimir_perception.vocabulary import Vocabulary
@@ -270,7 +271,12 @@ class FastReplay:
         self._sync = FrameSynchronizer(self.deprojection.sync())
         self._tf = tfm.TransformBuffer()  # replaced by one spanning the bag in run()
         self._optical: dict[str, str] = {}
-        self._colour: dict[str, tuple[float, npt.NDArray[np.uint8]]] = {}
+        kf = self.keyframe_config
+        # colour frames held for perception keyframes, as the keyframe node buffers them
+        self._colour: dict[str, FrameBuffer[npt.NDArray[np.uint8]]] = {
+            camera: FrameBuffer(kf.buffer_seconds, kf.buffer_max_frames,
+                                min_period_s=kf.buffer_min_period_s)
+            for camera in topics.cameras}
         self._last: dict[tuple[str, str], float] = {}
         self._last_keyframe = -math.inf
         self._labels_sought = (resolve_vocabulary(self.deprojection.vocabulary).labels
@@ -304,6 +310,7 @@ class FastReplay:
             raise
         finally:
             reader.close()
+            self._count_unmatched()
             self.summary.wall_seconds = time.monotonic() - began
             self.summary.nodes = len(self.world.state.nodes)
             self.summary.nodes_created = max(0, self.summary.nodes - nodes_before)
@@ -351,6 +358,19 @@ class FastReplay:
             self._on_message(camera, stream, msg)
             if self.progress is not None and self.summary.messages % 50 == 0:
                 self.progress(self.summary.messages, self.summary.bag_seconds)
+
+    def _count_unmatched(self) -> None:
+        """What the synchroniser dropped or never matched (no camera info yet, no depth within
+        the tolerance, too old), per camera and stream, into the skip counts."""
+        for camera, entries in self._sync.diagnostics().items():
+            for key, count in entries.items():
+                if key == "emitted" or not count:
+                    continue
+                first, _, second = key.partition(".")  # queued.<stream> or <stream>.<reason>
+                if key == "queued.camera_info":
+                    continue  # the newest info stays latched for later frames, by design
+                name = f"{second}.unmatched" if first == "queued" else key
+                self.summary.skipped[f"{camera}.{name}"] += count
 
     def _check_usable(self, conns: Sequence[Any], streams: Mapping[str, tuple[str, str]]) -> None:
         have: dict[str, set[str]] = {}
@@ -426,11 +446,14 @@ class FastReplay:
             if msg.header.frame_id:
                 self._optical[camera] = msg.header.frame_id
             return sync.add_segmentation(msg_to_segmentation(msg, camera=camera), camera)
-        rgb = _decode(msg, "color").astype(np.uint8, copy=False)
-        self._colour[camera] = (stamp, rgb)
         if msg.header.frame_id:
             self._optical.setdefault(camera, msg.header.frame_id)
-        if self.segmenter is None or self._recorded_segmentation(camera):
+        segment = self.segmenter is not None and not self._recorded_segmentation(camera)
+        if not segment and not self._colour[camera].admits(stamp):
+            return []  # neither segmented nor kept for keyframes: not even decoded
+        rgb = _decode(msg, "color").astype(np.uint8, copy=False)
+        self._colour[camera].add(stamp, rgb)
+        if self.segmenter is None or not segment:
             return []
         assert self.vocabulary is not None
         result: SegmentationResult = self.segmenter.segment(rgb, self.vocabulary, stamp=stamp,
@@ -498,7 +521,8 @@ class FastReplay:
         if camera != cfg.perception_camera or \
                 stamp - self._last_keyframe < cfg.perception_min_period_s:
             return
-        colour = self._colour.get(camera)
+        buffer = self._colour.get(camera)
+        colour = buffer.nearest(stamp) if buffer is not None else None
         if colour is None or abs(colour[0] - stamp) > cfg.max_offset_s:
             self.summary.skipped[f"{camera}.keyframe_no_frame"] += 1
             return

@@ -101,6 +101,8 @@ class BagPlan:
     depth_float: bool = False
     compressed: bool = False
     camera_info: bool = True
+    info_from: int = 0
+    """Write camera info from this frame on."""
     tf_until: int | None = None
     """Write /tf only for frames before this index (None: all)."""
     swap_depth: tuple[int, int] | None = None
@@ -146,7 +148,7 @@ def write_bag(path: Path, frames: KitchenFrames, plan: BagPlan | None = None) ->
             if plan.tf_until is None or i < plan.tf_until:
                 moving = matrix_to_transform(frames.pose(i), "odom", OPTICAL, stamp)
                 put("/tf", "tf2_msgs/msg/TFMessage", TFMessage(transforms=[moving]), stamp)
-            if plan.camera_info:
+            if plan.camera_info and i >= plan.info_from:
                 put(plan.topics["camera_info"], "sensor_msgs/msg/CameraInfo",
                     intrinsics_to_camera_info(frames.intrinsics, _header(stamp)), stamp)
             put(plan.topics["color"], *_colour(frames.rgb(i), stamp, plan),

@@ -164,6 +164,17 @@ def test_missing_transforms_and_stamps_out_of_order_are_counted(
     assert set(labels(world)) == set(labels(direct))
 
 
+def test_frames_before_the_first_camera_info_are_counted_unmatched(
+        frames: KitchenFrames, tmp_path: Path) -> None:
+    """Camera info recorded only from frame 16 on: the frames more than the synchroniser's
+    max_age (2 s) before it are dropped as stale, the rest match the first info."""
+    bag = write_bag(tmp_path / "bag", frames, BagPlan(info_from=16))
+    summary, _world = replay(bag, tmp_path / "memory")
+    stale = summary.skipped[f"{CAMERA}.segmentation.stale"]
+    assert stale > 0 and summary.frames_used[CAMERA] == FRAMES - stale, summary.skipped
+    assert summary.frames_used[CAMERA] >= FRAMES - 16
+
+
 def test_a_bag_without_a_usable_camera_is_refused(frames: KitchenFrames, tmp_path: Path) -> None:
     no_info = write_bag(tmp_path / "no_info", frames, BagPlan(camera_info=False))
     with pytest.raises(BagError, match="no usable camera"):
@@ -298,7 +309,8 @@ def test_dds_playback_republishes_the_bag_on_its_clock(
         assert wait_for(lambda: len(depth) == FRAMES)
         np.testing.assert_array_equal(image_to_numpy(depth[3]), frames.depth(3))
         assert clock == sorted(clock) and clock[-1] == pytest.approx(frames.stamp(FRAMES - 1))
-        assert len(clock) > 4.6 / 0.05  # ticks through the gaps between frames
+        # ticks through the 0.2 s gaps between frames (a subscriber may miss a few)
+        assert len(clock) > 2 * FRAMES and max(np.diff(clock)) < 0.2
         # a late subscriber still gets the latched transforms
         latched: list[TFMessage] = []
         spin_node.create_subscription(TFMessage, "/tf_static", latched.append, qos.TF_STATIC)
