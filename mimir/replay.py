@@ -78,6 +78,10 @@ _STREAM_TYPES: dict[str, tuple[str, ...]] = {
     "segmentation": ("mimir_msgs/msg/Segmentation",),
 }
 _TF_TYPE = "tf2_msgs/msg/TFMessage"
+_INTERACTION_TYPE = "mimir_msgs/msg/InteractionEvent"
+_PHASE_ENDED = 1  # mimir_msgs/InteractionEvent.PHASE_ENDED
+#: How far an operation's target pose may lie from the replayed node it names (m).
+_OPERATED_RADIUS_M = 0.5
 #: Memory events after which a perception keyframe is worth taking (as the keyframe node).
 _GRAPH_CHANGES = (EventKind.NODE_CREATED, EventKind.PROPERTY_SET, EventKind.CONTENTS_SET)
 _SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
@@ -99,6 +103,7 @@ class ReplayTopics:
     segmentation: str = "cameras/{camera}/segmentation"
     tf: str = "tf"
     tf_static: str = "tf_static"
+    interaction_events: str = "interaction_events"
     namespace: str = ""
 
     def __post_init__(self) -> None:
@@ -124,6 +129,10 @@ class ReplayTopics:
                     out[self._full(pattern.format(camera=camera))] = (camera, stream)
         return out
 
+    def interaction_key(self) -> str:
+        """Bag topic of the executor's interaction events (empty: not replayed)."""
+        return self._full(self.interaction_events) if self.interaction_events else ""
+
     def transforms(self) -> dict[str, bool]:
         """Bag topic -> whether it carries static transforms."""
         return {self._full(self.tf): False, self._full(self.tf_static): True}
@@ -144,6 +153,8 @@ class ReplaySummary:
     events: int = 0
     misses: int = 0
     keyframes: int = 0
+    operations: int = 0
+    """Opens and closes whose fixture was anchored while they ran."""
     bag_seconds: float = 0.0
     wall_seconds: float = 0.0
     error: str = ""
@@ -159,7 +170,7 @@ class ReplaySummary:
             f"frames used: {used}; skipped: {skipped}",
             f"memory: {self.nodes} nodes ({self.nodes_created} created), {self.observations} "
             f"observations, {self.events} events, {self.misses} misses, {self.keyframes} "
-            "keyframes kept",
+            f"keyframes kept, {self.operations} operated fixtures anchored",
         ]
         if self.error:
             out.append(f"stopped early: {self.error} (everything before it is in memory)")
@@ -319,7 +330,7 @@ class FastReplay:
 
     def _replay(self, reader: AnyReader) -> None:
         streams, tf_topics = self.topics.streams(), self.topics.transforms()
-        camera_conns, tf_conns = [], []
+        camera_conns, tf_conns, interaction_conns = [], [], []
         for conn in reader.connections:
             key = topic_key(conn.topic)
             if key in tf_topics:
@@ -333,6 +344,11 @@ class FastReplay:
                     self.summary.skipped[f"{camera}.{stream}.wrong_type"] += conn.msgcount
                     continue
                 camera_conns.append(conn)
+            elif key == self.topics.interaction_key():
+                if conn.msgtype != _INTERACTION_TYPE:
+                    self.summary.skipped["interaction_events.wrong_type"] += conn.msgcount
+                    continue
+                interaction_conns.append(conn)
         self._check_usable(camera_conns, streams)
         # the whole bag's transforms are loaded before any frame: keep all of them
         self._tf = tfm.TransformBuffer(cache_seconds=max(10.0, reader.duration * 1e-9 + 10.0))
@@ -346,18 +362,65 @@ class FastReplay:
                 self.summary.skipped["tf.undecodable"] += 1
                 continue
             self._on_tf(msg, static=tf_topics[topic_key(conn.topic)])
-        for conn, stamp_ns, raw in self._messages(reader, camera_conns, first, last):
-            camera, stream = streams[topic_key(conn.topic)]
+        for conn, stamp_ns, raw in self._messages(reader, camera_conns + interaction_conns,
+                                                   first, last):
+            camera, stream = streams.get(topic_key(conn.topic), ("", "interaction_events"))
+            where = f"{camera}.{stream}" if camera else stream
             self.summary.messages += 1
             self.summary.bag_seconds = (stamp_ns - first) * 1e-9
             try:
                 msg = reader.deserialize(raw, conn.msgtype)
             except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
-                self.summary.skipped[f"{camera}.{stream}.undecodable"] += 1
+                self.summary.skipped[f"{where}.undecodable"] += 1
                 continue
-            self._on_message(camera, stream, msg)
+            if camera:
+                self._on_message(camera, stream, msg)
+            else:
+                self._on_interaction(msg)
             if self.progress is not None and self.summary.messages % 50 == 0:
                 self.progress(self.summary.messages, self.summary.bag_seconds)
+
+    def _on_interaction(self, msg: Any) -> None:
+        """An open or close anchors its fixture as the scene graph node does. Without the
+        analyzer's outcome to end it, an operation ends with the executor's report unless it
+        was an open that succeeded (the door then stands open)."""
+        if msg.primitive not in self.scene_graph.operated_primitives:
+            return
+        if msg.phase == _PHASE_ENDED:
+            if not (msg.primitive == "open" and msg.success):
+                self.world.operation_ended(msg.interaction_id)
+            return
+        node_id = self._operated_node(msg)
+        if node_id is None:
+            self.summary.skipped["interaction_events.unknown_target"] += 1
+            return
+        window = msg.window_start
+        stamp = (float(window.sec) + float(window.nanosec) * 1e-9) or stamp_of(msg)
+        try:
+            self.world.operation_started(node_id, stamp, msg.interaction_id)
+        except MemoryStoreError:
+            self.summary.skipped["interaction_events.refused"] += 1
+            return
+        self.summary.operations += 1
+
+    def _operated_node(self, msg: Any) -> str | None:
+        """The replayed node the operation acted on: the recorded id when that node stands
+        where the event's target pose says (node ids of a replay may differ from the live
+        run's), else the node nearest the target pose within half a metre."""
+        nodes = self.world.state.nodes
+        p = msg.target_pose.position
+        target = np.array([p.x, p.y, p.z])
+        posed = bool(np.any(target))
+        own = nodes.get(self.world.state.resolve(msg.target_id)) if msg.target_id else None
+        if own is not None and (not posed or np.linalg.norm(
+                np.asarray(own.centroid) - target) <= _OPERATED_RADIUS_M):
+            return own.node_id
+        if not posed:
+            return None
+        near = [(float(np.linalg.norm(np.asarray(n.centroid) - target)), n.node_id)
+                for n in nodes.values()]
+        close = [d for d in near if d[0] <= _OPERATED_RADIUS_M]
+        return min(close)[1] if close else None
 
     def _count_unmatched(self) -> None:
         """What the synchroniser dropped or never matched (no camera info yet, no depth within
@@ -367,8 +430,8 @@ class FastReplay:
                 if key == "emitted" or not count:
                     continue
                 first, _, second = key.partition(".")  # queued.<stream> or <stream>.<reason>
-                if key == "queued.camera_info":
-                    continue  # the newest info stays latched for later frames, by design
+                if key.startswith("camera_info.") or key == "queued.camera_info":
+                    continue  # infos are latched: older ones give way to newer by design
                 name = f"{second}.unmatched" if first == "queued" else key
                 self.summary.skipped[f"{camera}.{name}"] += count
 

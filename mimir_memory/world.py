@@ -189,6 +189,12 @@ class WorldMemory(Store):
         node = self.state.node(node_id)
         self._operations[interaction_id] = (node.node_id, float(stamp))
 
+    def operation_ended(self, interaction_id: str) -> bool:
+        """Release the anchor of an operation before its analysis arrives (a replay without
+        the analyzer, when the executor reported that the fixture does not stand open).
+        Returns whether such an operation was anchoring."""
+        return self._operations.pop(interaction_id, None) is not None
+
     def _anchored(self, node_id: str, stamp: float) -> bool:
         """Whether a view of ``node_id`` taken at ``stamp`` keeps its centroid."""
         assoc = self.config.association

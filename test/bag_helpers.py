@@ -117,6 +117,8 @@ class BagPlan:
     bgra: bool = False
     """Colour as bgra8, as the ZED wrapper publishes it."""
     extra_types: Any = None
+    timed: Sequence[tuple[float, str, str, Any]] = ()
+    """(stamp, topic, type, rclpy message) written at their stamps among the frames."""
     """The rosbags type store that knows the types of ``extra`` (None: mimir's)."""
 
 
@@ -139,6 +141,8 @@ def write_bag(path: Path, frames: KitchenFrames, plan: BagPlan | None = None) ->
         for topic, msgtype, raw in plan.extra:
             conn = writer.add_connection(topic, msgtype, typestore=plan.extra_types or store)
             writer.write(conn, _ns(frames.stamp(0)) - 1, raw)
+        for stamp, topic, msgtype, msg in plan.timed:
+            put(topic, msgtype, msg, stamp)
         static = TransformStamped(header=_header(frames.stamp(0), "map"), child_frame_id="odom")
         static.transform.rotation.w = 1.0
         put("/tf_static", "tf2_msgs/msg/TFMessage", TFMessage(transforms=[static]),

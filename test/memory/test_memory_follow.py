@@ -624,6 +624,12 @@ def test_an_operation_stops_anchoring_at_its_outcome_or_its_timeout(tmp_path: Pa
         (early,) = world.ingest([_box("cabinet", *door_out, stamp=39.0)])
         (late,) = world.ingest([_box("cabinet", *door_out, stamp=41.0)])
         assert early.payload.get("anchored") is True and "anchored" not in late.payload
+        # ended by its caller (a replay without the analyzer): released at once
+        world.operation_started("cabinet_1", 50.0, "open-3")
+        assert world.operation_ended("open-3") and not world.operation_ended("open-3")
+        assert not world.operation_ended("never-started")
+        (released,) = world.ingest([_box("cabinet", *door_out, stamp=51.0)])
+        assert "anchored" not in released.payload
     with WorldMemory.open(tmp_path / "off.db", config=_config(anchor_open=False)) as world:
         world.ingest([_box("cabinet", *front, stamp=1.0)])
         world.operation_started("cabinet_1", 2.0, "open-1")

@@ -35,8 +35,10 @@ from mimir.replay import FastReplay, ReplaySummary, ReplayTopics
 from mimir.replay_dds import BagPlayer
 from mimir.ros import qos
 from mimir.ros.images import image_to_numpy
+from mimir.ros.time import from_seconds
 from mimir_memory.config import load_memory_config
 from mimir_memory.world import WorldMemory
+from mimir_msgs.msg import InteractionEvent
 from mimir_perception.deprojection import Deprojector
 
 FRAMES = 24
@@ -128,6 +130,53 @@ def test_the_zed_wrappers_layout_replays_with_a_remapping_only(
     assert summary.frames_used[CAMERA] == FRAMES, summary.skipped
     assert summary.keyframes >= 1  # the bgra8 colour frames decode
     same_memory(world, direct)
+
+
+def _operation(stamp: float, phase: int, target: str, where: np.ndarray, *,
+               iid: str = "op-1", success: bool = True) -> InteractionEvent:
+    event = InteractionEvent(interaction_id=iid, phase=phase, primitive="open",
+                             target_id=target, success=success)
+    event.header.stamp = from_seconds(stamp)
+    event.window_start = from_seconds(stamp)
+    event.target_pose.position.x, event.target_pose.position.y, event.target_pose.position.z = (
+        float(v) for v in where)
+    return event
+
+
+def test_an_operated_fixture_keeps_its_place_in_a_replay(frames: KitchenFrames,
+                                                         tmp_path: Path) -> None:
+    """Recorded interaction events anchor the opened fixture as the scene graph node does:
+    from the open's start its views no longer move it; a failed open releases it."""
+    plain = write_bag(tmp_path / "plain", frames)
+    _, early = replay(plain, tmp_path / "early", end=frames.stamp(8) - frames.stamp(0) - 0.05)
+    cabinet = next(n for n in early.state.nodes.values() if n.label == "cabinet")
+    at_start = np.asarray(cabinet.centroid)
+    _, free = replay(plain, tmp_path / "free")
+    moved = np.asarray(next(n for n in free.state.nodes.values() if n.label == "cabinet").centroid)
+    assert np.linalg.norm(moved - at_start) > 0.01  # later views do move it
+
+    start = frames.stamp(8) - 0.01
+    kinds = "mimir_msgs/msg/InteractionEvent"
+    held = write_bag(tmp_path / "held", frames, BagPlan(timed=[
+        (start, "/interaction_events", kinds, _operation(start, 0, cabinet.node_id, at_start)),
+        (start + 1.0, "/interaction_events", kinds,
+         _operation(start + 1.0, 1, cabinet.node_id, at_start))]))
+    summary, anchored = replay(held, tmp_path / "anchored")
+    assert summary.operations == 1
+    kept = next(n for n in anchored.state.nodes.values() if n.label == "cabinet")
+    np.testing.assert_allclose(kept.centroid, at_start, atol=1e-9)
+    # a failed open releases the fixture at its end; a pose far from any node anchors nothing
+    failed = write_bag(tmp_path / "failed", frames, BagPlan(timed=[
+        (start, "/interaction_events", kinds, _operation(start, 0, "", at_start)),
+        (start + 1.0, "/interaction_events", kinds,
+         _operation(start + 1.0, 1, "", at_start, success=False)),
+        (start, "/interaction_events", kinds,
+         _operation(start, 0, "nowhere_1", at_start + 5.0, iid="op-2"))]))
+    summary, released = replay(failed, tmp_path / "released")
+    assert summary.operations == 1
+    assert summary.skipped["interaction_events.unknown_target"] == 1
+    after = next(n for n in released.state.nodes.values() if n.label == "cabinet")
+    assert np.linalg.norm(np.asarray(after.centroid) - at_start) > 0.005
 
 
 def _events(world: WorldMemory) -> list[tuple[str, float, str]]:
