@@ -262,6 +262,10 @@ class FastReplay:
         self.keyframe_config: KeyframeConfig = node_config(KeyframeConfig, sections, "keyframes")
         memory_config = load_memory_config(
             config_file("memory.yaml", self.scene_graph.memory_config))
+        # the bag can rebuild this memory at any time: commits need not wait for the disk
+        # (WAL with synchronous=NORMAL keeps every commit through a crash of the process)
+        memory_config = dataclasses.replace(memory_config, storage=dataclasses.replace(
+            memory_config.storage, synchronous="NORMAL"))
         bounds = load_bounds(config_file("memory.yaml", self.deprojection.memory_config))
         self.map_frame = self.scene_graph.map_frame
         self.segmenter = segmenter

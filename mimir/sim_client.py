@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -33,6 +35,23 @@ class TraceSink(Protocol):
 
     def record(self, kind: str, text: str, **data: Any) -> None:
         """Print and log one record."""
+
+
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt inside the block, also in a process that was
+    started with SIGINT ignored (a job started in the background by a non-interactive shell
+    inherits that), so "Ctrl-C ends it" holds however the job was started. Only the main
+    thread can change handlers; elsewhere the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class SimClient:
@@ -255,9 +274,10 @@ class SimClient:
                            f"(ROS_DOMAIN_ID={domain}); Ctrl-C ends it")
         deadline = time.monotonic() + seconds
         try:
-            while time.monotonic() < deadline:
-                self._check_alive()
-                time.sleep(0.2)
+            with ctrl_c_interrupts():
+                while time.monotonic() < deadline:
+                    self._check_alive()
+                    time.sleep(0.2)
         except KeyboardInterrupt:
             self._trace.record("status", "hold ended by Ctrl-C")
 
