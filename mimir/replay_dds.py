@@ -28,6 +28,7 @@ from rosbags.interfaces import QosDurability
 from rosgraph_msgs.msg import Clock
 
 from mimir.bags import BagError, message_class, topic_key, typestore
+from mimir.ros.floatfix import FloatSafePublisher
 
 #: Topics that stay global under a namespace.
 _GLOBAL = ("tf", "tf_static", "clock")
@@ -93,7 +94,8 @@ class BagPlayer:
         self.clock, self.clock_period_s = clock, clock_period_s
         self.node: Node = rclpy.create_node("mimir_replay", context=context,
                                             start_parameter_services=False)
-        self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if clock else None
+        self._clock_pub = self.node.create_publisher(
+            Clock, "/clock", 10, publisher_class=FloatSafePublisher) if clock else None
         self.summary = PlaySummary(bag=str(self.bag))
         self._reader: AnyReader | None = None
         self._publishers: dict[int, tuple[Any, Any]] = {}
@@ -196,7 +198,9 @@ class BagPlayer:
                 profile = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                                      durability=DurabilityPolicy.TRANSIENT_LOCAL
                                      if _latched(conn) else DurabilityPolicy.VOLATILE)
-                made[name] = self.node.create_publisher(cls, name, profile)
+                # recorded bytes go out as they are (the float fix applies to messages)
+                made[name] = self.node.create_publisher(cls, name, profile,
+                                                        publisher_class=FloatSafePublisher)
             out[conn.id] = (conn, made[name])
         missing = self.topics - {topic_key(c.topic) for c, _ in out.values()}
         for key in sorted(missing):
