@@ -521,6 +521,8 @@ def _replay_parser(sub: Any) -> None:
     replay.add_argument("--segment", action="store_true",
                         help="segment the colour images of cameras whose bag holds no "
                              "segmentation with the deployment's segmentation model (SAM3)")
+    replay.add_argument("--no-analyze", action="store_true",
+                        help="--fast: do not run the analyzer on the bag's interactions")
     replay.add_argument("--quiet", action="store_true", help="print only the summary")
     replay.set_defaults(handler=_cmd_replay)
 
@@ -566,7 +568,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
         run = FastReplay(Path(args.bag).expanduser(), Path(args.memory), topics,
                          sections=sections, segmenter=segmenter, vocabulary=vocabulary,
-                         start=args.start, end=args.end, progress=progress)
+                         start=args.start, end=args.end, analyze=not args.no_analyze,
+                         progress=progress)
     except ValueError as err:
         raise UserError(str(err), "check --params, --cameras and the topic patterns") from err
     try:

@@ -55,6 +55,7 @@ from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.nodes.perception.messages import camera_info_to_intrinsics, msg_to_segmentation
 from mimir.nodes.perception.segmentation_node import resolve_vocabulary
 from mimir.paths import config_file
+from mimir.replay_analysis import SIGNALS, ReplayAnalyzer
 from mimir.ros.images import image_to_numpy, image_to_rgb
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError
@@ -115,6 +116,10 @@ class ReplayTopics:
                 raise ValueError(f"the {name} topic {pattern!r} needs {{camera}} when more than "
                                  "one camera is replayed")
 
+    def full(self, name: str) -> str:
+        """A topic name as the bag holds it under the namespace (no leading slash)."""
+        return self._full(name)
+
     def _full(self, name: str) -> str:
         name = topic_key(name)
         return f"{topic_key(self.namespace)}/{name}" if self.namespace.strip("/") else name
@@ -155,6 +160,10 @@ class ReplaySummary:
     keyframes: int = 0
     operations: int = 0
     """Opens and closes whose fixture was anchored while they ran."""
+    analyses: int = 0
+    """Interactions the analyzer analysed."""
+    analysis_events: int = 0
+    """Events the analyzer's admitted writes appended."""
     bag_seconds: float = 0.0
     wall_seconds: float = 0.0
     error: str = ""
@@ -170,7 +179,8 @@ class ReplaySummary:
             f"frames used: {used}; skipped: {skipped}",
             f"memory: {self.nodes} nodes ({self.nodes_created} created), {self.observations} "
             f"observations, {self.events} events, {self.misses} misses, {self.keyframes} "
-            f"keyframes kept, {self.operations} operated fixtures anchored",
+            f"keyframes kept, {self.operations} operated fixtures anchored; "
+            f"{self.analyses} interactions analysed ({self.analysis_events} events written)",
         ]
         if self.error:
             out.append(f"stopped early: {self.error} (everything before it is in memory)")
@@ -224,6 +234,49 @@ def _decode(msg: Any, stream: str) -> npt.NDArray[np.generic]:
     return np.ascontiguousarray(bgr[:, :, ::-1])
 
 
+class _Connections:
+    """A bag's connections sorted by role: camera streams, transforms, interaction events
+    and the signals the analyzer reads."""
+
+    def __init__(self, topics: ReplayTopics) -> None:
+        self.streams = topics.streams()
+        self.tf_static = topics.transforms()
+        self.interaction_key = topics.interaction_key()
+        self.signals = {topics.full(name): name for name in SIGNALS}
+        self.camera: list[Any] = []
+        self.tf: list[Any] = []
+        self.interaction: list[Any] = []
+        self.signal: list[Any] = []
+
+    def role(self, key: str) -> str | None:
+        if key in self.tf_static:
+            return "tf"
+        if key in self.streams:
+            return "camera"
+        if key == self.interaction_key:
+            return "interaction"
+        return "signal" if key in self.signals else None
+
+    def types(self, key: str, role: str) -> tuple[str, ...]:
+        if role == "tf":
+            return (_TF_TYPE,)
+        if role == "camera":
+            return _STREAM_TYPES[self.streams[key][1]]
+        if role == "interaction":
+            return (_INTERACTION_TYPE,)
+        return (SIGNALS[self.signals[key]],)
+
+    def where(self, key: str, role: str) -> str:
+        """The counter prefix of a topic."""
+        if role == "camera":
+            return ".".join(self.streams[key])
+        return {"tf": key, "interaction": "interaction_events"}.get(role, key)
+
+    def add(self, role: str, conn: Any) -> None:
+        {"tf": self.tf, "camera": self.camera, "interaction": self.interaction,
+         "signal": self.signal}[role].append(conn)
+
+
 class FastReplay:
     """Rebuilds world memory and keyframes from a bag, in-process, in stamp order.
 
@@ -245,6 +298,7 @@ class FastReplay:
                  segmenter: SegmentationBackend | None = None,
                  vocabulary: Vocabulary | None = None,
                  start: float = 0.0, end: float | None = None,
+                 analyze: bool = True,
                  progress: Callable[[int, float], None] | None = None) -> None:
         if not (math.isfinite(start) and start >= 0.0):
             raise ValueError(f"start must be a non-negative number of seconds, got {start}")
@@ -253,6 +307,10 @@ class FastReplay:
         if segmenter is not None and vocabulary is None:
             raise ValueError("a segmenter needs a vocabulary")
         sections = sections or {}
+        self._sections = sections
+        self.analyze = analyze
+        self.analysis: ReplayAnalyzer | None = None
+        self._now = -math.inf  # newest header stamp read: the robot's clock in bag order
         self.bag = Path(bag)
         self.topics = topics
         self.deprojection: DeprojectionNodeConfig = node_config(
@@ -326,68 +384,92 @@ class FastReplay:
         finally:
             reader.close()
             self._count_unmatched()
+            if self.analysis is not None:
+                counts = self.analysis.counts
+                self.summary.analyses = counts.pop("analyses", 0)
+                self.summary.analysis_events = counts.pop("analyses.events_written", 0)
+                self.summary.skipped.update(counts)
             self.summary.wall_seconds = time.monotonic() - began
             self.summary.nodes = len(self.world.state.nodes)
             self.summary.nodes_created = max(0, self.summary.nodes - nodes_before)
             self.summary.keyframes = self.keyframes.count()
         return self.summary
 
-    def _replay(self, reader: AnyReader) -> None:
-        streams, tf_topics = self.topics.streams(), self.topics.transforms()
-        camera_conns, tf_conns, interaction_conns = [], [], []
+    def _connections(self, reader: AnyReader) -> _Connections:
+        """The bag's connections by what the replay does with them (wrong types counted)."""
+        found = _Connections(self.topics)
         for conn in reader.connections:
             key = topic_key(conn.topic)
-            if key in tf_topics:
-                if conn.msgtype != _TF_TYPE:
-                    self.summary.skipped[f"{key}.wrong_type"] += conn.msgcount
-                    continue
-                tf_conns.append(conn)
-            elif key in streams:
-                camera, stream = streams[key]
-                if conn.msgtype not in _STREAM_TYPES[stream]:
-                    self.summary.skipped[f"{camera}.{stream}.wrong_type"] += conn.msgcount
-                    continue
-                camera_conns.append(conn)
-            elif key == self.topics.interaction_key():
-                if conn.msgtype != _INTERACTION_TYPE:
-                    self.summary.skipped["interaction_events.wrong_type"] += conn.msgcount
-                    continue
-                interaction_conns.append(conn)
-        self._check_usable(camera_conns, streams)
+            role = found.role(key)
+            if role is None:
+                continue
+            if conn.msgtype not in found.types(key, role):
+                self.summary.skipped[f"{found.where(key, role)}.wrong_type"] += conn.msgcount
+                continue
+            found.add(role, conn)
+        return found
+
+    def _replay(self, reader: AnyReader) -> None:
+        found = self._connections(reader)
+        self._check_usable(found.camera, found.streams)
         # the whole bag's transforms are loaded before any frame: keep all of them
         self._tf = tfm.TransformBuffer(cache_seconds=max(10.0, reader.duration * 1e-9 + 10.0))
         begin = reader.start_time
         first = begin + round(self.start * 1e9)
         last = None if self.end is None else begin + round(self.end * 1e9)
-        for conn, _t, raw in self._messages(reader, tf_conns):
+        for conn, _t, raw in self._messages(reader, found.tf):
             try:
                 msg = reader.deserialize(raw, conn.msgtype)
             except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
                 self.summary.skipped["tf.undecodable"] += 1
                 continue
-            self._on_tf(msg, static=tf_topics[topic_key(conn.topic)])
-        for conn, stamp_ns, raw in self._messages(reader, camera_conns + interaction_conns,
-                                                   first, last):
-            camera, stream = streams.get(topic_key(conn.topic), ("", "interaction_events"))
-            where = f"{camera}.{stream}" if camera else stream
+            self._on_tf(msg, static=found.tf_static[topic_key(conn.topic)])
+        read = found.camera + found.interaction
+        if found.interaction and self.analyze:
+            self.analysis = ReplayAnalyzer(self.world, self._tf, self._sections)
+            read += found.signal
+        for conn, stamp_ns, raw in self._messages(reader, read, first, last):
+            key = topic_key(conn.topic)
+            role = found.role(key)
+            assert role is not None
             self.summary.messages += 1
             self.summary.bag_seconds = (stamp_ns - first) * 1e-9
             try:
                 msg = reader.deserialize(raw, conn.msgtype)
             except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
-                self.summary.skipped[f"{where}.undecodable"] += 1
+                self.summary.skipped[f"{found.where(key, role)}.undecodable"] += 1
                 continue
-            if camera:
-                self._on_message(camera, stream, msg)
-            else:
-                self._on_interaction(msg)
+            self._dispatch(key, role, found, msg)
             if self.progress is not None and self.summary.messages % 50 == 0:
                 self.progress(self.summary.messages, self.summary.bag_seconds)
+        if self.analysis is not None:
+            self.analysis.finish()
+
+    def _dispatch(self, key: str, role: str, found: _Connections, msg: Any) -> None:
+        """One message of the main pass to its handler, in bag order."""
+        if hasattr(msg, "header"):
+            self._now = max(self._now, stamp_of(msg))
+        if self.analysis is not None:
+            self.analysis.run_due(self._now)
+        if role == "camera":
+            camera, stream = found.streams[key]
+            self._on_message(camera, stream, msg)
+            if self.analysis is not None:
+                self.analysis.on_camera(camera, stream, msg)
+        elif role == "interaction":
+            self._on_interaction(msg)
+        elif self.analysis is not None:
+            # signals without a header (the gripper) take the robot's clock as last read
+            self.analysis.on_signal(found.signals[key], msg, self._now)
 
     def _on_interaction(self, msg: Any) -> None:
-        """An open or close anchors its fixture as the scene graph node does. Without the
-        analyzer's outcome to end it, an operation ends with the executor's report unless it
-        was an open that succeeded (the door then stands open)."""
+        """An ended interaction goes to the analyzer when it runs. An open or close anchors
+        its fixture as the scene graph node does; without the analyzer's outcome to end it,
+        an operation ends with the executor's report unless it was an open that succeeded
+        (the door then stands open)."""
+        if msg.phase == _PHASE_ENDED and self.analysis is not None:
+            self.analysis.on_ended(msg)  # its analysed outcome ends the anchor, as live
+            return
         if msg.primitive not in self.scene_graph.operated_primitives:
             return
         if msg.phase == _PHASE_ENDED:

@@ -95,7 +95,7 @@ class BagPlayer:
         self.node: Node = rclpy.create_node("mimir_replay", context=context,
                                             start_parameter_services=False)
         self._clock_pub = self.node.create_publisher(
-            Clock, "/clock", 10, publisher_class=FloatSafePublisher) if clock else None
+            Clock, "/clock", 100, publisher_class=FloatSafePublisher) if clock else None
         self.summary = PlaySummary(bag=str(self.bag))
         self._reader: AnyReader | None = None
         self._publishers: dict[int, tuple[Any, Any]] = {}

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mimir_memory.graph import SceneNode
 from mimir_memory.observations import finite_vec3
 from mimir_planner.reasoning.errors import EvidenceError
 
@@ -140,6 +141,11 @@ class InMemoryWorld:
         """Adds or replaces a node."""
         self._nodes[node.node_id] = node
 
+    def replace_all(self, other: InMemoryWorld) -> None:
+        """Takes the nodes of ``other`` instead of its own (readers holding this view see the
+        new state)."""
+        self._nodes = dict(other._nodes)
+
     def has_node(self, node_id: str) -> bool:
         return node_id in self._nodes
 
@@ -169,3 +175,13 @@ class InMemoryWorld:
             (n for n in self._nodes.values() if parent and n.parent == parent),
             key=lambda n: n.node_id,
         )
+
+
+def memory_snapshot(nodes: Iterable[SceneNode]) -> InMemoryWorld:
+    """World memory's nodes as the analyzer reads them (a snapshot of each)."""
+    return InMemoryWorld(
+        NodeSnapshot(n.node_id, n.label, np.asarray(n.centroid),
+                     Box3D(np.asarray(n.bbox_min), np.asarray(n.bbox_max)),
+                     {k: v.to_dict() for k, v in n.properties.items()},
+                     tuple(str(c.get("name", "")) for c in n.contents), parent=n.parent or "")
+        for n in nodes)

@@ -42,7 +42,7 @@ from mimir_planner.reasoning import (
 from mimir_planner.reasoning.claims import ContentItem
 from mimir_planner.reasoning.errors import BackendUnavailableError
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
-from mimir_planner.reasoning.world_view import Box3D, InMemoryWorld, NodeSnapshot
+from mimir_planner.reasoning.world_view import InMemoryWorld, memory_snapshot
 from mimir_planner.reasoning.writes import Whereabouts, WriteContext, plan_writes
 from mimir_planner.runs import ExecutionOutcome
 
@@ -75,12 +75,7 @@ def observation(label: str, position: Sequence[float], half: float, stamp: float
 
 def world_view(world: WorldMemory) -> InMemoryWorld:
     """Memory as the analyzer reads it (a snapshot of every node)."""
-    return InMemoryWorld(
-        NodeSnapshot(n.node_id, n.label, np.asarray(n.centroid),
-                     Box3D(np.asarray(n.bbox_min), np.asarray(n.bbox_max)),
-                     {k: v.to_dict() for k, v in n.properties.items()},
-                     tuple(str(c.get("name", "")) for c in n.contents), parent=n.parent or "")
-        for n in world.state.nodes.values())
+    return memory_snapshot(world.state.nodes.values())
 
 
 def _admit(claim: PropertyClaim | OutcomeClaim | ContentClaim | EmptyClaim) -> Verdict:

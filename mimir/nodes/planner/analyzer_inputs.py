@@ -95,7 +95,7 @@ class WindowRecorder:
 
     def on_color(self, camera: str, msg: Image) -> None:
         """Buffers a colour image (empty ones are refused, counted)."""
-        if msg.height < 2 or msg.width < 2 or not msg.data:
+        if msg.height < 2 or msg.width < 2 or len(msg.data) == 0:
             self._warn("bad_image", f"ignoring an empty {camera} colour image")
             return
         if self.streams[camera].add_color(to_seconds(msg.header.stamp), msg):
@@ -103,7 +103,7 @@ class WindowRecorder:
 
     def on_depth(self, camera: str, msg: Image) -> None:
         """Buffers a registered depth image (16UC1, mono16 or 32FC1)."""
-        if msg.encoding not in ("16UC1", "mono16", "32FC1") or not msg.data:
+        if msg.encoding not in ("16UC1", "mono16", "32FC1") or len(msg.data) == 0:
             self._warn("bad_depth", f"ignoring {camera} depth with encoding {msg.encoding!r}")
             return
         self.streams[camera].add_depth(to_seconds(msg.header.stamp), msg)
