@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO / "test"))
 
 from bag_helpers import CAMERA, KitchenFrames, write_bag  # noqa: E402
 
+from mimir.nodes.bags.player import BagPlayer  # noqa: E402
 from mimir.replay import FastReplay, ReplayTopics  # noqa: E402
-from mimir.replay_dds import BagPlayer  # noqa: E402
 from mimir_msgs.msg import Segmentation  # noqa: E402
 
 RATE_HZ = 15.0

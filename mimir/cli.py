@@ -593,42 +593,28 @@ def _replay_dds(args: argparse.Namespace) -> int:
     import time  # noqa: PLC0415 - keep the CLI start fast
     from pathlib import Path  # noqa: PLC0415
 
-    import rclpy  # noqa: PLC0415
-
     from mimir.bags import BagError  # noqa: PLC0415
-    from mimir.replay_dds import BagPlayer  # noqa: PLC0415
+    from mimir.nodes.bags.player import PlaySummary, play  # noqa: PLC0415
 
-    rclpy.init()
+    began, shown = time.monotonic(), [0.0]
+
+    def progress(summary: PlaySummary) -> None:
+        now = time.monotonic()
+        if not args.quiet and now - shown[0] >= 1.0:
+            shown[0] = now
+            count = sum(summary.published.values())
+            print(f"\r{count} messages ({count / max(now - began, 1e-6):.0f}/s), bag time "
+                  f"{summary.bag_seconds:.1f} s", end="", file=sys.stderr, flush=True)
+
     try:
-        try:
-            player = BagPlayer(Path(args.bag).expanduser(), rate=args.rate, start=args.start,
-                               end=args.end, topics=args.topics, namespace=args.namespace,
-                               clock=not args.no_clock)
-        except ValueError as err:
-            raise UserError(str(err)) from err
-        began, shown = time.monotonic(), [0.0]
-
-        def progress(_topic: str, _stamp_ns: int) -> None:
-            now = time.monotonic()
-            if not args.quiet and now - shown[0] >= 1.0:
-                shown[0] = now
-                count = sum(player.summary.published.values())
-                print(f"\r{count} messages ({count / max(now - began, 1e-6):.0f}/s), bag time "
-                      f"{player.summary.bag_seconds:.1f} s", end="", file=sys.stderr, flush=True)
-
-        try:
-            summary = player.run(on_message=progress)
-        except KeyboardInterrupt:
-            summary = player.summary
-            summary.stopped = True
-        except BagError as err:
-            raise UserError(str(err)) from err
-        finally:
-            player.close()
-            if not args.quiet:
-                print(file=sys.stderr)
+        summary = play(Path(args.bag).expanduser(), progress=progress, rate=args.rate,
+                       start=args.start, end=args.end, topics=args.topics,
+                       namespace=args.namespace, clock=not args.no_clock)
+    except (ValueError, BagError) as err:
+        raise UserError(str(err)) from err
     finally:
-        rclpy.try_shutdown()
+        if not args.quiet:
+            print(file=sys.stderr)
     for line in summary.lines():
         print(line)
     return 0

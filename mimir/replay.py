@@ -81,8 +81,6 @@ _STREAM_TYPES: dict[str, tuple[str, ...]] = {
 _TF_TYPE = "tf2_msgs/msg/TFMessage"
 _INTERACTION_TYPE = "mimir_msgs/msg/InteractionEvent"
 _PHASE_ENDED = 1  # mimir_msgs/InteractionEvent.PHASE_ENDED
-#: How far an operation's target pose may lie from the replayed node it names (m).
-_OPERATED_RADIUS_M = 0.5
 #: Memory events after which a perception keyframe is worth taking (as the keyframe node).
 _GRAPH_CHANGES = (EventKind.NODE_CREATED, EventKind.PROPERTY_SET, EventKind.CONTENTS_SET)
 _SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
@@ -492,20 +490,23 @@ class FastReplay:
     def _operated_node(self, msg: Any) -> str | None:
         """The replayed node the operation acted on: the recorded id when that node stands
         where the event's target pose says (node ids of a replay may differ from the live
-        run's), else the node nearest the target pose within half a metre."""
-        nodes = self.world.state.nodes
+        run's), else the nearest node the pose falls within the association radius of; the
+        radius is memory's own for each label (``association`` in the memory config)."""
+        state = self.world.state
+        radius = self.world.config.association.radius
         p = msg.target_pose.position
         target = np.array([p.x, p.y, p.z])
         posed = bool(np.any(target))
-        own = nodes.get(self.world.state.resolve(msg.target_id)) if msg.target_id else None
-        if own is not None and (not posed or np.linalg.norm(
-                np.asarray(own.centroid) - target) <= _OPERATED_RADIUS_M):
-            return own.node_id
+
+        def gap(node: Any) -> float:
+            return float(np.linalg.norm(np.asarray(node.centroid) - target))
+
+        own = state.nodes.get(state.resolve(msg.target_id)) if msg.target_id else None
+        if own is not None and (not posed or gap(own) <= radius(own.label)):
+            return str(own.node_id)
         if not posed:
             return None
-        near = [(float(np.linalg.norm(np.asarray(n.centroid) - target)), n.node_id)
-                for n in nodes.values()]
-        close = [d for d in near if d[0] <= _OPERATED_RADIUS_M]
+        close = [(gap(n), n.node_id) for n in state.nodes.values() if gap(n) <= radius(n.label)]
         return min(close)[1] if close else None
 
     def _count_unmatched(self) -> None:

@@ -30,10 +30,10 @@ from tiny_sam3 import save_tiny_sam3
 from mimir.bags import BagError
 from mimir.bounds import load_bounds
 from mimir.cli import main as cli_main
+from mimir.nodes.bags.player import BagPlayer
 from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.paths import config_file
 from mimir.replay import FastReplay, ReplaySummary, ReplayTopics
-from mimir.replay_dds import BagPlayer
 from mimir.ros import qos
 from mimir.ros.images import image_to_numpy
 from mimir.ros.time import from_seconds

@@ -32,7 +32,12 @@ from tf2_msgs.msg import TFMessage
 
 from mimir.bags import BagError, typestore
 from mimir.cli import build_parser, main
-from mimir.record import RECORD_OVERHEAD_BYTES, BagRecorder, default_topics, record
+from mimir.nodes.bags.recorder import (
+    RECORD_OVERHEAD_BYTES,
+    BagRecorder,
+    default_topics,
+    record,
+)
 from mimir.ros import qos
 from mimir_msgs.msg import InteractionEvent
 

@@ -1,4 +1,5 @@
-"""``mimir replay BAG``: republish a rosbag2 recording over DDS on the bag's own clock.
+"""The DDS bag player behind ``mimir replay BAG``: a rosbag2 recording republished over DDS on
+the bag's own clock.
 
 Running nodes (started with ``use_sim_time``) then see the recording as live data: every message
 goes out as the bytes it was recorded as (no decoding), paced by its recording time divided by
@@ -226,3 +227,28 @@ class BagPlayer:
             self._tick(stamp_ns)
             return stamp_ns
         return clock_ns
+
+
+def play(bag: Path, *, progress: Callable[[PlaySummary], None] | None = None,
+         **options: Any) -> PlaySummary:
+    """Play a bag in a context of its own until its end or Ctrl-C (``summary.stopped``);
+    ``options`` are :class:`BagPlayer`'s, ``progress`` is called after each message.
+
+    Raises:
+        ValueError: invalid options.
+        BagError: the bag cannot be opened or breaks off.
+    """
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        player = BagPlayer(bag, context=context, **options)
+        try:
+            return player.run(on_message=(lambda _t, _s: progress(player.summary))
+                              if progress is not None else None)
+        except KeyboardInterrupt:
+            player.summary.stopped = True
+            return player.summary
+        finally:
+            player.close()
+    finally:
+        rclpy.try_shutdown(context=context)

@@ -1,0 +1,1 @@
+"""ROS layer of recorded data: the bag recorder and the DDS bag player."""
