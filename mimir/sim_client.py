@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from rclpy.node import Node
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
 from mimir.ros.floatfix import coerce_floats
+from mimir.signals import handling
 from mimir.sim_report import InstructionReport, SimJobError
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
@@ -37,21 +38,11 @@ class TraceSink(Protocol):
         """Print and log one record."""
 
 
-@contextlib.contextmanager
-def ctrl_c_interrupts() -> Iterator[None]:
+def ctrl_c_interrupts() -> contextlib.AbstractContextManager[None]:
     """Ctrl-C (SIGINT) raises KeyboardInterrupt inside the block, also in a process that was
     started with SIGINT ignored (a job started in the background by a non-interactive shell
-    inherits that), so "Ctrl-C ends it" holds however the job was started. Only the main
-    thread can change handlers; elsewhere the block runs unchanged."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inherits that), so "Ctrl-C ends it" holds however the job was started."""
+    return handling((signal.SIGINT,), signal.default_int_handler, only_if_ignored=True)
 
 
 class SimClient:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,6 +39,7 @@ from typing import Any, TextIO
 import yaml
 
 from mimir.paths import ConfigFileNotFoundError, config_file
+from mimir.signals import handling
 from mimir.sim_graph import SIM_GRAPH, SIM_PARAMS_FILE, graph_parameters, section_key
 from mimir.sim_report import InstructionReport, SimJobError
 
@@ -261,27 +262,18 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     return data
 
 
-@contextlib.contextmanager
-def exit_on_termination() -> Iterator[None]:
+def exit_on_termination() -> contextlib.AbstractContextManager[None]:
     """Turn SIGTERM and SIGHUP into ``SystemExit`` while the block runs.
 
     Python's default for SIGTERM ends the process without running ``finally`` blocks, which
     would leave the node processes (each in its own session) running. Only the main thread
     can install handlers; elsewhere the block runs unchanged.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def _exit(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
-    previous = {sig: signal.signal(sig, _exit) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return handling((signal.SIGTERM, signal.SIGHUP), _exit)
 
 
 class NodeProcesses:

@@ -38,20 +38,20 @@ duration and path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
 from mimir.bags import BagError, message_class, typestore
+from mimir.signals import handling
 from mimir_robot import contract
 
 if TYPE_CHECKING:
@@ -718,23 +718,9 @@ class BagRecorder:
 # ---------------------------------------------------------------------------- entry points
 
 
-@contextmanager
-def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """Call ``stop`` on SIGINT and SIGTERM while the block runs (main thread only; elsewhere
-    Python cannot install signal handlers and the block runs unchanged)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+def stop_on_signals(stop: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+    """SIGINT and SIGTERM call ``stop`` while the block runs (main thread only)."""
+    return handling((signal.SIGINT, signal.SIGTERM), lambda _sig, _frame: stop())
 
 
 def record(output: Path | str, topics: Sequence[str], *, duration_s: float | None = None,
@@ -754,7 +740,8 @@ def record(output: Path | str, topics: Sequence[str], *, duration_s: float | Non
         raise BagError(f"duration must be positive, got {duration_s} s")
     recorder = BagRecorder(output, topics, namespace=namespace,
                            split_size_bytes=split_size_bytes, context=context)
-    signals = stop_on_signals(recorder.request_stop) if handle_signals else _nothing()
+    signals = (stop_on_signals(recorder.request_stop) if handle_signals
+               else contextlib.nullcontext())
     with signals:
         recorder.open()
         try:
@@ -766,6 +753,3 @@ def record(output: Path | str, topics: Sequence[str], *, duration_s: float | Non
     return summary
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
