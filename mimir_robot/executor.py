@@ -39,6 +39,7 @@ from mimir_robot.motion import (
 )
 from mimir_robot.pointing import FrontFace
 from mimir_robot.profile import FloatArray, RobotProfile
+from mimir_robot.routes import base_route
 from mimir_robot.rpc import RobotLinkError, RobotLinkLostError, RobotUnreachableError
 
 LOG = logging.getLogger(__name__)
@@ -123,6 +124,9 @@ class Executor:
         # front faces of the fixtures this robot opened, as measured while closed (odom frame,
         # keyed by memory id): inspection looks in from there once a door stands in the way
         self.faces: dict[str, FrontFace] = {}
+        # the fixtures among them whose door or drawer may stand open (moved by an open, not
+        # closed since): base moves keep clear of them
+        self.opened: set[str] = set()
         self._on_phase = on_phase or (lambda _phase: None)
 
     # -- entry point -------------------------------------------------------------------------
@@ -236,7 +240,13 @@ class Executor:
             else:
                 self.retract()
             self._phase("drive")
-            res = self.motion.drive_base(stance)
+            # around the doors this robot opened (their fronts, measured while closed)
+            doors = [f for fid, f in self.faces.items() if fid in self.opened]
+            via = base_route(self.motion.base(), stance, doors,
+                             radius=self.profile.base_radius, margin=self.profile.route_margin)
+            if via:
+                out.measurements["route_waypoints"] = float(len(via))
+            res = self.motion.drive_base(stance, via)
             out.measurements["position_error"] = res.error
             out.measurements["heading_error"] = res.heading_error
             if res.reached:

@@ -186,12 +186,31 @@ class Motion:
                            Rotation.from_quat(s.quat).as_matrix())
 
     # -- base ----------------------------------------------------------------------------------
-    def drive_base(self, goal: tuple[float, float, float]) -> MotionResult:
-        """Drive the base to ``goal`` (odom x, y, theta) in a straight line, turning on the way."""
+    def drive_base(self, goal: tuple[float, float, float],
+                   via: Sequence[tuple[float, float, float]] = ()) -> MotionResult:
+        """Drive the base to ``goal`` (odom x, y, theta), turning on the way.
+
+        With ``via`` the base drives straight to each waypoint in turn and passes it once
+        within ``route_pass_tol`` (no need to stop there), then drives straight to the goal.
+        The result's errors are always those to the goal.
+        """
+        legs = [*via, goal]
+        for leg in legs:
+            if len(leg) != 3 or not all(math.isfinite(float(v)) for v in leg):
+                raise MotionError(f"base goal {leg} is not finite")
+        for waypoint in via:
+            passed = self._drive_leg(waypoint, final=False)
+            if not passed.reached:
+                x, y, th = self.base()
+                return MotionResult(False, False, 0.0, math.hypot(goal[0] - x, goal[1] - y),
+                                    abs(_wrap(goal[2] - th)), passed.moving)
+        return self._drive_leg(goal, final=True)
+
+    def _drive_leg(self, goal: tuple[float, float, float], *, final: bool) -> MotionResult:
+        """One straight drive; a final leg must settle at rest within the base tolerances, a
+        waypoint only come within ``route_pass_tol``."""
         p = self.profile
         gx, gy, gth = (float(v) for v in goal)
-        if not all(math.isfinite(v) for v in (gx, gy, gth)):
-            raise MotionError(f"base goal {goal} is not finite")
         x0, y0, th0 = self.base()
         dist = math.hypot(gx - x0, gy - y0)
         turn = _wrap(gth - th0)
@@ -217,7 +236,9 @@ class Motion:
             still = math.hypot(x - last[0], y - last[1]) < 0.002 and abs(th - last[2]) < 0.004
             last = (x, y, th)
             turn_err = abs(_wrap(gth - th))
-            if err <= p.base_pos_tol and turn_err <= p.base_yaw_tol and still:
+            if final and err <= p.base_pos_tol and turn_err <= p.base_yaw_tol and still:
+                return MotionResult(True, False, 1.0, err, turn_err)
+            if not final and err <= p.route_pass_tol:
                 return MotionResult(True, False, 1.0, err, turn_err)
             if self._clock() >= deadline:
                 return MotionResult(False, False, 1.0, err, turn_err, not still)

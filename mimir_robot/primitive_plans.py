@@ -120,10 +120,17 @@ def _front_of(faces: Iterable[pt.FrontFace], point: FloatArray,
         inside = (abs(float(rel @ np.asarray(face.right))) <= face.width_m / 2.0
                   and abs(float(rel @ np.asarray(face.up))) <= face.height_m / 2.0 + 0.05)
         depth = -float(rel @ normal)
-        level = np.array([normal[0], normal[1], 0.0])
-        if inside and 0.0 <= depth <= depth_limit and np.linalg.norm(level) > 0.5:
-            return level / np.linalg.norm(level)
+        level = _level(face.normal)
+        if inside and 0.0 <= depth <= depth_limit and level is not None:
+            return level
     return None
+
+
+def _level(normal: pt.Vector3) -> FloatArray | None:
+    """A face normal made level and unit, or None for a face that looks up or down."""
+    level = np.array([normal[0], normal[1], 0.0], dtype=np.float64)
+    size = float(np.linalg.norm(level))
+    return level / size if math.isfinite(size) and size > 0.5 else None
 
 
 def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
@@ -134,15 +141,23 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
     if req.target.position is None:
         raise UnknownTargetError(f"move_to {req.target.describe()} needs a remembered position")
     target = transform_points(odom_from_map, np.asarray([req.target.position]))[0]
+    measured = ex.faces.get(req.target.target_id) if req.target.target_id else None
+    level = None if measured is None else _level(measured.normal)
     front = _front_of(ex.faces.values(), target, prof.fixture_depth)
-    if front is not None:
+    if measured is not None and level is not None:
+        # a fixture this robot opened: stand square in front of the front it measured then (an
+        # open door drags memory's centre of the fixture sideways and out)
+        spot = np.asarray(measured.center, dtype=np.float64)[:2] + level[:2] * prof.face_standoff
+        coarse = (float(spot[0]), float(spot[1]), math.atan2(-level[1], -level[0]))
+    elif front is not None:
         # inside a fixture the robot has measured: stand in front of it, not on the way from
         # wherever the robot is (a neighbour's open door may hide the target from the side)
         coarse = tg.stance(target, (*(target[:2] + front[:2]), 0.0), prof.stance_distance)
     else:
         coarse = tg.stance(target, ex.motion.base(), prof.stance_distance)
     out = ex.move_to(coarse)
-    if not out.success:
+    if not out.success or level is not None:
+        # squaring up to what the cameras see of an opened fixture would face its open door
         return out
     try:
         view, found = locate(ctx, req.target, ctx.now())
@@ -176,7 +191,16 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
         # remember the front as it stood closed (odom): an open door hides it later
         odom_from_base = ctx.odom_from_map() @ view.map_from_base
         ex.faces[req.target.target_id] = tg.move_face(front, odom_from_base)
-    return ex.open(grasp, art) if req.primitive == "open" else ex.close(grasp, art)
+    if req.primitive == "close":
+        out = ex.close(grasp, art)
+        if out.success and req.target.target_id:
+            ex.opened.discard(req.target.target_id)
+        return out
+    out = ex.open(grasp, art)
+    if req.target.target_id and (
+            out.measurements.get("path_fraction", 0.0) >= ctx.profile.moved_fraction):
+        ex.opened.add(req.target.target_id)  # it moved: it may stand open from now on
+    return out
 
 
 def plan_and_run(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:

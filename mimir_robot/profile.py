@@ -53,6 +53,10 @@ class RobotProfile:
     max_ee_turn: float = _fixed(0.8, "rad/s of the streamed end-effector targets")
     base_pos_tol: float = _fixed(0.04, "m: base reached")
     base_yaw_tol: float = _fixed(0.06, "rad: base reached")
+    route_pass_tol: float = _fixed(0.08, "m: a base waypoint on the way to a goal passed")
+    base_radius: float = _fixed(
+        0.34, "m: radius of the base's footprint with the arm stowed (TidyBot++: 0.48 m square)")
+    route_margin: float = _fixed(0.06, "m kept between the base and an opened fixture's door")
     ee_pos_tol: float = _fixed(0.015, "m: end effector reached")
     settle_timeout_s: float = _fixed(4.0, "s allowed after the last target to reach it")
     stall_lag: float = _fixed(0.06, "m between commanded and achieved hand: stalled")
@@ -99,7 +103,8 @@ class RobotProfile:
 
     def __post_init__(self) -> None:
         for name in ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
-                     "max_ee_turn", "base_pos_tol", "base_yaw_tol", "ee_pos_tol",
+                     "max_ee_turn", "base_pos_tol", "base_yaw_tol", "route_pass_tol", "ee_pos_tol",
+                     "base_radius",
                      "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
                      "face_standoff", "pick_distance", "easy_reach", "min_face_width",
                      "pregrasp_distance", "retreat_distance", "door_open_angle",
@@ -107,7 +112,7 @@ class RobotProfile:
                      "place_radius", "inspect_standoff"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
-                     "stall_press_s",
+                     "stall_press_s", "route_margin",
                      "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance"):
             non_negative(name, getattr(self, name), ProfileError)
         for name in ("stall_periods", "target_looks"):

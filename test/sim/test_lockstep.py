@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from mimir_robot.executor import Outcome
+from mimir_robot.profile import RobotProfile
 from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
 from mimir_sim.bridge_config import label_map_for, resolve_vocabulary
 from mimir_sim.judge import check_criterion
@@ -147,3 +148,25 @@ def test_a_target_where_nothing_is_is_unknown(robot: LockstepRobot) -> None:
     with pytest.raises(UnknownTargetError) as err:
         robot.run(PrimitiveRequest("open", nowhere))
     assert "cabinet_9" in str(err.value) and names_no_sim_id(robot.sim, str(err.value))
+
+
+def test_moves_past_an_open_door_go_around_it(robot: LockstepRobot) -> None:
+    """The executor's routes: leaving the cabinet it opened and coming back to it, the base
+    backs out, drives along a lane clear of the door and comes in straight; the door stays as
+    the robot left it and the base ends square in front of the cabinet's front."""
+    sim = robot.sim
+    if not sim.is_open("cab_2"):  # run alone: open it first
+        run(robot, "move_to", "cab_2")
+        run(robot, "open", "cab_2")
+    opening = sim.fixture_opening("cab_2")
+    away = run(robot, "move_to", "cab_3")
+    back = run(robot, "move_to", "cab_2")
+    assert away.code == "REACHED" and back.code == "REACHED", (away, back)
+    assert away.measurements.get("route_waypoints") == 2.0
+    assert back.measurements.get("route_waypoints") == 2.0
+    assert sim.fixture_opening("cab_2") == pytest.approx(opening, abs=0.02)
+    # judge's truth: the base stands in front of cab_2, facing the wall
+    x, y, yaw = sim.base_pose()
+    cab = sim.fixtures.fixture("cab_2")
+    assert abs(y - cab.center_y) < 0.06 and abs(math.remainder(yaw, 2 * math.pi)) < 0.1
+    assert abs((cab.front_x - x) - RobotProfile().face_standoff) < 0.06
