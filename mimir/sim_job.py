@@ -248,7 +248,8 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     bridge = data[section_key("sim_bridge")]["ros__parameters"]
     bridge.update(seed=options.seed, noise_profile=options.noise_profile,
                   noise_scale=float(options.noise_scale),
-                  localisation_file=str((run_dir / "localisation.json").resolve()))
+                  localisation_file=str((run_dir / "localisation.json").resolve()),
+                  unstable_state_file=str((run_dir / "physics_unstable.npz").resolve()))
     data[section_key("planner")]["ros__parameters"]["step_budget"] = options.step_budget
     data[section_key("sim_bridge")]["ros__parameters"]["audit_file"] = str(
         (run_dir / "audit.jsonl").resolve())

@@ -82,6 +82,11 @@ class SimBridgeConfig:
         "judging: JSON file that receives the error of the robot's localised base pose against "
         "simulator truth (sampled while the base stands still); empty: no localisation audit",
         read_only=True)
+    unstable_state_file: str = param(
+        "",
+        "where a physics blow-up is saved for a replay (mimir_sim.physics.load_unstable: the "
+        "scene and the state before the step that blew up, .npz); empty: not saved",
+        read_only=True)
     audit_file: str = param(
         "",
         "judging: JSON-lines file that receives a grade (true, false, ungradable) of every "

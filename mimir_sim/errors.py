@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SimError(Exception):
     """Base class of every error raised by ``mimir_sim``."""
@@ -58,7 +60,18 @@ class SimConfigError(KeyedError):
 
 class PhysicsUnstableError(SimError):
     """The physics blew up: MuJoCo found a bad position, velocity or acceleration and reset the
-    world (the simulation cannot be trusted from there)."""
+    world (the simulation cannot be trusted from there).
+
+    Attributes:
+        state: MuJoCo's full state before the step that blew up (``mjSTATE_INTEGRATION``), or
+            None; :func:`mimir_sim.physics.save_unstable` writes it for a replay.
+        time: simulation time of that step (s).
+    """
+
+    def __init__(self, message: str, *, state: Any = None, time: float = float("nan")) -> None:
+        super().__init__(message)
+        self.state = state
+        self.time = time
 
 
 class StepListenerError(SimError):

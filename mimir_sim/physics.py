@@ -8,8 +8,10 @@ primitive recorder see every physics step, whoever caused it.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -21,6 +23,60 @@ from mimir_sim.scene_layout import KitchenScene
 #: MuJoCo's warnings for a state it gave up on (it resets the data after each)
 _UNSTABLE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
              mujoco.mjtWarning.mjWARN_BADQACC)
+
+
+#: What :class:`PhysicsUnstableError` carries of the state before the step that blew up: all
+#: of it (positions, velocities, controls, warm start, mocap, equality switches, user data)
+UNSTABLE_STATE_SPEC = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+def save_unstable(err: PhysicsUnstableError, model: mujoco.MjModel, path: str | Path) -> Path:
+    """Write what a blow-up needs to be replayed: the compiled model (MuJoCo's binary form,
+    assets included), the state before the step that blew up and its time (``.npz``).
+    :func:`load_unstable` reads it back.
+
+    Raises:
+        ValueError: the error carries no state, or one that does not fit ``model``.
+        OSError: the file cannot be written.
+    """
+    if err.state is None:
+        raise ValueError("this PhysicsUnstableError carries no state to save")
+    state = np.asarray(err.state, dtype=np.float64)
+    if state.shape != (mujoco.mj_stateSize(model, UNSTABLE_STATE_SPEC),):
+        raise ValueError(f"a state of shape {state.shape} does not fit this model")
+    binary = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
+    mujoco.mj_saveModel(model, None, binary)
+    out = Path(path)
+    with out.open("wb") as f:
+        np.savez_compressed(f, state=state, spec=np.int64(UNSTABLE_STATE_SPEC),
+                            time=np.float64(err.time), model=binary, message=np.str_(str(err)))
+    return out
+
+
+def load_unstable(path: str | Path) -> tuple[mujoco.MjModel, mujoco.MjData]:
+    """The model and data of a saved blow-up, set to the state before the step that blew up
+    (``mujoco.mj_step(model, data)`` then repeats it).
+
+    Raises:
+        ValueError: the file is not a saved blow-up, or its state does not fit its model.
+        OSError: the file cannot be read.
+    """
+    with np.load(Path(path), allow_pickle=False) as saved:
+        try:
+            state, spec = np.asarray(saved["state"]), int(saved["spec"])
+            binary = np.asarray(saved["model"], dtype=np.uint8)
+        except KeyError as err:
+            raise ValueError(f"{path} is not a saved physics blow-up: no {err}") from err
+    with tempfile.TemporaryDirectory() as tmp:
+        mjb = Path(tmp) / "model.mjb"
+        mjb.write_bytes(binary.tobytes())
+        model = mujoco.MjModel.from_binary_path(str(mjb))
+    if state.shape != (mujoco.mj_stateSize(model, spec),):
+        raise ValueError(f"{path}: a state of shape {state.shape} does not fit its model")
+    data = mujoco.MjData(model)
+    mujoco.mj_setState(model, data, state, spec)
+    mujoco.mj_forward(model, data)
+    return model, data
 
 
 @dataclass
@@ -54,6 +110,8 @@ class PhysicsWorld:
         self._listener_due = math.inf
         self._in_listener = False
         self._listener_eps = 0.5 * float(self.model.opt.timestep)
+        # the full state before the step being taken: what a blow-up is replayed from
+        self._state_before = np.zeros(mujoco.mj_stateSize(self.model, UNSTABLE_STATE_SPEC))
 
     @property
     def time(self) -> float:
@@ -95,12 +153,13 @@ class PhysicsWorld:
             raise StepListenerError("a step listener must not step the simulation")
         for _ in range(n):
             before, when = self._instabilities(), float(self.data.time)
+            mujoco.mj_getState(self.model, self.data, self._state_before, UNSTABLE_STATE_SPEC)
             mujoco.mj_step(self.model, self.data)
             if self._instabilities() != before:
                 raise PhysicsUnstableError(
                     f"the physics became unstable at t = {when:.3f} s (MuJoCo found a bad "
                     f"value at degree of freedom {self._unstable_dof()} and reset the world); "
-                    "the run cannot go on")
+                    "the run cannot go on", state=self._state_before.copy(), time=when)
             if self.sampler is not None:
                 self.sampler()
             if self.data.time + self._listener_eps >= self._listener_due:

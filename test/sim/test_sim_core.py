@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from mimir_sim.errors import (
     UnreachablePoseError,
 )
 from mimir_sim.judge import judge_instruction
+from mimir_sim.physics import load_unstable, save_unstable
 from mimir_sim.rendering import deproject
 from mimir_sim.scenario import available_scenarios, default_scenarios_dir, load_scenario
 from mimir_sim.scene import build_scene
@@ -295,15 +297,28 @@ def test_level_approach_for_tall_objects(sim) -> None:  # type: ignore[no-untype
     assert picked.measurements["approach_pitch"] == 0.0
 
 
-def test_physics_that_blows_up_stops_the_simulation_loudly(scene) -> None:  # type: ignore[no-untyped-def]
+def test_physics_that_blows_up_stops_the_simulation_loudly(  # type: ignore[no-untyped-def]
+        scene, tmp_path: Path) -> None:
     sim = KitchenSim(scene, SimConfig(seed=1))
     try:
         sim.step_seconds(0.1)
         before = sim.time
         dof = int(sim.model.joint("joint_th").dofadr[0])
         sim.data.qvel[dof] = float("nan")  # what a blown-up contact leaves behind
-        with pytest.raises(PhysicsUnstableError, match=rf"t = {before:.3f} s.*freedom {dof}"):
+        with pytest.raises(PhysicsUnstableError,
+                           match=rf"t = {before:.3f} s.*freedom {dof}") as raised:
             sim.step(1)
         assert sim.time < before  # MuJoCo had reset the world under it: the error says so
     finally:
         sim.shutdown()
+    # the blow-up is saved with the state before the bad step, and replays the same way
+    saved = save_unstable(raised.value, scene.model, tmp_path / "blowup.npz")
+    model, data = load_unstable(saved)
+    assert data.time == pytest.approx(before) and math.isnan(data.qvel[dof])
+    mujoco.mj_step(model, data)
+    assert data.warning[mujoco.mjtWarning.mjWARN_BADQVEL].number == 1
+    with pytest.raises(ValueError, match="no state"):
+        save_unstable(PhysicsUnstableError("no state"), scene.model, tmp_path / "none.npz")
+    np.savez(tmp_path / "other.npz", state=np.zeros(3))
+    with pytest.raises(ValueError, match="not a saved physics blow-up"):
+        load_unstable(tmp_path / "other.npz")

@@ -69,9 +69,10 @@ from mimir_sim.bridge_config import (
     noise_for,
     resolve_vocabulary,
 )
-from mimir_sim.errors import RenderError
+from mimir_sim.errors import PhysicsUnstableError, RenderError
 from mimir_sim.instruction_desk import NONE, UNKNOWN_INSTRUCTION, BeginResult, InstructionDesk
 from mimir_sim.noise import SensorNoise
+from mimir_sim.physics import save_unstable
 from mimir_sim.rendering import Frame
 from mimir_sim.robot_servers import SimRobotServers
 from mimir_sim.robot_signals import JointStateReader, camera_in_base
@@ -194,6 +195,13 @@ class SimBridgeNode(Node):
         # nothing can catch it above this thread: log it loudly; jobs then fail with a reason
         self.counters.add("sim_thread_failed")
         self.get_logger().error(f"simulation thread stopped: {type(err).__name__}: {err}")
+        if isinstance(err, PhysicsUnstableError) and self.config.unstable_state_file:
+            try:
+                saved = save_unstable(err, self.sim.model, self.config.unstable_state_file)
+            except (OSError, ValueError) as save_err:
+                self.get_logger().error(f"the blow-up could not be saved: {save_err}")
+            else:
+                self.get_logger().error(f"blow-up saved for a replay: {saved}")
         return True
 
     # ------------------------------------------------------------------ step listeners
