@@ -126,6 +126,26 @@ def _front_of(faces: Iterable[pt.FrontFace], point: FloatArray,
     return None
 
 
+def wall_of(faces: Iterable[pt.FrontFace], point: FloatArray,
+             depth_limit: float) -> FloatArray | None:
+    """The level outward normal (odom) of the wall a point stands in, as the remembered front
+    faces show it: the face nearest along its own plane of those the point lies no more than
+    ``depth_limit`` behind, or half that in front (a remembered centre sits near the front a
+    camera saw, and an open door drags it out); fixtures along one wall share their fronts'
+    normal."""
+    best: tuple[float, FloatArray] | None = None
+    for face in faces:
+        level = _level(face.normal)
+        if level is None:
+            continue
+        rel = np.asarray(point, dtype=np.float64) - np.asarray(face.center, dtype=np.float64)
+        depth = -float(rel @ level)
+        along = float(np.linalg.norm(rel[:2] + level[:2] * depth))
+        if -depth_limit / 2.0 <= depth <= depth_limit and (best is None or along < best[0]):
+            best = (along, level)
+    return None if best is None else best[1]
+
+
 def _level(normal: pt.Vector3) -> FloatArray | None:
     """A face normal made level and unit, or None for a face that looks up or down."""
     level = np.array([normal[0], normal[1], 0.0], dtype=np.float64)
@@ -153,6 +173,10 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
         # inside a fixture the robot has measured: stand in front of it, not on the way from
         # wherever the robot is (a neighbour's open door may hide the target from the side)
         coarse = tg.stance(target, (*(target[:2] + front[:2]), 0.0), prof.stance_distance)
+    elif (wall := wall_of(ex.faces.values(), target, prof.fixture_depth)) is not None:
+        # a fixture along a wall the robot has measured: in front of it, not on the line from
+        # wherever the robot stands (from a neighbour, that line runs along the wall)
+        coarse = tg.stance(target, (*(target[:2] + wall[:2]), 0.0), prof.stance_distance)
     else:
         coarse = tg.stance(target, ex.motion.base(), prof.stance_distance)
     out = ex.move_to(coarse)
@@ -178,6 +202,10 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
     second = ex.move_to(refined)
     second.measurements["squared_up"] = 1.0 if second.success else 0.0
     second.measurements["square_up_shift"] = shift
+    routed = out.measurements.get("route_waypoints", 0.0) + second.measurements.get(
+        "route_waypoints", 0.0)
+    if routed:
+        second.measurements["route_waypoints"] = routed  # waypoints of both drives
     return second
 
 

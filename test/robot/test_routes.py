@@ -11,6 +11,7 @@ import pytest
 from test_executor import make
 
 from mimir_robot.pointing import FrontFace
+from mimir_robot.primitive_plans import wall_of
 from mimir_robot.profile import RobotProfile
 from mimir_robot.routes import DoorStrip, base_route
 
@@ -110,3 +111,18 @@ def test_bad_route_inputs_are_refused() -> None:
         RobotProfile(base_radius=0.0)
     with pytest.raises(ValueError):
         RobotProfile(route_margin=-0.1)
+
+
+def test_the_wall_of_a_fixture_not_yet_measured_comes_from_its_neighbours() -> None:
+    faces = [front(0.0), front(-0.6)]
+    # a remembered centre a little in front of the wall (as seen) or inside it: the wall's normal
+    for x in (WALL_X - 0.05, WALL_X + 0.2):
+        normal = wall_of(faces, np.array([x, 0.6, 1.2]), PROFILE.fixture_depth)
+        assert normal is not None and normal[:2] == pytest.approx((-1.0, 0.0))
+    # far in front of every front, or behind the fixtures' depth: no wall
+    assert wall_of(faces, np.array([WALL_X - 0.8, 0.6, 1.2]), PROFILE.fixture_depth) is None
+    assert wall_of(faces, np.array([WALL_X + 0.9, 0.6, 1.2]), PROFILE.fixture_depth) is None
+    assert wall_of([], np.array([WALL_X, 0.6, 1.2]), PROFILE.fixture_depth) is None
+    # a face that looks up gives no wall
+    lid = front(0.0, normal=(0.0, 0.0, 1.0))
+    assert wall_of([lid], np.array([WALL_X, 0.6, 1.2]), PROFILE.fixture_depth) is None
