@@ -51,7 +51,8 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             ``box_overlap`` test) are one object seen as two: the one with fewer observations is
             merged into the other by a ``nodes_merged`` event. False keeps both (ablations).
         open_swing: An observation that matches no node, whose box lies (``box_overlap``
-            share) in the swing of a same-label fixture memory holds open, is that fixture's
+            share) in the swing of a same-label fixture memory holds open (or that an open or
+            close is moving, see ``anchor_open``), is that fixture's
             door or drawer seen apart from it: it counts as a sighting of the fixture and does
             not move it (it would otherwise become a second node where the door stands). The
             swing is the fixture's box stretched along its shallower horizontal axis by its

@@ -338,14 +338,17 @@ class WorldMemory(Store):
 
     def _open_holder(self, obs: ObjectObservation,
                      nearby: Sequence[tuple[float, str]]) -> tuple[float, str] | None:
-        """The nearest same-label node memory holds open whose swing holds the observation's
-        box (``box_overlap`` share), as (distance, node id); None when there is none."""
+        """The nearest same-label node memory holds open, or that an open or close is moving
+        now, whose swing holds the observation's box (``box_overlap`` share), as (distance,
+        node id); None when there is none."""
         assoc = self.config.association
         lo, hi = obs.bbox_min.tolist(), obs.bbox_max.tolist()
+        operated = {self.state.resolve(node_id) for node_id, _ in self._operations.values()}
         for distance, node_id in sorted(nearby):
             node = self.state.nodes[node_id]
             openable = node.properties.get(OPENABLE)
-            if openable is None or openable.is_opened is not True:
+            is_open = openable is not None and openable.is_opened is True
+            if not is_open and node_id not in operated:
                 continue
             swing_lo, swing_hi = _swing(node.bbox_min, node.bbox_max)
             if _inside_share(lo, hi, swing_lo, swing_hi,

@@ -561,6 +561,38 @@ def test_a_door_seen_alone_in_the_swing_of_an_open_cabinet_moves_nothing(tmp_pat
         memory_config_from_dict({"association": {"open_swing": "yes"}})
 
 
+def test_a_sliver_of_a_door_being_opened_is_a_sighting_of_its_cabinet(tmp_path: Path) -> None:
+    """While the robot opens a cabinet (before the open's analysis says it stands open), the
+    wrist camera close to the swinging door sees a sliver of its lower edge out in the room (a
+    Long Horizon run recorded a 5 mm box 0.5 m in front of the wall, which became an eleventh
+    cabinet). It is a part of the operated cabinet; once the operation has timed out with no
+    analysis, such a view starts a node again."""
+    def closed(y: float, stamp: float) -> ObjectObservation:
+        return _box("cabinet", [0.9, y - 0.275, 1.0], [1.25, y + 0.275, 1.45], stamp)
+
+    sliver = ([0.4096, 1.0749, 1.003], [0.4144, 1.0801, 1.011])
+    config = _config(operation_timeout_s=60.0)
+    with WorldMemory.open(tmp_path / "op.db", config=config) as world:
+        world.ingest([closed(1.75, 1.0), closed(1.05, 1.0), closed(0.35, 1.0)])
+        world.operation_started("cabinet_2", 2.0, "open-1")
+        (event,) = world.ingest([_box("cabinet", *sliver, stamp=3.0)])
+        assert event.kind is EventKind.OBSERVATION_FUSED and event.payload["part"] is True
+        assert event.payload["node_id"] == "cabinet_2"
+        assert sorted(world.state.nodes) == ["cabinet_1", "cabinet_2", "cabinet_3"]
+        # long after the operation began, with no analysis, the same view is a new node
+        world.ingest([closed(1.05, 100.0)])
+        (late,) = world.ingest([_box("cabinet", *sliver, stamp=101.0)])
+        assert late.kind is EventKind.NODE_CREATED
+    with WorldMemory.open(tmp_path / "off.db", config=_config(open_swing=False)) as world:
+        world.ingest([closed(1.75, 1.0), closed(1.05, 1.0), closed(0.35, 1.0)])
+        world.operation_started("cabinet_2", 2.0, "open-1")
+        (event,) = world.ingest([_box("cabinet", *sliver, stamp=3.0)])
+        assert event.kind is EventKind.NODE_CREATED
+    with WorldMemory.open(tmp_path / "bad.db", config=config) as world, pytest.raises(
+            UnknownNodeError):
+        world.operation_started("cabinet_9", 2.0, "open-2")
+
+
 def test_an_operated_or_open_fixture_keeps_its_centroid_while_its_box_widens(
         tmp_path: Path) -> None:
     """Views recorded while the robot opens a wall cabinet (front at x = 0.9, wall at 1.25)
