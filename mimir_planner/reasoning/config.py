@@ -102,10 +102,12 @@ class VocabularyConfig:
 class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigError,
                     positive=("min_contact_samples", "open_displacement_m", "open_hand_travel_m",
                               "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
-                              "min_visible_frames", "depth_change_quantile"),
+                              "min_visible_frames", "depth_change_quantile",
+                              "content_min_detections", "content_spot_m"),
                     non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
                                   "registration_max_m", "registration_max_rad"),
-                    within={"depth_change_quantile": (0.0, 1.0)}):
+                    within={"depth_change_quantile": (0.0, 1.0),
+                            "content_spot_share": (0.0, 1.0)}):
     """Thresholds of the generic percepts that verifiers and the offline reasoner use."""
 
     min_grip_effort_n: float = 5.0
@@ -122,6 +124,9 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
     registration_max_rad: float = 0.05
     min_visible_frames: int = 2
     box_margin_m: float = 0.03
+    content_min_detections: int = 1
+    content_spot_m: float = 0.04
+    content_spot_share: float = 0.5
 
 
 #: every verdict kind of the harness, each of which can be switched off (its claims then pass

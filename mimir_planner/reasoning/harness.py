@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from mimir_planner.reasoning.claims import (
     Claim,
     ContentClaim,
@@ -48,7 +50,7 @@ from mimir_planner.reasoning.claims import (
 )
 from mimir_planner.reasoning.config import PerceptConfig, VerifierConfig, VocabularyConfig
 from mimir_planner.reasoning.errors import ReasoningConfigError
-from mimir_planner.reasoning.evidence import ClaimContext, Evidence
+from mimir_planner.reasoning.evidence import ClaimContext, Detection3D, Evidence
 from mimir_planner.reasoning.percepts import (
     ContactSummary,
     contact_summary,
@@ -599,12 +601,32 @@ class Harness:
                           f"frame(s) (need {need}): absence is not shown")
         return None
 
+    def _holds_its_spot(self, det: Detection3D, inside: Sequence[Detection3D]) -> bool:
+        """Whether the contents' detections within ``content_spot_m`` of ``det`` carry its name
+        at least ``content_spot_share`` of the time (fixture labels do not vote)."""
+        cfg, parts = self._percepts, set(self._vocab.fixture_labels)
+        near = [d for d in inside if d.label not in parts
+                and float(np.linalg.norm(d.position - det.position)) <= cfg.content_spot_m]
+        same = sum(1 for d in near if names_match(det.label, d.label, self._vocab.synonyms))
+        return same >= cfg.content_spot_share * len(near)
+
     def _verify_content(self, claim: ContentClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         box = self._observed_volume(claim.fixture_id, ev)
         if isinstance(box, _Check):
             return box
         inside = detections_inside(ev.detections, box, self._percepts)
         hits = [d for d in inside if names_match(claim.name, d.label, self._vocab.synonyms)]
+        standing = [d for d in hits if self._holds_its_spot(d, inside)]
+        if hits and len(standing) < self._percepts.content_min_detections:
+            return _Check(
+                Decision.DEFER,
+                f"{len(standing)} of {len(hits)} detection(s) of '{claim.name}' inside "
+                f"'{claim.fixture_id}' hold their spot (need "
+                f"{self._percepts.content_min_detections}; the rest are outvoted by other "
+                "labels where they lie: a look-alike confusion)",
+                tuple(d.ref for d in hits),
+            )
+        hits = standing
         if not hits:
             held = self._looked(claim.fixture_id, ctx, ev)
             if held is not None:

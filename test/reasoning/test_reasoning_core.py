@@ -369,6 +369,44 @@ def test_harness_rejects_duplicates_unknown_ids_and_owned_claims() -> None:
     assert log["decision"] == "admit" and log["claim"]["type"] == "PropertyClaim"
 
 
+def test_a_look_alike_label_outvoted_where_it_lies_is_not_a_content() -> None:
+    """A ketchup bottle seen in twelve frames, one of which labelled it hot sauce (a segmenter's
+    look-alike confusion): ketchup is admitted, hot sauce deferred. A real hot sauce bottle 8 cm
+    beside it, seen as often, is admitted too."""
+    ctx = ClaimContext("i6", "Inspect", "inspection", "drawer_3", "drawer",
+                       np.array([1.0, 0.0, 0.5]), 103.0)
+    looked = frozenset({"drawer_3"})
+    rng = np.random.default_rng(3)
+    spot = np.array([1.0, 0.05, 0.5])
+
+    def seen(label: str, at: np.ndarray, n: int, tag: str) -> list[Detection3D]:
+        return [Detection3D(label, at + rng.normal(0.0, 0.004, 3), 0.88, 102.0 + 0.1 * i,
+                            "wrist", f"{tag}{i}") for i in range(n)]
+
+    ketchup = seen("ketchup", spot, 11, "k") + seen("hot sauce", spot, 1, "stray")
+    claims = [ContentClaim("drawer_3", "ketchup", "", ""),
+              ContentClaim("drawer_3", "hot sauce", "", "")]
+    alone = _harness().evaluate(claims, ctx, Evidence(detections=tuple(ketchup),
+                                                      observed_interiors=looked))
+    assert [v.decision for v in alone.verdicts] == [Decision.ADMIT, Decision.DEFER]
+    assert "look-alike" in alone.verdicts[1].reason
+    beside = ketchup + seen("hot sauce", spot + np.array([0.0, -0.08, 0.0]), 10, "h")
+    both = _harness().evaluate(claims, ctx, Evidence(detections=tuple(beside),
+                                                     observed_interiors=looked))
+    assert [v.decision for v in both.verdicts] == [Decision.ADMIT, Decision.ADMIT]
+    # a stricter count, and bad settings
+    cfg = config()
+    strict = Harness(make_world(), cfg.vocabulary,
+                     replace(cfg.percepts, content_min_detections=20), cfg.verifier)
+    counted = strict.evaluate(claims[:1], ctx, Evidence(detections=tuple(ketchup),
+                                                        observed_interiors=looked))
+    assert [v.decision for v in counted.verdicts] == [Decision.DEFER]
+    for bad in ({"content_spot_share": 1.5}, {"content_spot_m": 0.0},
+                {"content_min_detections": 0}):
+        with pytest.raises(ReasoningConfigError):
+            PerceptConfig(**bad)  # type: ignore[arg-type]
+
+
 def test_grasp_hold_extractor_supplies_pickable() -> None:
     harness = _harness()
     holding = tuple(RobotStateSample(100.0 + i, 0.03, 20.0, True) for i in range(3))
