@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lockstep_helpers import lockstep_on
 
 from mimir_robot.executor import Outcome
 from mimir_robot.profile import RobotProfile
 from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
-from mimir_sim.bridge_config import label_map_for, resolve_vocabulary
 from mimir_sim.judge import check_criterion
 from mimir_sim.lockstep import LockstepRobot
 from mimir_sim.scenario import load_scenario
@@ -35,13 +35,8 @@ from mimir_sim.sim import KitchenSim
 @pytest.fixture(scope="module")
 def robot(tidybot_dir: Path) -> Iterator[LockstepRobot]:
     sim = KitchenSim.from_scenario(load_scenario("locked_unlocked"), tidybot_dir)
-    lockstep = LockstepRobot(sim, label_map=label_map_for(resolve_vocabulary("kitchen")))
-    lockstep.reset()
-    try:
+    with lockstep_on(sim) as lockstep:
         yield lockstep
-    finally:
-        lockstep.close()
-        sim.shutdown()
 
 
 def remembered(sim: KitchenSim, fixture: str) -> TargetSpec:

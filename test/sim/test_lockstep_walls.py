@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lockstep_helpers import lockstep_on
 
 from mimir_robot.requests import PrimitiveRequest, TargetSpec
-from mimir_sim.bridge_config import label_map_for, resolve_vocabulary
 from mimir_sim.config import SimConfig
 from mimir_sim.lockstep import LockstepRobot
 from mimir_sim.scenario import load_scenario
@@ -33,13 +33,8 @@ SEED = 1001
 def robot(tidybot_dir: Path) -> Iterator[LockstepRobot]:
     sim = KitchenSim(build_scene(load_scenario("locked_unlocked"), tidybot_dir, seed=SEED),
                      SimConfig())
-    lockstep = LockstepRobot(sim, label_map=label_map_for(resolve_vocabulary("kitchen")))
-    lockstep.reset()
-    try:
+    with lockstep_on(sim) as lockstep:
         yield lockstep
-    finally:
-        lockstep.close()
-        sim.shutdown()
 
 
 def target(robot: LockstepRobot, fixture: str,
