@@ -390,6 +390,12 @@ def test_a_look_alike_label_outvoted_where_it_lies_is_not_a_content() -> None:
                                                       observed_interiors=looked))
     assert [v.decision for v in alone.verdicts] == [Decision.ADMIT, Decision.DEFER]
     assert "look-alike" in alone.verdicts[1].reason
+    # a re-check brings a stray from another view that landed 6 cm from its bottle's other
+    # detections: it stands alone, but most of the name's detections are still outvoted
+    apart = ketchup + seen("hot sauce", spot + np.array([0.0, 0.0, 0.06]), 1, "apart")
+    rechecked = _harness().evaluate(claims[1:], ctx, Evidence(detections=tuple(apart),
+                                                              observed_interiors=looked))
+    assert [v.decision for v in rechecked.verdicts] == [Decision.DEFER]
     beside = ketchup + seen("hot sauce", spot + np.array([0.0, -0.08, 0.0]), 10, "h")
     both = _harness().evaluate(claims, ctx, Evidence(detections=tuple(beside),
                                                      observed_interiors=looked))
