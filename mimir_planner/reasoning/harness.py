@@ -602,14 +602,23 @@ class Harness:
                           f"frame(s) (need {need}): absence is not shown")
         return None
 
-    def _holds_its_spot(self, det: Detection3D, inside: Sequence[Detection3D]) -> bool:
-        """Whether the contents' detections within ``content_spot_m`` of ``det`` carry its name
-        at least ``content_spot_share`` of the time (fixture labels do not vote)."""
+    def _standing(self, hits: Sequence[Detection3D],
+                  inside: Sequence[Detection3D]) -> list[Detection3D]:
+        """The hits that hold their spot: of the contents' detections within
+        ``content_spot_m`` of one, at least ``content_spot_share`` carry its name (fixture
+        labels do not vote). One distance matrix for all hits."""
+        if not hits:
+            return []
         cfg, parts = self._percepts, set(self._vocab.fixture_labels)
-        near = [d for d in inside if d.label not in parts
-                and float(np.linalg.norm(d.position - det.position)) <= cfg.content_spot_m]
-        same = sum(1 for d in near if names_match(det.label, d.label, self._vocab.synonyms))
-        return same >= cfg.content_spot_share * len(near)
+        voters = [d for d in inside if d.label not in parts]
+        where = np.stack([d.position for d in voters])
+        near = np.linalg.norm(np.stack([d.position for d in hits])[:, None, :] - where[None],
+                              axis=2) <= cfg.content_spot_m
+        same = np.array([names_match(hits[0].label, d.label, self._vocab.synonyms)
+                         for d in voters])
+        votes = (near & same[None]).sum(axis=1)
+        return [d for d, v, n in zip(hits, votes, near.sum(axis=1), strict=True)
+                if v >= cfg.content_spot_share * n]
 
     def _verify_content(self, claim: ContentClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         box = self._observed_volume(claim.fixture_id, ev)
@@ -617,7 +626,7 @@ class Harness:
             return box
         inside = detections_inside(ev.detections, box, self._percepts)
         hits = [d for d in inside if names_match(claim.name, d.label, self._vocab.synonyms)]
-        standing = [d for d in hits if self._holds_its_spot(d, inside)]
+        standing = self._standing(hits, inside)
         # more than content_spot_share of the name's detections must hold their spot:
         # re-checks add detections from other views, and now and then a stray label lands
         # apart from its object's other detections, where nothing outvotes it
