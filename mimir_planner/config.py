@@ -88,6 +88,10 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
             allowance is spent the binding is recorded as failed in task memory.
         persistent_failures: Executor outcome codes (or words of the failure text) that
             reveal a lasting property, such as a locked fixture; they are never retried.
+        retried_failures: Executor outcome codes that say the grasp was lost before the
+            target could show how it behaves (the handle slipped out early, the fingers
+            closed on nothing); such a step stays within the retry allowance even when the
+            failure text names a lasting property (a reasoner may read a slip as a lock).
         find_requires_inspection: A ``find`` goal completes only after the fixture that holds
             the object was inspected during the current instruction (so the object is
             discovered, not just remembered); when false it completes from memory at once.
@@ -114,6 +118,7 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
     robot_description: str = "a TidyBot++ mobile manipulator (holonomic base, arm, gripper)"
     max_retries: int = 1
     persistent_failures: tuple[str, ...] = ("NO_MOTION", "LOCKED")
+    retried_failures: tuple[str, ...] = ("SLIPPED", "MISSED_GRASP")
     find_requires_inspection: bool = True
     find_accepts_sighting: bool = False
     sighting_min_observations: int = 2
@@ -124,6 +129,12 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
         super().__post_init__()
         persistent = _strings("planner.persistent_failures", self.persistent_failures)
         object.__setattr__(self, "persistent_failures", tuple(p.upper() for p in persistent))
+        retried = _strings("planner.retried_failures", self.retried_failures)
+        object.__setattr__(self, "retried_failures", tuple(r.upper() for r in retried))
+        both = set(self.persistent_failures) & set(self.retried_failures)
+        if both:
+            raise PlannerConfigError(f"planner: {sorted(both)} cannot be both persistent and "
+                                     "retried")
 
 
 @dataclass(frozen=True)

@@ -240,8 +240,11 @@ class PlannerSession:
 
     def _persistent(self, entry: HistoryEntry) -> bool:
         words = self.config.loop.persistent_failures
-        if failure_kind(entry) in words:
+        kind = failure_kind(entry)
+        if kind in words:
             return True
+        if kind in self.config.loop.retried_failures:
+            return False  # the executor's signals say the grasp failed, not the fixture
         text = entry.detail.lower()
         return any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in words)
 

@@ -13,7 +13,9 @@ code comes from the robot's own signals:
   (``MISSED_GRASP``), and an object was lost when it does so later (``SLIPPED``);
 * a door or drawer that would not move stalls the hand within the first ``moved_fraction`` of
   the pull (``NO_MOTION``: locked or stuck); one that gave way part of the way stalls later
-  (``PARTIAL_OPEN``); the full path is ``OPENED``;
+  (``PARTIAL_OPEN``); the full path is ``OPENED``; fingers that lose the handle before the
+  pull stalls or the path is mostly done report ``SLIPPED`` (a weak grasp looks the same as a
+  held fixture until then, so the caller may try again);
 * a base that does not settle within tolerance is ``NOT_REACHED``.
 
 Only ``move_to`` moves the base; the others act on what is in front of the robot. The hand is
@@ -306,7 +308,7 @@ class Executor:
                 return
             self._phase("pull" if opening else "push")
             inside = [wp for wp in path if p.in_workspace(wp[0])]
-            res = (m.follow(inside, press_s=p.stall_press_s) if inside
+            res = (m.follow(inside, press_s=p.stall_press_s, keep_grip=True) if inside
                    else MotionResult(False, True, 0.0, 0.0))
             done = res.fraction * len(inside) / len(path)
             out.measurements["path_fraction"] = done
@@ -316,7 +318,12 @@ class Executor:
             swung = art.kind == "revolute" and art.bottom is not None and done >= p.moved_fraction
             self._let_go(art.bottom - p.door_clearance if swung and art.bottom is not None
                          else None)
-            if done < p.moved_fraction:
+            if res.slipped and done < p.opened_fraction:
+                # the fingers lost the handle before the pull met enough resistance to stall:
+                # a weak grasp as much as a held fixture, so worth another try (not NO_MOTION)
+                self._finish(out, False, "SLIPPED", "the handle slipped out of the fingers "
+                             f"after {done:.0%} of the path, before the hand was held back")
+            elif done < p.moved_fraction:
                 self._finish(out, False, "NO_MOTION",
                              f"{'pulled' if opening else 'pushed'} with contact but the fixture "
                              "did not move")

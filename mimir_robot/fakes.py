@@ -215,6 +215,9 @@ class FakeArm(_FakeController):
         thing_width: gripper reading at which the fingers stop on the thing (0 open .. 1 closed).
         thing_locked: the thing does not move: pads gripping it stay within
             :data:`THING_LOCK_SLACK` of it.
+        thing_hold: for a locked thing, how far (m) the commanded pads may draw away from it
+            before the fingers lose it (they then close on nothing until the gripper opens);
+            None: the grip never gives.
         pad_offset: how far the finger pads' centre lies ahead of the tool point, along the
             tool's z axis (m); the pads, not the tool point, must reach the thing.
         ceiling: height (m, arm base frame) the hand cannot rise above (a board or a door in
@@ -228,6 +231,7 @@ class FakeArm(_FakeController):
                  clock: Callable[[], float] = time.monotonic, *,
                  thing: tuple[float, float, float] | np.ndarray | None = None,
                  thing_width: float = 0.45, thing_locked: bool = False,
+                 thing_hold: float | None = None,
                  pad_offset: float = 0.0, ceiling: float | None = None) -> None:
         super().__init__(clock)
         self.rate = rate
@@ -236,6 +240,8 @@ class FakeArm(_FakeController):
                       else np.asarray(thing, dtype=np.float64).reshape(3).copy())
         self.thing_width = float(thing_width)
         self.thing_locked = bool(thing_locked)
+        self.thing_hold = None if thing_hold is None else float(thing_hold)
+        self._lost = False  # the fingers lost the thing and stay off it until they open
         self.pad_offset = float(pad_offset)
         self.ceiling = None if ceiling is None else float(ceiling)
         self.gripped = False  # the fingers are closed on the thing
@@ -265,7 +271,13 @@ class FakeArm(_FakeController):
         ahead = _tool_z(self._quat) * self.pad_offset
         pads = self._pos + ahead
         near = float(np.linalg.norm(pads - self.thing)) < THING_GRASP_RADIUS
-        self.gripped = closing and (near or self.gripped)
+        self._lost = self._lost and closing
+        self.gripped = closing and not self._lost and (near or self.gripped)
+        if self.gripped and self.thing_locked and self.thing_hold is not None \
+                and self._target is not None:
+            drawn = float(np.linalg.norm(self._target[0] + ahead - self.thing))
+            if drawn > self.thing_hold:
+                self.gripped, self._lost = False, True
         if not self.gripped:
             return
         self._grip = min(self._grip, self.thing_width)
@@ -277,7 +289,7 @@ class FakeArm(_FakeController):
 
     def _home(self) -> None:
         self._grip = c.GRIPPER_OPEN
-        self.gripped = False
+        self.gripped = self._lost = False
         self._pos = RETRACT_POS.copy()
         self._quat = RETRACT_QUAT / np.linalg.norm(RETRACT_QUAT)
         self._target = None

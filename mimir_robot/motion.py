@@ -82,6 +82,8 @@ class MotionResult:
         error: final distance (m) between the achieved position and the goal.
         heading_error: for the base, the final heading error (rad); 0 for the hand.
         moving: for the base, whether it was still moving when the motion ended.
+        slipped: for a hand that had to keep its grip, the fingers closed on nothing before the
+            motion ended or stalled (it then holds).
     """
 
     reached: bool
@@ -90,6 +92,7 @@ class MotionResult:
     error: float
     heading_error: float = 0.0
     moving: bool = False
+    slipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -315,13 +318,16 @@ class Motion:
         return pos, rot
 
     def follow(self, waypoints: Sequence[tuple[FloatArray, FloatArray | None]],
-               speed: float | None = None, press_s: float = 0.0) -> MotionResult:
+               speed: float | None = None, press_s: float = 0.0,
+               keep_grip: bool = False) -> MotionResult:
         """Follow waypoints (base_link position, rotation or None to keep it) as one path.
 
         The whole path is checked against the workspace before anything moves. Stops on a stall;
         with ``press_s`` the hand first keeps being commanded to the stalled target that long
         (a pull held back by a locked door goes on pulling, and the commanded and achieved
-        hand poses show it), then holds.
+        hand poses show it), then holds. With ``keep_grip`` (the fingers hold a handle or an
+        object) it also stops and holds when the gripper reads closed on nothing for
+        ``stall_periods`` periods before a stall: what the hand pulled slipped out.
 
         Raises:
             TargetOutsideWorkspaceError: a waypoint outside the workspace box.
@@ -337,7 +343,7 @@ class Motion:
             goal_rot = rot if wrot is None else np.asarray(wrot, dtype=np.float64)
             targets += self._segment(pos, rot, np.asarray(wp, dtype=np.float64), goal_rot, v)
             pos, rot = np.asarray(wp, dtype=np.float64), goal_rot
-        return self._stream(targets, pos, press_s)
+        return self._stream(targets, pos, press_s, keep_grip)
 
     def _segment(self, p0: FloatArray, r0: FloatArray, p1: FloatArray, r1: FloatArray,
                  speed: float) -> list[tuple[FloatArray, FloatArray]]:
@@ -359,27 +365,33 @@ class Motion:
         self.robot.send_arm(self.profile.to_arm(pos), quat, self.gripper_command)
         self._last_hand = (np.asarray(pos, dtype=np.float64), np.asarray(rot, dtype=np.float64))
 
-    def _command_hand(self, pos: FloatArray, rot: FloatArray) -> FloatArray:
+    def _command_hand(self, pos: FloatArray, rot: FloatArray) -> tuple[FloatArray, float]:
         """One control period toward ``pos``/``rot``: send, wait, read, sample; the achieved
-        hand position."""
+        hand position and the gripper reading."""
         self._check_cancel()
         self._send_hand(pos, rot)
         self._wait_period()
         achieved, arot, grip = self.hand()
         self._sample_hand(pos, rot, achieved, arot, grip)
-        return achieved
+        return achieved, grip
 
     def _stream(self, targets: list[tuple[FloatArray, FloatArray]],
-                goal: FloatArray, press_s: float = 0.0) -> MotionResult:
+                goal: FloatArray, press_s: float = 0.0, keep_grip: bool = False) -> MotionResult:
         p = self.profile
-        over = 0
+        over = empty = 0
         self._restart_clock()
         for i, (pos, rot) in enumerate(targets, start=1):
-            achieved = self._command_hand(pos, rot)
+            achieved, grip = self._command_hand(pos, rot)
             over = over + 1 if float(np.linalg.norm(achieved - pos)) > p.stall_lag else 0
+            empty = empty + 1 if keep_grip and grip >= p.gripper_closed_empty else 0
+            if empty >= p.stall_periods and over < p.stall_periods:
+                self.hold()
+                done = _progress(targets[:i], achieved) * i / len(targets)
+                return MotionResult(False, False, done, float(np.linalg.norm(achieved - goal)),
+                                    slipped=True)
             if over >= p.stall_periods:
                 for _ in range(math.ceil(press_s / p.control_period_s)):
-                    achieved = self._command_hand(pos, rot)
+                    achieved, _ = self._command_hand(pos, rot)
                 self.hold()
                 err = float(np.linalg.norm(achieved - goal))
                 done = _progress(targets[:i], achieved) * i / len(targets)

@@ -48,8 +48,12 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     assert {"base", "arm", "gripper"} <= parts, parts
     assert all(len(s["commanded"]) == len(s["achieved"]) for s in samples)
     # The analyzer decided the lock from the robot's own signals, and says which values
-    lock = next(t for t in admitted if t["event_kind"] == "property_set"
-                and t["payload"].get("name") == "locked")
+    locks = [t for t in admitted if t["event_kind"] == "property_set"
+             and t["payload"].get("name") == "locked"]
+    assert locks, "no lock admitted; what memory heard about the failed opens:\n" + "\n".join(
+        t["text"] for t in trace if t["kind"] == "memory" and t["subject"] in {
+            p["target"] for p in first if p["primitive"] == "open" and not p["success"]})
+    lock = locks[0]
     for signal in ("gripper: closed on something", "end effector: moved", "depth: the region"):
         assert signal in lock["reason"], lock["reason"]
     # No robot-side node subscribed to or called anything only the simulator offers

@@ -48,6 +48,8 @@ class Run1Kitchen(Kitchen):
     Attributes:
         unverified_opens: Fixtures whose next open works physically but is not confirmed.
         stuck_handles: Fixtures whose handle is always missed (the door stays shut).
+        slipping_handles: Fixtures whose handle slips out of the fingers on the next open,
+            before the pull stalls; the analyzer still reads that as locked.
         admit_locked: Whether the analyzer admits ``locked`` after a pull with no motion.
         instruction: Instruction text the analyzer writes into task histories.
     """
@@ -56,6 +58,7 @@ class Run1Kitchen(Kitchen):
         super().__init__(world, fixtures)
         self.unverified_opens: set[str] = set()
         self.stuck_handles: set[str] = set()
+        self.slipping_handles: set[str] = set()
         self.admit_locked = True
         self.instruction = "an instruction"
 
@@ -79,6 +82,13 @@ class Run1Kitchen(Kitchen):
         if step.primitive == "open" and fixture is not None:
             self.executed.append(step)
             stamp = self._tick()
+            if step.target in self.slipping_handles:
+                self.slipping_handles.discard(step.target)
+                self._record(step.target, "open", False, stamp, "locked - the jaws held it")
+                return ExecutionOutcome(
+                    Feedback(False), "SLIPPED: the handle slipped out of the fingers before the "
+                    "hand was held back; analyzer: locked - the jaws held the handle", stamp,
+                    code="SLIPPED", reported=False)
             if fixture.locked:
                 if self.admit_locked:
                     admit_property(self.world, step.target, "locked", True, stamp=stamp,
@@ -329,6 +339,24 @@ def test_locked_fixture_is_never_retried_even_unrecorded(run1) -> None:
     assert task.is_binding_failed("banana", "cabinet_1")
     assert "does not change on retrying (NO_MOTION)" in task.failed_bindings[0].reason
     assert report.completed == ["g001_find"]
+
+
+def test_a_slip_is_retried_even_when_the_analyzer_calls_it_locked(run1) -> None:
+    world, task, kit = run1
+    kit.admit_locked = False
+    kit.slipping_handles.add("cabinet_1")
+    session = session_for(world, task)
+    kit.instruction = "Find the banana."
+    session.submit(kit.instruction)
+    report = session.run(kit)
+    # the slip earns one more pull; that one stalls (NO_MOTION) and is never retried
+    assert [t for p, t in _steps(kit) if p == "open"].count("cabinet_1") == 2
+    assert task.is_binding_failed("banana", "cabinet_1")
+    assert "does not change on retrying (NO_MOTION)" in task.failed_bindings[0].reason
+    assert report.completed == ["g001_find"]
+    # with SLIPPED configured as persistent instead, the word "locked" stops it at once
+    with pytest.raises(PlannerConfigError, match="both persistent and retried"):
+        LoopConfig(persistent_failures=("SLIPPED",))
 
 
 def test_open_fixtures_are_inspected_not_reopened(run1) -> None:

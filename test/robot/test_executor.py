@@ -47,15 +47,16 @@ class SimClock:
 
 
 def toy_arm(clock: SimClock, thing_base: np.ndarray | None = None, width: float = 0.45,
-            locked: bool = False, ceiling: float | None = None) -> FakeArm:
+            locked: bool = False, *, ceiling: float | None = None,
+            hold: float | None = None) -> FakeArm:
     """A fake arm with one thing in reach (given in base_link): fingers stop on it at ``width``.
 
     Its finger pads lie the profile's ``pad_offset`` ahead of the tool point, as the executor
     assumes."""
     thing = None if thing_base is None else tuple(np.asarray(thing_base) - MOUNT)
     return FakeArm(rate=12.0, gripper_rate=12.0, clock=clock.now, thing=thing,
-                   thing_width=width, thing_locked=locked, pad_offset=PROFILE.pad_offset,
-                   ceiling=ceiling)
+                   thing_width=width, thing_locked=locked, thing_hold=hold,
+                   pad_offset=PROFILE.pad_offset, ceiling=ceiling)
 
 
 def make(arm_kwargs: dict | None = None, **motion_kwargs: object):
@@ -117,6 +118,25 @@ def test_open_a_locked_door_is_no_motion() -> None:
     assert sum(lag > PROFILE.stall_lag for lag in lags) >= PROFILE.stall_periods + pressing
     assert out.measurements["stalled"] == 1.0
     assert "did not move" in out.message
+
+
+def test_a_handle_lost_before_the_pull_stalls_is_a_slip_worth_retrying() -> None:
+    # the fingers let go of the locked handle once the command has drawn 3 cm away from it,
+    # before the lag reaches stall_lag: a weak grasp looks the same, so not NO_MOTION
+    assert PROFILE.stall_lag > 0.03
+    ex, _, arm, samples = make({"thing_base": HANDLE.point, "locked": True, "hold": 0.03})
+    out = ex.open(HANDLE, DOOR)
+    assert not out.success and out.code == "SLIPPED", out
+    assert "before the hand was held back" in out.message
+    assert out.measurements["stalled"] == 0.0
+    assert out.measurements["path_fraction"] < PROFILE.moved_fraction
+    # the jaws read empty during the pull, and the hand let the handle go
+    closed = PROFILE.gripper_closed_empty
+    assert any(s.part == "arm" and s.achieved[-1] >= closed for s in samples)
+    assert not arm.gripped
+    # a grip that holds to the stall is still NO_MOTION
+    ex, _, _, _ = make({"thing_base": HANDLE.point, "locked": True, "hold": 0.5})
+    assert ex.open(HANDLE, DOOR).code == "NO_MOTION"
 
 
 def test_open_a_drawer_pulls_straight_back() -> None:
