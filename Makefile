@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip fuzz clean
 
 setup:
 	bash scripts/setup.sh
@@ -60,6 +60,17 @@ noise-sweep: setup
 ROUNDTRIP_RUNS ?= runs/roundtrip
 replay-roundtrip: setup
 	MUJOCO_GL=egl $(PY) benchmarks/replay_roundtrip.py --runs $(ROUNDTRIP_RUNS)
+
+# Every node interface over DDS with generated messages, FUZZ_CASES per interface (about 15
+# minutes at 600; not part of `make test`, which runs the same suite with a dozen cases each);
+# writes $(FUZZ_RUNS)/rows.jsonl and the README's table, $(FUZZ_RUNS)/table.md.
+FUZZ_RUNS ?= runs/fuzz
+FUZZ_CASES ?= 600
+fuzz: setup
+	mkdir -p $(FUZZ_RUNS) && rm -f $(FUZZ_RUNS)/rows.jsonl
+	MIMIR_FUZZ_CASES=$(FUZZ_CASES) MIMIR_FUZZ_TABLE=$(abspath $(FUZZ_RUNS))/rows.jsonl \
+		$(PY) -m pytest test/fuzz -q -p no:cacheprovider --timeout=7200
+	$(PY) benchmarks/fuzz_table.py $(FUZZ_RUNS)/rows.jsonl | tee $(FUZZ_RUNS)/table.md
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache

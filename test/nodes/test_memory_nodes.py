@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,13 @@ def test_keyframe_node_saves_interactions_and_serves_queries(
         late.header.stamp = from_seconds(stamp)
         node._on_image("base", late)
     assert node.buffers["base"].stamps()[-2:] == [pytest.approx(12.2), pytest.approx(12.35)]
+    # a frame stamped an hour past the node's clock is refused: kept, it would make every
+    # real frame after it too old for the buffer
+    future = numpy_to_image(textured(998, 192, 256), "rgb8")
+    future.header.stamp = from_seconds(time.time() + 3600.0)
+    node._on_image("base", future)
+    assert node.counters.get("base.bad_stamp") == 1
+    assert node.buffers["base"].stamps()[-1] == pytest.approx(12.35)
 
     ended = InteractionEvent(interaction_id="int-7", phase=InteractionEvent.PHASE_ENDED,
                              primitive="open", target_id="cabinet_1", success=False,

@@ -44,7 +44,7 @@ from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
-from mimir.ros.time import to_seconds
+from mimir.ros.time import clock_seconds, to_seconds
 from mimir.transforms import TransformError
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError, failure_class
@@ -140,6 +140,13 @@ class KeyframeNode(Node):
     # ------------------------------------------------------------------- frames
     def _on_image(self, camera: str, msg: Image) -> None:
         stamp = to_seconds(msg.header.stamp)
+        try:  # a frame stamped far ahead would age every real frame out of the buffer
+            self.store.config.bounds.stamp(stamp, clock_seconds(self), f"{camera} image stamp")
+        except BoundsError as err:
+            self._count(f"{camera}.bad_stamp")
+            self.get_logger().warning(f"ignoring {camera} image: {err}",
+                                      throttle_duration_sec=5.0)
+            return
         if not self.buffers[camera].admits(stamp):
             return  # within buffer_min_period_s of the last kept frame: not even decoded
         try:

@@ -75,7 +75,7 @@ from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, ima
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
-from mimir.ros.time import from_seconds, to_seconds
+from mimir.ros.time import clock_seconds, from_seconds, to_seconds
 from mimir_memory.errors import InvalidValueError
 from mimir_memory.visibility import CameraView
 from mimir_msgs.msg import ObjectObservationArray, Segmentation
@@ -92,6 +92,7 @@ from mimir_perception.sync import FrameSynchronizer, SyncedFrame
 _DEPTH_UNITS: dict[str, DepthUnit] = {"16UC1": "mm", "mono16": "mm", "32FC1": "m"}
 _WARN_KEYS = (
     "bad_segmentation",
+    "bad_stamp",
     "bad_depth",
     "unsupported_depth_encoding",
     "bad_camera_info",
@@ -133,7 +134,7 @@ class DeprojectionNode(Node):
             self.config = declare_config(self, DeprojectionNodeConfig)
             cfg = self.config
             self._sync = FrameSynchronizer(cfg.sync())
-            bounds = load_bounds(config_file("memory.yaml", cfg.memory_config))
+            bounds = self._bounds = load_bounds(config_file("memory.yaml", cfg.memory_config))
             self._deprojectors = {
                 (cam, unit): Deprojector(cfg.deprojection(unit, bounds))
                 for cam in cfg.cameras
@@ -185,7 +186,12 @@ class DeprojectionNode(Node):
         self.counters.add(f"{camera}.{key}", count)
         self.get_logger().warning(f"{camera}: {text}", throttle_duration_sec=5.0)
 
-    def _offer(self, camera: str, add: Any) -> None:
+    def _offer(self, camera: str, add: Any, stamp: float) -> None:
+        try:  # one input stamped far ahead would make every later one late for the sync
+            self._bounds.stamp(stamp, clock_seconds(self), f"{camera} input stamp")
+        except BoundsError as err:
+            self._skip(camera, "bad_stamp", f"input refused: {err}")
+            return
         try:
             with self._sync_lock:
                 frames: list[SyncedFrame] = add()
@@ -213,7 +219,7 @@ class DeprojectionNode(Node):
             return
         self._has_info.add(camera)
         stamp = to_seconds(msg.header.stamp)
-        self._offer(camera, lambda: self._sync.add_camera_info(camera, stamp, intrinsics))
+        self._offer(camera, lambda: self._sync.add_camera_info(camera, stamp, intrinsics), stamp)
 
     def _on_depth(self, camera: str, msg: Image) -> None:
         if msg.encoding not in _DEPTH_UNITS:
@@ -226,7 +232,7 @@ class DeprojectionNode(Node):
             self._skip(camera, "bad_depth", f"skipping depth image: {err}")
             return
         stamp = to_seconds(msg.header.stamp)
-        self._offer(camera, lambda: self._sync.add_depth(camera, stamp, depth))
+        self._offer(camera, lambda: self._sync.add_depth(camera, stamp, depth), stamp)
 
     def _on_segmentation(self, camera: str, msg: Segmentation) -> None:
         try:
@@ -239,7 +245,8 @@ class DeprojectionNode(Node):
                        "segmentation arrived but no valid camera info has been received")
         if msg.header.frame_id:
             self._optical[camera] = msg.header.frame_id
-        self._offer(camera, lambda: self._sync.add_segmentation(result, camera))
+        self._offer(camera, lambda: self._sync.add_segmentation(result, camera),
+                    to_seconds(msg.header.stamp))
 
     # Work side: transform lookup, deprojection, publishing (work callback group).
 

@@ -42,6 +42,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
+from mimir.bounds import DEFAULT_BOUNDS, BoundsError
 from mimir.nodes import common_params as shared
 from mimir.nodes.perception.messages import PerceptionNodeError, segmentation_to_msg
 from mimir.paths import ConfigFileNotFoundError, config_dir
@@ -51,7 +52,7 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import IMAGE_SKIPS, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.time import to_seconds
+from mimir.ros.time import clock_seconds, to_seconds
 from mimir.settings import param
 from mimir_msgs.msg import Segmentation
 from mimir_perception.errors import (
@@ -70,6 +71,7 @@ _WARN_KEYS = (
     "model_unavailable",
     "inference_failed",
     "out_of_order",
+    "bad_stamp",
 )
 #: Counters of a frame the model fails on (a missing model is handled on its own).
 _MODEL_SKIPS = SkipReasons(
@@ -256,6 +258,11 @@ class SegmentationNode(Node):
     def _on_color(self, camera: str, msg: Image) -> None:
         self.counters.add(f"{camera}.received")
         stamp = to_seconds(msg.header.stamp)
+        try:  # one frame stamped far ahead would make every later frame out of order
+            DEFAULT_BOUNDS.stamp(stamp, clock_seconds(self), f"{camera} image stamp")
+        except BoundsError as err:
+            self._skip(camera, "bad_stamp", f"skipping frame: {err}")
+            return
         with self._lock:
             if stamp < self._last_stamp.get(camera, -1.0):
                 self.counters.add(f"{camera}.out_of_order")

@@ -19,6 +19,7 @@ from geometry_msgs.msg import PoseStamped
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import CameraInfo, Image
 
+from mimir.bounds import DEFAULT_BOUNDS, BoundsError
 from mimir.nodes.perception.messages import CameraInfoError, camera_info_to_intrinsics
 from mimir.nodes.planner.analyzer_params import AnalyzerNodeConfig
 from mimir.ros.images import ImageConversionError, depth_to_metres, image_to_rgb
@@ -76,14 +77,17 @@ class WindowRecorder:
         tf: transform source with ``lookup(target, source, stamp) -> 4x4``.
         warn: ``warn(counter, text)`` reports a problem (counted, logged).
         count: ``count(counter)`` counts a kept colour frame (``frames.<camera>``).
+        now: the receiving clock (s), against which every stamp is checked: one stamped far
+            ahead would age every real item out of its buffer. None: no such check.
     """
 
     def __init__(self, config: AnalyzerNodeConfig, tf: TransformSource, warn: Warn,
-                 count: Callable[[str], None]) -> None:
+                 count: Callable[[str], None], now: Callable[[], float] | None = None) -> None:
         self.config = cfg = config
         self.tf = tf
         self._warn = warn
         self._count = count
+        self._now = now
         self.streams: dict[str, CameraStream] = {
             cam: PairedFrames(cfg.buffer_seconds, cfg.frame_min_period_s, cfg.depth_tolerance_s)
             for cam in cfg.cameras
@@ -93,12 +97,25 @@ class WindowRecorder:
         self.hand_command: FrameBuffer[np.ndarray] = FrameBuffer(cfg.buffer_seconds)
         self.detections: FrameBuffer[Detection3D] = FrameBuffer(cfg.buffer_seconds)
 
+    def timely(self, stamp: float, what: str) -> bool:
+        """Whether ``stamp`` passes the bounds against the receiving clock (else warned)."""
+        if self._now is None:
+            return True
+        try:
+            DEFAULT_BOUNDS.stamp(stamp, self._now(), what)
+        except BoundsError as err:
+            self._warn("bad_stamp", f"ignoring {err}")
+            return False
+        return True
+
     def on_color(self, camera: str, msg: Image) -> None:
-        """Buffers a colour image (empty ones are refused, counted)."""
+        """Buffers a colour image (empty or badly stamped ones are refused, counted)."""
         if msg.height < 2 or msg.width < 2 or len(msg.data) == 0:
             self._warn("bad_image", f"ignoring an empty {camera} colour image")
             return
-        if self.streams[camera].add_color(to_seconds(msg.header.stamp), msg):
+        stamp = to_seconds(msg.header.stamp)
+        if self.timely(stamp, f"{camera} colour image stamp") \
+                and self.streams[camera].add_color(stamp, msg):
             self._count(f"frames.{camera}")
 
     def on_depth(self, camera: str, msg: Image) -> None:
@@ -106,7 +123,9 @@ class WindowRecorder:
         if msg.encoding not in ("16UC1", "mono16", "32FC1") or len(msg.data) == 0:
             self._warn("bad_depth", f"ignoring {camera} depth with encoding {msg.encoding!r}")
             return
-        self.streams[camera].add_depth(to_seconds(msg.header.stamp), msg)
+        stamp = to_seconds(msg.header.stamp)
+        if self.timely(stamp, f"{camera} depth image stamp"):
+            self.streams[camera].add_depth(stamp, msg)
 
     def on_gripper(self, stamp: float, position: float) -> None:
         """Buffers a contract gripper reading (0 open .. 1 closed) received at ``stamp``."""
@@ -131,7 +150,9 @@ class WindowRecorder:
             self._warn("bad_hand_pose", f"ignoring a {kind} hand pose in "
                        f"{msg.header.frame_id!r}")
             return
-        buffer.add(to_seconds(msg.header.stamp), point)
+        stamp = to_seconds(msg.header.stamp)
+        if self.timely(stamp, f"{kind} hand pose stamp"):
+            buffer.add(stamp, point)
 
     def hand_position(self, stamp: float, frame: str = "") -> tuple[float, float, float] | None:
         """The achieved hand position near ``stamp`` (within 0.15 s) in ``frame`` (the map when

@@ -62,7 +62,7 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
-from mimir.ros.time import to_seconds
+from mimir.ros.time import clock_seconds, to_seconds
 from mimir_msgs.msg import InteractionEvent, ObjectObservationArray, SceneGraph
 from mimir_msgs.srv import AnalyzeInteraction
 from mimir_planner.reasoning import (
@@ -96,8 +96,8 @@ __all__ = ["AnalyzerNode", "AnalyzerNodeConfig", "AnalyzerNodeError", "main"]
 _Response = AnalyzeInteraction.Response
 #: answers of finished analyses kept for repeated requests (oldest forgotten first)
 _KEEP_RESULTS = 500
-_WARN_KEYS = ("bad_image", "bad_depth", "bad_camera_info", "bad_gripper", "bad_hand_pose",
-              "bad_observation", "bad_scene_graph",
+_WARN_KEYS = ("bad_stamp", "bad_image", "bad_depth", "bad_camera_info", "bad_gripper",
+              "bad_hand_pose", "bad_observation", "bad_scene_graph",
               "camera_pose_unavailable", "base_pose_unavailable", "keyframe_save_failed",
               "memory_write_failed", "window_truncated")
 
@@ -130,7 +130,7 @@ class AnalyzerNode(Node):
         self.counters = NodeCounters(_WARN_KEYS)
         self.inputs = WindowRecorder(
             cfg, make_transform_source(self, cache_seconds=cfg.buffer_seconds + 10.0),
-            self._warn, self.counters.add)
+            self._warn, self.counters.add, lambda: clock_seconds(self))
         self.streams = self.inputs.streams
         self._fresh_detections: list[Detection3D] = []
         self._fresh_lock = threading.Lock()
@@ -218,6 +218,7 @@ class AnalyzerNode(Node):
         found, skipped = detections_from_msg(msg)
         if skipped:
             self._warn("bad_observation", f"ignoring {skipped} invalid observation(s)")
+        found = [d for d in found if self.inputs.timely(d.stamp, f"observation {d.ref!r} stamp")]
         for det in found:
             self.inputs.detections.add(det.stamp, det)
         with self._fresh_lock:
