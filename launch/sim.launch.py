@@ -27,7 +27,8 @@ def generate_launch_description() -> LaunchDescription:
         extra.pop("memory_dir", None)
         nodes.append(node(entry.executable, entry.name, extra, keeps_memory=entry.keeps_memory,
                           follows_clock=entry.follows_clock,
-                          from_arguments={name: name for name in entry.optional}))
+                          from_arguments={name: name for name in entry.optional},
+                          **({} if entry.restartable else {"respawn": False})))
     return LaunchDescription([
         *common_arguments(params_file=SIM_PARAMS_FILE, use_sim_time="true",
                           memory_dir="~/.local/share/mimir/sim",

@@ -121,6 +121,11 @@ def node(executable: str, name: str, extra: Mapping[str, Any] | None = None, *,
     return OpaqueFunction(function=build)
 
 
+#: A node that dies is started again after a pause, a bounded number of times (a node that
+#: cannot start, such as segmentation without its weights, stops after the last try).
+RESPAWN: Mapping[str, Any] = {"respawn": True, "respawn_delay": 2.0, "respawn_max_retries": 5}
+
+
 def _node(executable: str, name: str, extra: Mapping[str, Any] | None, *, keeps_memory: bool,
           follows_clock: bool, kwargs: Mapping[str, Any]) -> Any:
     from launch_ros.actions import Node  # noqa: PLC0415 - launch_ros is optional
@@ -136,5 +141,5 @@ def _node(executable: str, name: str, extra: Mapping[str, Any] | None, *, keeps_
         parameters=[config("params_file"), common, dict(extra or {})],
         arguments=["--ros-args", "--log-level", config("log_level")],
         output="screen",
-        **kwargs,
+        **{**RESPAWN, **kwargs},
     )

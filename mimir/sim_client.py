@@ -48,9 +48,13 @@ def ctrl_c_interrupts() -> contextlib.AbstractContextManager[None]:
 class SimClient:
     """A node that drives the planner and reads back memory; used as a context manager."""
 
-    def __init__(self, trace: TraceSink, dead_nodes: Callable[[], list[str]]) -> None:
+    def __init__(self, trace: TraceSink, dead_nodes: Callable[[], list[str]],
+                 restarts: Callable[[str], int] = lambda _name: 0) -> None:
+        """``dead_nodes()`` names the nodes dead for good (it may start others again);
+        ``restarts(name)`` says how often a node was started again so far."""
         self._trace = trace
         self._dead = dead_nodes
+        self._restarts = restarts
         self._context = Context()
         rclpy.init(context=self._context)
         self.node = Node("mimir_sim_job", context=self._context,
@@ -217,13 +221,22 @@ class SimClient:
         if begin.error_code != BeginInstruction.Response.NONE:
             raise SimJobError(f"the bridge refused instruction {index}: {begin.error_msg}")
         goal = RunTask.Goal(instruction=text, step_budget=step_budget)
-        send = self._run_task.send_goal_async(goal, feedback_callback=self._on_feedback)
-        self._wait(send.done, 30.0, "the planner to accept the instruction")
-        handle = send.result()
-        if handle is None or not handle.accepted:
-            raise SimJobError(f"the planner rejected instruction {index}")
-        result_future = handle.get_result_async()
-        self._wait(result_future.done, timeout, f"instruction {index + 1} to finish")
+        deadline = time.monotonic() + timeout
+        restarts = self._restarts("planner")
+        result_future = self._send(goal, index)
+        while not result_future.done():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise SimJobError(f"timed out after {timeout:.0f} s waiting for instruction "
+                                  f"{index + 1} to finish")
+            if self._restarts("planner") != restarts:
+                # the planner died with the instruction: the new one gets it again (memory
+                # kept what the first one learned)
+                restarts = self._restarts("planner")
+                self._trace.record("restart", f"  the planner was started again: instruction "
+                                   f"{index + 1} sent again", instruction=index)
+                result_future = self._send(goal, index, tries=6)
+            time.sleep(0.05)
         outcome = result_future.result()
         if outcome is None:
             raise SimJobError(f"instruction {index + 1} ended without a result")
@@ -256,6 +269,27 @@ class SimClient:
             instruction=index, planner_progress=result.progress, steps=result.steps,
             answer=result.answer, judged=judged.success, details=judged.details_json)
         return report
+
+    def _send(self, goal: RunTask.Goal, index: int, *, tries: int = 1) -> Any:
+        """Send the instruction once the planner serves it; the future of its result.
+
+        With ``tries`` above one, a goal nobody answered within 10 s is sent again: a planner
+        just started again can still look served through its dead predecessor's endpoints."""
+        for attempt in range(1, tries + 1):
+            self._wait(self._run_task.server_is_ready, 60.0, "the planner's run_task")
+            send = self._run_task.send_goal_async(goal, feedback_callback=self._on_feedback)
+            if attempt < tries:
+                with contextlib.suppress(SimJobError):
+                    self._wait(send.done, 10.0, "the planner to accept the instruction")
+                if not send.done():
+                    continue
+            else:
+                self._wait(send.done, 30.0, "the planner to accept the instruction")
+            handle = send.result()
+            if handle is None or not handle.accepted:
+                raise SimJobError(f"the planner rejected instruction {index}")
+            return handle.get_result_async()
+        raise AssertionError("unreachable: the last try raises or returns")
 
     def hold(self, seconds: float) -> None:
         """Keeps the graph running for ``seconds`` after the instructions (to look at it, or

@@ -40,6 +40,8 @@ class GraphNode:
         fixed: parameters the graph always sets on this node, over the deployment file.
         optional: run choices the node takes only when given (``tidybot_dir``); an empty choice
             keeps the deployment file's value.
+        restartable: whether a run may start the node again when it dies (not the bridge: the
+            simulated world lives in it, and a new one would start from the initial state).
     """
 
     executable: str
@@ -49,12 +51,14 @@ class GraphNode:
     inputs: tuple[str, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     optional: tuple[str, ...] = ()
+    restartable: bool = True
 
 
 #: The simulation graph, in start order.
 SIM_GRAPH: tuple[GraphNode, ...] = (
     GraphNode("sim_bridge_node", "sim_bridge", follows_clock=False,
-              inputs=("scenario", "base_port", "arm_port", "authkey"), optional=("tidybot_dir",)),
+              inputs=("scenario", "base_port", "arm_port", "authkey"), optional=("tidybot_dir",),
+              restartable=False),
     GraphNode("executor_node", "executor", inputs=("base_port", "arm_port", "authkey"),
               fixed=MappingProxyType({"reset_on_start": True})),
     GraphNode("localization_node", "localization"),

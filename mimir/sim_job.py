@@ -40,7 +40,13 @@ import yaml
 
 from mimir.paths import ConfigFileNotFoundError, config_file
 from mimir.signals import handling
-from mimir.sim_graph import SIM_GRAPH, SIM_PARAMS_FILE, graph_parameters, section_key
+from mimir.sim_graph import (
+    SIM_GRAPH,
+    SIM_PARAMS_FILE,
+    GraphNode,
+    graph_parameters,
+    section_key,
+)
 from mimir.sim_report import InstructionReport, SimJobError
 
 #: Nodes of the simulation graph: (console script, node name), from :data:`SIM_GRAPH`.
@@ -278,38 +284,81 @@ def exit_on_termination() -> contextlib.AbstractContextManager[None]:
 
 
 class NodeProcesses:
-    """The node processes of one run; stops them all on exit."""
+    """The node processes of one run; restarts one that dies; stops them all on exit.
 
-    def __init__(self, run_dir: Path, params: Path) -> None:
+    Args:
+        run_dir: the run folder (``logs/<name>.log`` per node).
+        params: the run's parameter file.
+        graph: the nodes to run (default: :data:`SIM_GRAPH`).
+        bin_dir: where their console scripts lie (default: beside this Python).
+        restarts: how often one node may be started again in a run.
+        restart_delay_s: how long after a death it is started again (as launch's respawn).
+        on_restart: told ``(name, attempt, exit status)`` when a node is started again.
+    """
+
+    def __init__(self, run_dir: Path, params: Path, *, graph: tuple[GraphNode, ...] = SIM_GRAPH,
+                 bin_dir: Path | None = None, restarts: int = 3, restart_delay_s: float = 2.0,
+                 on_restart: Callable[[str, int, int], None] | None = None) -> None:
         self._run_dir = run_dir
         self._params = params
+        self._graph = {node.name: node for node in graph}
+        self._bin = bin_dir or Path(sys.executable).parent
+        self._max_restarts = restarts
+        self._delay = restart_delay_s
+        self._on_restart = on_restart
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.restarts: dict[str, int] = {}
+        self._died_at: dict[str, float] = {}
         self._logs: list[TextIO] = []
 
     def start(self) -> None:
-        bin_dir = Path(sys.executable).parent
         (self._run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        for node in SIM_GRAPH:
-            script, name = node.executable, node.name
-            exe = bin_dir / script
-            hint = "install mimir's console scripts into this environment (scripts/setup.sh)"
-            if not exe.exists():
-                raise SimJobError(f"node executable {script} is missing beside {sys.executable}",
-                                  hint)
-            log = open(self._run_dir / "logs" / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
-            self._logs.append(log)
-            try:
-                self.procs[name] = subprocess.Popen(
-                    [str(exe), "--ros-args", "-r", f"__node:={name}", "--params-file",
-                     str(self._params)],
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                )
-            except OSError as err:
-                raise SimJobError(f"cannot start {exe}: {err.strerror or err}", hint) from err
+        for name in self._graph:
+            self._launch(name)
+
+    def _launch(self, name: str, *, append: bool = False) -> None:
+        script = self._graph[name].executable
+        exe = self._bin / script
+        hint = "install mimir's console scripts into this environment (scripts/setup.sh)"
+        if not exe.exists():
+            raise SimJobError(f"node executable {script} is missing beside {sys.executable}",
+                              hint)
+        path = self._run_dir / "logs" / f"{name}.log"
+        log = path.open("a") if append else path.open("w")  # closed in stop()
+        self._logs.append(log)
+        try:
+            self.procs[name] = subprocess.Popen(
+                [str(exe), "--ros-args", "-r", f"__node:={name}", "--params-file",
+                 str(self._params)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as err:
+            raise SimJobError(f"cannot start {exe}: {err.strerror or err}", hint) from err
 
     def dead(self) -> list[str]:
         """Names of nodes that have exited."""
         return [name for name, proc in self.procs.items() if proc.poll() is not None]
+
+    def supervise(self) -> list[str]:
+        """Start again, ``restart_delay_s`` after it died, a restartable node that has exited
+        (at most ``restarts`` times each); the names of nodes that are dead for good."""
+        gone: list[str] = []
+        now = time.monotonic()
+        for name in self.dead():
+            used = self.restarts.get(name, 0)
+            if not self._graph[name].restartable or used >= self._max_restarts:
+                gone.append(name)
+                continue
+            died = self._died_at.setdefault(name, now)
+            if now - died < self._delay:
+                continue
+            status = self.procs[name].returncode
+            del self._died_at[name]
+            self.restarts[name] = used + 1
+            self._launch(name, append=True)
+            if self._on_restart is not None:
+                self._on_restart(name, used + 1, status)
+        return gone
 
     def log_tail(self, name: str, lines: int = 15) -> str:
         path = self._run_dir / "logs" / f"{name}.log"
@@ -395,7 +444,9 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     trace.record("start", f"robot model {model_xml} ({model_source})")
     trace.record("start", f"layout seed {layout_seed(options)}; noise profile "
                  f"{options.noise_profile} at scale {options.noise_scale:g}")
-    nodes = NodeProcesses(run_dir, params)
+    nodes = NodeProcesses(run_dir, params, on_restart=lambda name, attempt, status: trace.record(
+        "restart", f"node {name} exited ({status}); started again (restart {attempt})",
+        node=name, attempt=attempt, status=status))
     reports: list[InstructionReport] = []
     failure: SimJobError | None = None
     started = time.monotonic()
@@ -403,7 +454,8 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     with exit_on_termination():
         try:
             nodes.start()
-            with SimClient(trace, nodes.dead) as client:
+            with SimClient(trace, nodes.supervise,
+                           lambda name: nodes.restarts.get(name, 0)) as client:
                 client.wait_ready(options.startup_timeout_s)
                 (run_dir / "graph.json").write_text(json.dumps(client.graph_snapshot(),
                                                                indent=1, sort_keys=True))

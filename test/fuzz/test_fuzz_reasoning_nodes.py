@@ -110,6 +110,8 @@ INTERFACES: dict[str, tuple[str, str, type, Any]] = {
     TOPIC_GRIPPER: ("analyzer", "topic", Float64, lambda rig: cases(Float64)),
     TOPIC_EE_ACHIEVED: ("analyzer", "topic", PoseStamped, _hand),
     TOPIC_EE_COMMANDED: ("analyzer", "topic", PoseStamped, _hand),
+    f"cameras/{CAMERA}/color/image_raw": ("analyzer+planner+keyframes", "topic", Image,
+                                          lambda rig: cases(Image)),
     f"cameras/{CAMERA}/depth/image_raw": ("analyzer", "topic", Image, lambda rig: cases(Image)),
     f"cameras/{CAMERA}/color/camera_info": ("analyzer+planner", "topic", CameraInfo,
                                             lambda rig: cases(CameraInfo)),

@@ -72,6 +72,7 @@ from mimir_msgs.srv import (
 from mimir_perception.camera import Intrinsics
 from mimir_planner.outcomes import step_effects
 from mimir_planner.primitives import ExecutableStep
+from mimir_planner.runs import ExecutorUnavailableError
 
 pytestmark = pytest.mark.ros
 
@@ -411,6 +412,7 @@ class _Clients:
         self.analysis = AnalyzeInteraction.Response()
         self.goals: list[Any] = []
         self.analyzed: list[Any] = []
+        self.busy_for = 0  # goals refused before one is accepted (the executor is busy)
 
     # action client
     def server_is_ready(self) -> bool:
@@ -418,8 +420,9 @@ class _Clients:
 
     def send_goal_async(self, goal: Any) -> _Done:
         self.goals.append(goal)
+        busy, self.busy_for = self.busy_for > 0, max(0, self.busy_for - 1)
         handle = type("Handle", (), {
-            "accepted": True,
+            "accepted": not busy,
             "get_result_async": lambda _h: _Done(type("R", (), {"result": self.result})()),
             "cancel_goal_async": lambda _h: _Done(None)})()
         return _Done(handle)
@@ -437,14 +440,38 @@ class _Clients:
         return type("Clock", (), {"now": lambda _c: type("T", (), {"nanoseconds": 5e9})()})()
 
 
-def test_executor_outcome_carries_code_and_executor_report(tmp_path: Path) -> None:
+def _executor_on_stand_ins(tmp_path: Path, **settings: float
+                           ) -> tuple[ActionPrimitiveExecutor, _Clients, WorldMemory]:
+    """The planner's action executor on the stand-ins, with one remembered cabinet."""
     world = WorldMemory.open(tmp_path / "world.db")
     world.add_node("cabinet", (1.1, 0.0, 1.6), stamp=1.0)
     fake = _Clients()
     executor = ActionPrimitiveExecutor(
         fake, fake, fake, InteractionEventBuffer(),  # type: ignore[arg-type]
-        world=world, settings=ExecutorSettings(event_wait_s=0.0), holding=lambda: None,
-        opens=lambda node: True)
+        world=world, settings=ExecutorSettings(event_wait_s=0.0, **settings),  # type: ignore[arg-type]
+        holding=lambda: None, opens=lambda node: True)
+    return executor, fake, world
+
+
+def test_a_busy_executor_is_waited_for_not_counted_against_the_target(tmp_path: Path) -> None:
+    executor, fake, world = _executor_on_stand_ins(tmp_path, busy_retry_s=0.01,
+                                                   result_timeout_s=2.0)
+    move = ExecutableStep("move_to", "move_to", "cabinet_1", "sim_tidybot", goal_id="g1")
+    # still running its previous goal twice, then free: the step runs as usual
+    fake.busy_for = 2
+    fake.result = ExecutePrimitive.Result(success=True, outcome="REACHED", interaction_id="i1",
+                                          window_end=from_seconds(7.0))
+    out = executor.execute(move)
+    assert out.feedback.success and out.code == "REACHED" and len(fake.goals) == 3
+    # busy for longer than a primitive may run: the robot is unavailable, not the target bad
+    fake.busy_for = 10_000
+    with pytest.raises(ExecutorUnavailableError, match="busy with another one"):
+        executor.execute(move)
+    world.close()
+
+
+def test_executor_outcome_carries_code_and_executor_report(tmp_path: Path) -> None:
+    executor, fake, world = _executor_on_stand_ins(tmp_path)
     open_step = ExecutableStep("open", "open", "cabinet_1", "sim_tidybot", goal_id="g1")
 
     def result(success: bool, outcome: str) -> ExecutePrimitive.Result:

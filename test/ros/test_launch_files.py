@@ -139,6 +139,8 @@ def test_every_node_has_a_section_for_any_namespace(path: Path,
         assert params_file.kind == "LaunchConfiguration" and params_file.args == ("params_file",)
         assert node.kwargs["namespace"].args == ("namespace",)
         assert "use_sim_time" in common
+        if node.kwargs["name"] != "sim_bridge":  # the simulated world is never restarted
+            assert node.kwargs["respawn"] is True, node.kwargs["name"]
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
@@ -183,6 +185,10 @@ def test_sim_launch_starts_the_sim_graph(monkeypatch: pytest.MonkeyPatch) -> Non
             assert common["use_sim_time"] is False  # the bridge owns /clock
         assert ("memory_dir" in common) == entry.keeps_memory
         assert set(extra) == set(entry.inputs) | set(entry.fixed)
+        # a node that dies is started again, a bounded number of times; never the simulator
+        assert node.kwargs["respawn"] is entry.restartable
+        assert node.kwargs["respawn_max_retries"] == 5 and node.kwargs["respawn_delay"] > 0
+    assert not nodes[0].kwargs["respawn"] and nodes[0].kwargs["name"] == "sim_bridge"
     planner = nodes[[n.name for n in SIM_GRAPH].index("planner")]
     assert planner.kwargs["parameters"][2]["operator_gate"] is False
 

@@ -6,7 +6,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,3 +84,61 @@ def test_ctrl_c_ends_a_hold_even_when_the_job_started_with_sigint_ignored() -> N
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _script(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def _kill_and_supervise(nodes: Any, name: str) -> list[str]:
+    """Kill ``name``, then supervise until it runs again (a new process) or is given up on;
+    the names supervise() last gave up on."""
+    before = nodes.procs[name]
+    before.kill()
+    before.wait()
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        gone = nodes.supervise()
+        if gone or nodes.procs[name] is not before:
+            return list(gone)
+        time.sleep(0.05)
+    raise AssertionError(f"{name} was neither restarted nor given up on")
+
+
+def test_a_node_that_dies_is_started_again_within_its_allowance(tmp_path: Path) -> None:
+    from mimir.sim_graph import GraphNode
+    from mimir.sim_job import NodeProcesses
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir, "steady_node", "sleep 60")
+    _script(bin_dir, "world_node", "sleep 60")
+    graph = (GraphNode("world_node", "world", restartable=False),
+             GraphNode("steady_node", "steady"))
+    told: list[tuple[str, int, int]] = []
+    nodes = NodeProcesses(tmp_path, tmp_path / "params.yaml", graph=graph, bin_dir=bin_dir,
+                          restarts=2, restart_delay_s=0.3,
+                          on_restart=lambda *args: told.append(args))
+    nodes.start()
+    try:
+        first = nodes.procs["steady"]
+        started = time.monotonic()
+        assert _kill_and_supervise(nodes, "steady") == []
+        assert time.monotonic() - started >= 0.3  # not before the pause
+        assert nodes.procs["steady"] is not first and nodes.procs["steady"].poll() is None
+        assert told == [("steady", 1, -signal.SIGKILL)]
+        assert _kill_and_supervise(nodes, "steady") == []
+        # the allowance spent, the node stays dead and is reported
+        assert _kill_and_supervise(nodes, "steady") == ["steady"]
+        assert nodes.restarts == {"steady": 2} and len(told) == 2
+        # the world is never started again: its death is reported at once
+        nodes.procs["world"].kill()
+        nodes.procs["world"].wait()
+        assert set(nodes.supervise()) == {"world", "steady"}
+        assert "world" not in nodes.restarts
+        log = (tmp_path / "logs" / "steady.log")
+        assert log.is_file()  # one log per node, appended to by every start
+    finally:
+        nodes.stop()

@@ -64,6 +64,7 @@ class ExecutorSettings:
     Attributes:
         server_wait_s: How long to wait for the action server before giving up (s).
         accept_timeout_s: How long to wait for the goal to be accepted (s).
+        busy_retry_s: How often a goal the executor refused (busy) is sent again (s).
         result_timeout_s: How long a primitive may run before it is canceled (s).
         event_wait_s: How long to wait for the ENDED interaction event after the result (s).
         analysis_timeout_s: How long to wait for the analyzer's answer (s).
@@ -76,6 +77,7 @@ class ExecutorSettings:
 
     server_wait_s: float = 5.0
     accept_timeout_s: float = 10.0
+    busy_retry_s: float = 0.5
     result_timeout_s: float = 180.0
     event_wait_s: float = 2.0
     analysis_timeout_s: float = 180.0
@@ -161,18 +163,41 @@ class ActionPrimitiveExecutor:
                     f"{self.settings.server_wait_s:g} s")
             time.sleep(0.02)
 
+    def _accepted(self, goal: ExecutePrimitive.Goal) -> Any:
+        """The handle of the accepted goal.
+
+        The executor refuses a goal while it runs another one (a planner started again finds
+        its predecessor's primitive still running). That says nothing about the target, so the
+        goal is sent again every ``busy_retry_s`` for as long as one primitive may run
+        (``result_timeout_s``).
+
+        Raises:
+            ExecutorUnavailableError: no answer to a goal, or refused for that long.
+        """
+        busy_until = time.monotonic() + self.settings.result_timeout_s
+        while True:
+            self._wait_for_server()
+            send = self.action_client.send_goal_async(coerce_floats(goal))
+            if not _wait_future(send, self.settings.accept_timeout_s):
+                send.cancel()
+                raise ExecutorUnavailableError(
+                    f"execute_primitive did not answer the goal within "
+                    f"{self.settings.accept_timeout_s:g} s")
+            handle = send.result()
+            if handle is not None and handle.accepted:
+                return handle
+            if self._cancelled():
+                raise ExecutorUnavailableError("the task was canceled while the executor was "
+                                               "busy with another goal")
+            if time.monotonic() >= busy_until:
+                raise ExecutorUnavailableError(
+                    f"the executor refused every goal for {self.settings.result_timeout_s:g} s "
+                    "(busy with another one)")
+            time.sleep(self.settings.busy_retry_s)
+
     def _send(self, goal: ExecutePrimitive.Goal) -> ExecutePrimitive.Result | str:
         """The action result, or the reason there is none."""
-        self._wait_for_server()
-        send = self.action_client.send_goal_async(coerce_floats(goal))
-        if not _wait_future(send, self.settings.accept_timeout_s):
-            send.cancel()
-            raise ExecutorUnavailableError(
-                f"execute_primitive did not answer the goal within "
-                f"{self.settings.accept_timeout_s:g} s")
-        handle = send.result()
-        if handle is None or not handle.accepted:
-            return "the executor rejected the goal"
+        handle = self._accepted(goal)
         result_future = handle.get_result_async()
         deadline = time.monotonic() + self.settings.result_timeout_s
         canceled_by_task = False
