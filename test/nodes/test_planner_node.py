@@ -73,6 +73,7 @@ from mimir_perception.camera import Intrinsics
 from mimir_planner.outcomes import step_effects
 from mimir_planner.primitives import ExecutableStep
 from mimir_planner.runs import ExecutorUnavailableError
+from mimir_planner.trace import TRACE_FILE, read_trace
 
 pytestmark = pytest.mark.ros
 
@@ -336,6 +337,10 @@ def test_config_rejects_bad_parameters() -> None:
         PlannerNodeConfig(step_budget=0)
     with pytest.raises(ValueError, match="gate_timeout_s"):
         PlannerNodeConfig(gate_timeout_s=math.nan)
+    with pytest.raises(ValueError, match="busy_retry_s"):
+        PlannerNodeConfig(busy_retry_s=0.0)
+    with pytest.raises(ValueError, match="busy_retry_s"):
+        ExecutorSettings(busy_retry_s=-1.0)
 
 
 def test_executor_helpers_build_goals_events_and_effects(tmp_path: Path) -> None:
@@ -536,6 +541,12 @@ def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
     assert first.plan[0].primitive == "move_to" and first.plan[0].target_id == locked
     assert [c.node_id for c in first.grounding][:1] == [locked]
     assert tasks.feedback[-1].status.startswith("completed")
+    # each planner call is in the memory folder's trace, as the feedback told it
+    trace = read_trace(tmp_path / TRACE_FILE)
+    assert [(t["call"], t["primitive"], t["target"]) for t in trace[:5]] == [
+        (i + 1, p, t) for i, (p, t) in enumerate(robot.log.executed)]
+    assert trace[0]["candidates"][0]["node_id"] == locked
+    assert trace[1]["success"] is False and trace[0]["start"] <= trace[0]["end"]
 
     tasks.feedback.clear()
     before = len(robot.log.executed)

@@ -100,6 +100,7 @@ from mimir_planner.reasoning.vlm import VlmBackend
 from mimir_planner.recall import PackagedMiniLM
 from mimir_planner.retrieval import KeyframeRetriever
 from mimir_planner.runs import Observation
+from mimir_planner.trace import PlannerTrace
 
 __all__ = ["PlannerNode", "PlannerNodeConfig", "PlannerNodeError", "main"]
 
@@ -194,7 +195,8 @@ class PlannerNode(Node):
         self.tasks = RunTaskServer(
             self, TaskSettings(cfg.step_budget, cfg.memory_wait_s, cfg.memory_settle_s),
             session=self._ensure_session, gate=self.gate, counters=self.counters,
-            observe=self.current_observation, group=ReentrantCallbackGroup())
+            observe=self.current_observation, group=ReentrantCallbackGroup(),
+            trace=PlannerTrace(self.memory_dir))
         self.memory_service = MemoryService(
             self, self.planner_config, self.task, open_readers=self._open_readers,
             open_keyframes=self._open_keyframes, make_retriever=self._retriever,
@@ -269,7 +271,8 @@ class PlannerNode(Node):
         cfg = self.config
         return ExecutorSettings(
             server_wait_s=cfg.server_wait_s, accept_timeout_s=cfg.accept_timeout_s,
-            result_timeout_s=cfg.primitive_timeout_s, event_wait_s=cfg.event_wait_s,
+            busy_retry_s=cfg.busy_retry_s, result_timeout_s=cfg.primitive_timeout_s,
+            event_wait_s=cfg.event_wait_s,
             analysis_timeout_s=cfg.analysis_timeout_s,
             analyzed_primitives=cfg.analyzed_primitives if cfg.analyze else (),
             require_verification=cfg.require_verification, map_frame=cfg.map_frame,

@@ -54,6 +54,11 @@ class PlannerNodeConfig:
         read_only=True)
     accept_timeout_s: float = param(
         10.0, "wait this long for a primitive goal to be accepted (s)", read_only=True)
+    busy_retry_s: float = param(
+        0.5,
+        "a primitive goal the executor refused because it was busy (one restarted mid-step) is "
+        "sent again this often, for at most primitive_timeout_s (s)",
+        read_only=True)
     primitive_timeout_s: float = param(
         180.0, "a primitive running longer is canceled and counts as failed (s)", read_only=True)
     event_wait_s: float = param(
@@ -89,7 +94,7 @@ class PlannerNodeConfig:
             raise ValueError(f"vlm_backend must be one of {BACKENDS}, got {self.vlm_backend!r}")
         if self.step_budget <= 0:
             raise ValueError(f"step_budget must be positive, got {self.step_budget}")
-        for name in ("gate_timeout_s", "server_wait_s", "accept_timeout_s",
+        for name in ("gate_timeout_s", "server_wait_s", "accept_timeout_s", "busy_retry_s",
                      "primitive_timeout_s", "analysis_timeout_s", "diagnostics_period_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):

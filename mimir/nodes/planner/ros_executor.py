@@ -87,7 +87,7 @@ class ExecutorSettings:
     embodiment: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("server_wait_s", "accept_timeout_s", "result_timeout_s",
+        for name in ("server_wait_s", "accept_timeout_s", "busy_retry_s", "result_timeout_s",
                      "analysis_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):

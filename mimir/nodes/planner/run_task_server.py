@@ -36,6 +36,7 @@ from mimir_planner.hosting import RecordingPolicy, TrackedGate, wait_for_first_n
 from mimir_planner.memory_readers import MemoryUnavailableError
 from mimir_planner.planner import PlannerSession
 from mimir_planner.runs import Executor, Observation, RunHooks, StepRecord
+from mimir_planner.trace import PlannerTrace
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class TaskHooks(RunHooks):
         self.server = server
         self.session = session
         self.recorder = recorder
+        self.started: float | None = None
 
     def cancelled(self) -> bool:
         return self.server.cancel_requested()
@@ -75,6 +77,7 @@ class TaskHooks(RunHooks):
     def before_step(self, call: int) -> None:
         self.recorder.reset()
         self.server.step = call
+        self.started = self.server.now()
 
     def after_step(self, record: StepRecord) -> None:
         ctx = self.recorder.context
@@ -85,6 +88,20 @@ class TaskHooks(RunHooks):
         what = f" {record.step.describe()}" if record.step is not None else ""
         status = f"{record.outcome}{what}: {record.detail}".strip().rstrip(":")
         self.server.feedback(status, plan, grounding, retrieved)
+        self.server.trace_step({
+            "instruction": self.server.instruction, "call": record.call,
+            "goal_id": record.goal_id, "outcome": record.outcome,
+            "primitive": record.step.primitive if record.step is not None else "",
+            "target": record.step.target if record.step is not None else "",
+            "success": record.success, "detail": record.detail,
+            "start": self.started, "end": self.server.now(),
+            "plan": [{"primitive": p.primitive, "target": p.target_id,
+                      "reasoning": p.reasoning} for p in plan],
+            "candidates": [{"node_id": c.node_id, "score": c.score,
+                            "evidence": list(c.evidence)} for c in grounding],
+            "retrieved": [{"frame_id": r.keyframe.keyframe_id, "reason": r.reason,
+                           "pool": r.pool_source} for r in retrieved],
+        })
 
 
 class RunTaskServer:
@@ -100,12 +117,15 @@ class RunTaskServer:
         counters: Diagnostics counters.
         observe: The planner camera's current view.
         group: Callback group of the action server.
+        trace: Where each planner call is recorded (the memory folder's planner trace).
     """
 
     def __init__(self, node: Node, settings: TaskSettings, *, session: Callable[[], Session],
                  gate: TrackedGate, counters: NodeCounters,
-                 observe: Callable[[], Observation | None], group: CallbackGroup) -> None:
+                 observe: Callable[[], Observation | None], group: CallbackGroup,
+                 trace: PlannerTrace | None = None) -> None:
         self._node = node
+        self._trace = trace
         self.settings = settings
         self._session = session
         self._gate = gate
@@ -153,6 +173,15 @@ class RunTaskServer:
                 return False
             time.sleep(0.005)
         return True
+
+    def now(self) -> float:
+        """The node's clock (simulated time under use_sim_time), as memory stamps events."""
+        return self._node.get_clock().now().nanoseconds * 1e-9
+
+    def trace_step(self, record: dict[str, object]) -> None:
+        """Append one planner call to the trace (counted when it cannot be written)."""
+        if self._trace is not None and not self._trace.append(record):
+            self._counters.add("trace_unwritten")
 
     def feedback(self, status: str, plan: list[PlanStep] | None = None,
                  grounding: list[CandidateMsg] | None = None,
