@@ -283,7 +283,8 @@ class KeyframeStore(Store):
 
     @classmethod
     def open(
-        cls, root: str | Path, *, config: MemoryConfig | None = None, readonly: bool = False
+        cls, root: str | Path, *, config: MemoryConfig | None = None, readonly: bool = False,
+        snapshot: bool = False,
     ) -> KeyframeStore:
         """Open (or create) the store under ``root``.
 
@@ -301,7 +302,8 @@ class KeyframeStore(Store):
             except OSError as err:
                 raise StorageError(err.errno or 0, f"cannot create {root}: {err}") from err
         handle = open_database(
-            root / cls.DB_NAME, "keyframes", readonly=readonly, storage=config.storage
+            root / cls.DB_NAME, "keyframes", readonly=readonly, storage=config.storage,
+            snapshot=snapshot,
         )
         try:
             return cls(root, handle, config)

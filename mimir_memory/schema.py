@@ -171,6 +171,7 @@ class DatabaseHandle:
         path: File path of the database.
         kind: ``world`` or ``keyframes``.
         readonly: True for reader handles.
+        snapshot: True for a reader of the file as it stood when opened (SQLite ``immutable``).
     """
 
     db: sqlite_utils.Database
@@ -178,6 +179,7 @@ class DatabaseHandle:
     kind: DatabaseKind
     readonly: bool
     _lock_fd: int | None = field(default=None, repr=False)
+    snapshot: bool = False
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite_utils.Database]:
@@ -308,6 +310,7 @@ def open_database(
     *,
     readonly: bool = False,
     storage: StorageConfig | None = None,
+    snapshot: bool = False,
 ) -> DatabaseHandle:
     """Open (and for a writer create and migrate) a memory database.
 
@@ -315,6 +318,10 @@ def open_database(
         path: Database file. Its folder is created for a writer.
         kind: ``world`` or ``keyframes``.
         readonly: Open as a reader (``mode=ro``); the file must exist and be up to date.
+        snapshot: With ``readonly``, read the file as it stands without SQLite's shared-memory
+            index (``immutable``): nothing is created beside the database, and nothing a writer
+            appends later is seen. Only for a database no writer has open (no ``-wal`` file);
+            a plain reader creates the ``-wal`` and ``-shm`` files a live reader needs.
         storage: SQLite settings; defaults to :class:`StorageConfig`.
 
     Raises:
@@ -327,18 +334,23 @@ def open_database(
         raise SchemaVersionError(f"unknown database kind {kind!r}")
     storage = storage or StorageConfig()
     path = Path(path)
+    if snapshot and not readonly:
+        raise ValueError("snapshot needs readonly")
     if readonly:
-        return _open_reader(path, kind, storage)
+        return _open_reader(path, kind, storage, snapshot)
     return _open_writer(path, kind, storage)
 
 
-def _open_reader(path: Path, kind: DatabaseKind, storage: StorageConfig) -> DatabaseHandle:
+def _open_reader(path: Path, kind: DatabaseKind, storage: StorageConfig,
+                 snapshot: bool = False) -> DatabaseHandle:
     if not path.is_file():
         raise StorageError(
             errno.ENOENT,
             f"no database at {path}; start the node that owns it first, or check memory_dir",
         )
     uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    if snapshot:
+        uri += "&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as err:
@@ -359,7 +371,7 @@ def _open_reader(path: Path, kind: DatabaseKind, storage: StorageConfig) -> Data
             raise storage_error(f"cannot open {path} read-only", err,
                                 remedy="check that memory_dir is readable") from err
         raise
-    return DatabaseHandle(db=db, path=path, kind=kind, readonly=True)
+    return DatabaseHandle(db=db, path=path, kind=kind, readonly=True, snapshot=snapshot)
 
 
 def _open_writer(path: Path, kind: DatabaseKind, storage: StorageConfig) -> DatabaseHandle:

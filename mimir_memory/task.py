@@ -521,11 +521,13 @@ class TaskMemory(Store):
 
     @classmethod
     def open(
-        cls, path: str | Path, *, config: MemoryConfig | None = None, readonly: bool = False
+        cls, path: str | Path, *, config: MemoryConfig | None = None, readonly: bool = False,
+        snapshot: bool = False,
     ) -> TaskMemory:
         """Open (or create) a task database and replay it."""
         config = config or MemoryConfig()
-        handle = open_database(path, "task", readonly=readonly, storage=config.storage)
+        handle = open_database(path, "task", readonly=readonly, storage=config.storage,
+                               snapshot=snapshot)
         try:
             return cls(EventLog(handle))
         except BaseException:

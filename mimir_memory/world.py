@@ -107,8 +107,11 @@ class WorldMemory(Store):
         config: MemoryConfig | None = None,
         readonly: bool = False,
         map_frame: str = "map",
+        snapshot: bool = False,
     ) -> WorldMemory:
         """Open (or create) a world database and rebuild the graph from its log.
+
+        ``snapshot`` (with ``readonly``): see :func:`~mimir_memory.schema.open_database`.
 
         Raises:
             SchemaVersionError: The database is of a newer schema version or another kind.
@@ -116,7 +119,8 @@ class WorldMemory(Store):
             StorageError: The file cannot be opened or created.
         """
         config = config or MemoryConfig()
-        handle = open_database(path, "world", readonly=readonly, storage=config.storage)
+        handle = open_database(path, "world", readonly=readonly, storage=config.storage,
+                               snapshot=snapshot)
         try:
             return cls(handle, config, map_frame=map_frame)
         except BaseException:
