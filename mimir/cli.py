@@ -393,6 +393,37 @@ def _cmd_memory_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from mimir.inspect.folder import InspectError, MemoryFolder  # noqa: PLC0415 - fast start
+    from mimir.inspect.server import is_loopback, make_server  # noqa: PLC0415
+
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must lie in 0..65535, got {args.port}", "give a free port")
+    try:
+        folder = MemoryFolder(args.path)
+    except InspectError as err:
+        raise UserError(str(err)) from err
+    try:
+        server = make_server(folder, args.host, args.port)
+    except OSError as err:
+        folder.close()
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}",
+                        "give another --port (0 picks a free one)") from err
+    if not is_loopback(args.host):
+        print(f"warning: listening on {args.host}, not only this machine: anyone who reaches "
+              "it sees the robot's memory (no password)", file=sys.stderr)
+    print(f"mimir inspect: {folder.root} at {server.url} (read-only; Ctrl-C ends it)",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        folder.close()
+    return 0
+
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -476,6 +507,15 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--reason", default="mimir memory repair",
                         help="note stored with each retraction")
     repair.set_defaults(handler=_cmd_memory_repair)
+    inspect = sub.add_parser(
+        "inspect", help="look at a memory folder in a web browser: map, nodes and why memory "
+        "believes each fact, keyframes, events, planner trace, agenda, any moment in time "
+        "(read-only; safe beside a running robot)")
+    inspect.add_argument("path", help="a run folder of mimir sim or a memory folder")
+    inspect.add_argument("--host", default="127.0.0.1",
+                         help="address to listen on (default: this machine only)")
+    inspect.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    inspect.set_defaults(handler=_cmd_inspect)
     _replay_parser(sub)
     return parser
 

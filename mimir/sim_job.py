@@ -485,6 +485,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     summary = write_report(run_dir, scenario_name, options, reports=reports, figures=figures,
                            wall=wall)
     trace.record("summary", summary)
+    trace.record("summary", f"look at what memory learned: mimir inspect {run_dir}")
     trace.close()
     return 0 if reports and all(r.success for r in reports) else 1
 

@@ -61,6 +61,13 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     assert "/joint_states" in sim_only_interfaces(graph)
     assert robot_side_violations(graph) == []
     assert "/robot/gripper" in graph["/analyzer"]["subscriptions"]
+    # The planner left its trace in the memory folder, and the job says how to look at it
+    steps = [json.loads(line) for line in
+             (run / "memory" / "planner_trace.jsonl").read_text().splitlines()]
+    assert any(s["primitive"] == "open" and s["success"] is False for s in steps)
+    assert all(s["start"] <= s["end"] for s in steps)
+    command = f"mimir inspect {run.resolve()}"
+    assert any(t["kind"] == "summary" and command in t["text"] for t in trace)
     # On noise-free inputs with an honest reasoner the judge finds no wrong fact in memory
     audit = json.loads((run / "audit_summary.json").read_text())
     assert audit["admitted"] > 0 and audit["wrong_admitted"] == 0, audit
