@@ -247,6 +247,10 @@ class Grounder:
         if kind in (GoalKind.FIND, GoalKind.PICK, GoalKind.GO_TO) and cand.content_item is None \
                 and _prop(node, AT_LAST_PLACE) is False:
             return "no longer where memory last saw it (missed by the cameras since)"
+        if kind in (GoalKind.FIND, GoalKind.PICK) and cand.content_item is None:
+            why = self._left_out_of_inventory(world, cand, node)
+            if why is not None:
+                return why
         if kind is GoalKind.PICK:
             if cand.content_item is not None:
                 return "known only from contents; needs a look inside first"
@@ -255,6 +259,24 @@ class Grounder:
             if _prop(node, "pickable") is False:
                 return "remembered not pickable"
         return None
+
+    def _left_out_of_inventory(self, world: SceneGraphState, cand: Candidate,
+                               node: SceneNode) -> str | None:
+        """Why the object is not in the fixture believed to hold it: that fixture opens (its
+        inspection sees the whole inside), its newest inventory (an inspection's admitted
+        contents) was taken after the object was last seen, and it lists nothing of its kind.
+        None when no such inventory contradicts it."""
+        holder = self.holder_of(world, cand)
+        fixture = world.nodes.get(holder) if holder is not None else None
+        if fixture is None or fixture.contents_stamp is None \
+                or fixture.contents_stamp <= node.last_seen \
+                or not self.registry.config.is_openable_label(fixture.label):
+            return None  # no inventory since, or a surface (a look over it lists no inventory)
+        names = [str(item.get("name") or "") for item in fixture.contents]
+        if any(self.recall.synonyms.same(name, node.label) for name in names if name):
+            return None
+        return (f"not in {holder}'s inventory of {fixture.contents_stamp:.1f} s, taken after "
+                "it was last seen there")
 
     # ------------------------------------------------------------------ grounding
     def ground(

@@ -378,6 +378,29 @@ def _outcome_parents(outcome: OutcomeUpdate, ctx: WriteContext,
         for node in where.world.children_of(HAND_PARENT) if node.node_id != target.node_id]
 
 
+def _gone_from(update: ContentsUpdate, verdict: Verdict, links: tuple[EvidenceLink, ...],
+               where: Whereabouts, listed: set[str]) -> list[PlannedWrite]:
+    """An inspection looked at the whole inside of a fixture that holds things inside it
+    (``fixture_labels``: cabinets, drawers...): a thing memory kept inside it
+    that the admitted inventory neither names nor matches by label is no longer there (someone
+    took it out), so it is detached from the fixture. Its node stays, where it was last seen;
+    only the belief that the fixture holds it goes."""
+    fixture = where.world.node(update.fixture_id)
+    if fixture is None or fixture.label not in where.fixture_labels:
+        return []  # a look over a surface is no inventory of it
+    names = [item.name for item in update.contents]
+    plans = []
+    for child in where.world.children_of(update.fixture_id):
+        if child.node_id in listed or any(names_match(name, child.label, where.synonyms)
+                                          for name in names):
+            continue
+        plans.append(PlannedWrite([verdict], _parent_update(
+            child.node_id, ("", ""), verdict, links,
+            f"'{child.label}' not among what the inspection of '{update.fixture_id}' saw "
+            "inside"), child.node_id))
+    return plans
+
+
 def _parent_plans(result: HarnessResult, ctx: WriteContext, where: Whereabouts,
                   item_nodes: Mapping[str, Sequence[str]]) -> list[PlannedWrite]:
     """The parent changes the admitted contents and outcomes imply (none already in memory)."""
@@ -396,6 +419,9 @@ def _parent_plans(result: HarnessResult, ctx: WriteContext, where: Whereabouts,
             plans.append(PlannedWrite([verdict], _parent_update(
                 node_id, (update.fixture_id, "container"), verdict, links,
                 f"'{item.name}' seen inside '{update.fixture_id}'"), node_id))
+        if where.intent == "inspection":
+            plans += _gone_from(update, verdict, links, where,
+                                set(item_nodes.get(update.fixture_id, ())))
     for outcome in result.outcome_updates:
         plans += _outcome_parents(outcome, ctx, where)
     return plans

@@ -181,3 +181,27 @@ def test_grounding_drops_illegal_and_explores_or_blocks(world: WorldMemory) -> N
     assert "counter_1 (visited surface)" in lost.reason
     nothing = g.ground("g1", GoalSpec(GoalKind.FIND, None), world.state, [], robot)
     assert isinstance(nothing, Blocked)
+
+
+def test_an_inventory_taken_after_the_object_was_seen_that_leaves_it_out_drops_it(
+        world: WorldMemory) -> None:
+    g = _grounder()
+    robot = RobotContext(last_moved_to="cabinet_1")
+    spec = GoalSpec(GoalKind.FIND, "mug", source="cabinet")
+    first = g.ground("g1", spec, world.state, [], robot)
+    assert isinstance(first, GroundedGoal) and first.candidate.node_id == "mug_2"
+    # an older inventory does not speak about a mug seen after it
+    before = world.state.nodes["mug_2"].last_seen
+    world.state.nodes["cabinet_1"].contents_stamp = before - 0.5
+    older = g.ground("g1", spec, world.state, [], robot)
+    assert isinstance(older, GroundedGoal) and older.candidate.node_id == "mug_2"
+    # someone took the mug out: the inspection after it lists only a bowl
+    admit_contents(world, "cabinet_1", ["bowl"], stamp=before + 5.0)
+    assert world.state.nodes["mug_2"].parent is None  # detached, its node kept
+    result = g.ground("g1", GoalSpec(GoalKind.FIND, "mug"), world.state, [], robot)
+    assert isinstance(result, GroundedGoal) and result.candidate.node_id == "mug_1"
+    assert any(node == "mug_2" and "inventory" in why for node, why in result.dropped)
+    # an inventory that names the object's kind (a synonym) keeps it
+    admit_contents(world, "cabinet_1", ["cup", "bowl"], stamp=before + 9.0)
+    kept = g.ground("g1", spec, world.state, [], robot)
+    assert isinstance(kept, GroundedGoal) and kept.candidate.node_id == "mug_2"

@@ -92,6 +92,34 @@ def test_contents_without_a_node_inside_stay_names_and_write_no_parent() -> None
         outcome_origin="ia-1"), _ctx({"cabinet_1"}))) == {}
 
 
+def test_an_inspection_detaches_what_it_no_longer_finds_inside() -> None:
+    # someone took the banana out; memory still keeps it (and an apple and a bowl) inside
+    world = _kitchen(
+        _node("banana_1", "banana", (0.3, 0.2, 0.3), parent="cabinet_1"),
+        _node("bowl_1", "bowl", (0.4, 0.1, 0.2), parent="cabinet_1"),
+        _node("bowl_2", "bowl", (0.1, 0.1, 0.2), parent="cabinet_1"),  # one bowl was seen
+        _node("mug_1", "mug", (0.2, 0.2, 0.3)),
+        _node("cup_1", "cup", (2.0, 0.0, 0.8), parent="table_1"),      # another holder's
+    )
+    result = every_kind_of_verdict(PropertyClaim("cabinet_1", "locked", True, 0.9, "no motion"),
+                                   deferred_open=False, outcome_origin="ia-1")
+    known = {"cabinet_1", "table_1", "banana_1", "bowl_1", "bowl_2", "mug_1", "cup_1"}
+    plans = plan_writes(result, _ctx(known), where=_where(
+        world, "inspection", detections={"det-7": np.array([0.21, 0.19, 0.31])}))
+    parents = _parents(plans)
+    # the banana is detached (its node stays); the mug seen inside becomes a child; a bowl
+    # was seen, so neither remembered bowl is taken out on a guess; the table's cup is not
+    # the inspection's business
+    assert parents == {"mug_1": (("cabinet_1", "container"), None),
+                       "banana_1": (("", ""), None)}
+    gone = next(p for p in plans if p.subject == "banana_1")
+    assert "not among what the inspection" in gone.update.verdict_reason
+    assert gone.update.update_id.startswith("analyzer:ia-1:")
+    # a look while opening is no inventory: nothing is taken out on its word
+    opened = _parents(plan_writes(result, _ctx(known), where=_where(world, "open")))
+    assert "banana_1" not in opened
+
+
 def _outcome(primitive: str, target: str, success: bool,
              decision: Decision = Decision.ADMIT) -> HarnessResult:
     claim = OutcomeClaim(target, primitive, success, None if success else "slipped",
