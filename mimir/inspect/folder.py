@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mimir_memory.display import display_state
 from mimir_memory.errors import MemoryStoreError, SchemaVersionError, UnknownKeyframeError
 from mimir_memory.events import WORLD_KINDS, EventKind, MemoryEvent, Verdict
 from mimir_memory.graph import SceneGraphState, SceneNode
@@ -75,22 +76,6 @@ def file_stamp(db: Path) -> tuple[int, int]:
     except FileNotFoundError:
         return (0, 0)
     return (info.st_mtime_ns, info.st_size)
-
-
-def node_state(node: SceneNode, stale_misses: int = 1) -> str:
-    """The state the map colours a node by."""
-    props = node.properties
-    locked = props.get("locked")
-    if locked is not None and locked.value is True:
-        return "locked"
-    if any(p.is_opened for p in props.values()):
-        return "open"
-    here = props.get("at_last_place")
-    if node.misses >= stale_misses or (here is not None and here.value is False):
-        return "stale"
-    if node.contents_stamp is not None:
-        return "inspected"
-    return "unknown"
 
 
 class MemoryFolder:
@@ -179,7 +164,7 @@ class MemoryFolder:
     def map_nodes(self, graph: SceneGraphState) -> list[NodeState]:
         """Every node with its state, holders (no parent) first, then by id."""
         nodes = sorted(graph.nodes.values(), key=lambda n: (n.parent is not None, n.node_id))
-        return [NodeState(n, node_state(n)) for n in nodes]
+        return [NodeState(n, display_state(n)) for n in nodes]
 
     def node(self, node_id: str, at: float | None = None) -> SceneNode | None:
         graph = self.graph(at)

@@ -12,12 +12,11 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from mimir.inspect.folder import HISTORY_FIELDS, MemoryFolder, NodeState, PathPoint
+from mimir_memory.display import STATE_COLOURS
 from mimir_memory.events import MemoryEvent
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_memory.keyframes import KeyframeRecord, Trigger
 
-STATE_COLOURS = {"locked": "#d9534f", "open": "#5cb85c", "inspected": "#5b9bd5",
-                 "stale": "#f0ad4e", "unknown": "#b8b8b8"}
 VERDICT_CLASSES = {"admit": "ok", "correct": "ok", "defer": "wait", "reject": "bad"}
 
 _STYLE = """

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from sim_runs import finished_run
+from view_configs import view_topics
 
 from mimir.sim_graph import robot_side_violations, sim_only_interfaces
 
@@ -61,6 +62,9 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     assert "/joint_states" in sim_only_interfaces(graph)
     assert robot_side_violations(graph) == []
     assert "/robot/gripper" in graph["/analyzer"]["subscriptions"]
+    # the saved RViz config and Foxglove layout show topics the graph really publishes
+    published = {t for node in graph.values() for t in node["publishers"]}
+    assert view_topics() <= published, view_topics() - published
     # The planner left its trace in the memory folder, and the job says how to look at it
     steps = [json.loads(line) for line in
              (run / "memory" / "planner_trace.jsonl").read_text().splitlines()]

@@ -48,7 +48,7 @@ from mimir.nodes.planner.primitive_messages import (
 from mimir.nodes.planner.ros_executor import ActionPrimitiveExecutor, ExecutorSettings
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
-from mimir.ros.images import numpy_to_image
+from mimir.ros.images import image_to_numpy, numpy_to_image
 from mimir.ros.tf import TransformPublisher, matrix_to_transform
 from mimir.ros.time import from_seconds
 from mimir_memory.world import WorldMemory
@@ -575,8 +575,12 @@ def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
     planner = next(n for n in executor.get_nodes() if isinstance(n, PlannerNode))
     image_pub = driver.create_publisher(Image, "cameras/pole/color/image_raw", qos.SENSOR)
     info_pub = driver.create_publisher(CameraInfo, "cameras/pole/color/camera_info", qos.SENSOR)
+    # the pole camera 2 m in front of the cabinets, looking at them (optical: z ahead, y down)
+    pose = np.eye(4)
+    pose[:3, :3] = [[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]
+    pose[:3, 3] = [-0.9, 0.0, 1.6]
     TransformPublisher(driver, static=True).send(
-        [matrix_to_transform(np.eye(4), "map", "pole_color_optical_frame", 0.0)])
+        [matrix_to_transform(pose, "map", "pole_color_optical_frame", 0.0)])
     header = Header(stamp=from_seconds(50.0), frame_id="pole_color_optical_frame")
     intrinsics = Intrinsics(100.0, 100.0, 32.0, 24.0, 64, 48)
 
@@ -587,6 +591,16 @@ def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
         return obs is not None and obs.intrinsics is not None and obs.camera_to_map is not None
 
     assert wait_for(observed)
+
+    # each planner call that saw the camera shows its Set-of-Mark image on a latched topic
+    shown: list[Image] = []
+    driver.create_subscription(Image, "planner/set_of_marks", shown.append, qos.LATCHED)
+    result = tasks.run("where is the ketchup?")
+    assert result.error_code == RunTask.Result.NONE, result.error_msg
+    assert wait_for(lambda: bool(shown), timeout=10.0)
+    marked = image_to_numpy(shown[-1])
+    assert shown[-1].header.frame_id == "pole_color_optical_frame"
+    assert marked.shape == (48, 64, 3) and marked.any()  # marks drawn on a black frame
 
 
 def approve_cli(*argv: str, answers: str = "") -> subprocess.CompletedProcess[str]:

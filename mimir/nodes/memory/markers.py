@@ -1,41 +1,85 @@
-"""RViz/Foxglove markers of the scene graph: a translucent box and a text label per node."""
+"""RViz/Foxglove markers of the scene graph.
+
+Per node a translucent box coloured by its display state (locked, open, stale, inspected,
+unknown: :mod:`mimir_memory.display`) and a text label with its id and state; a line from each
+thing to the fixture or surface memory keeps it in or on; and a thing memory holds in the hand
+drawn in front of the hand's frame (the wrist camera's optical frame by default), joined to it by
+a line, since its remembered position stops meaning anything once it is carried.
+"""
 
 from __future__ import annotations
 
-import colorsys
-import hashlib
-
+from geometry_msgs.msg import Point
 from visualization_msgs.msg import Marker, MarkerArray
 
-from mimir_memory.graph import SceneNode
+from mimir_memory.display import display_state, state_rgb
+from mimir_memory.graph import HAND_PARENT, SceneNode
+
+#: Where a held thing is drawn in front of the hand frame (its z axis), m.
+HELD_OFFSET_M = 0.15
 
 
-def _colour(label: str) -> tuple[float, float, float]:
-    hue = int(hashlib.sha1(label.encode()).hexdigest()[:6], 16) / 0xFFFFFF
-    return colorsys.hsv_to_rgb(hue, 0.65, 0.95)
+def _marker(ns: str, index: int, kind: int, frame_id: str) -> Marker:
+    marker = Marker(ns=ns, id=index, type=kind, action=Marker.ADD)
+    marker.header.frame_id = frame_id
+    marker.pose.orientation.w = 1.0
+    return marker
 
 
-def markers_for(nodes: list[SceneNode], frame_id: str) -> MarkerArray:
-    """One box and one text label per node, replacing every earlier marker."""
+def _point(xyz: tuple[float, float, float] | list[float]) -> Point:
+    return Point(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
+
+
+def markers_for(nodes: list[SceneNode], frame_id: str, hand_frame: str = "") -> MarkerArray:
+    """Every marker of the graph, replacing every earlier one.
+
+    Args:
+        nodes: the graph's nodes (positions in ``frame_id``).
+        frame_id: the fixed frame of memory.
+        hand_frame: the frame held things are drawn in; empty draws them where memory last
+            placed them.
+    """
     array = MarkerArray(markers=[Marker(action=Marker.DELETEALL)])
+    by_id = {n.node_id: n for n in nodes}
+    links = _marker("contents", 0, Marker.LINE_LIST, frame_id)
+    links.scale.x = 0.01
+    links.color.r = links.color.g = links.color.b = 0.85
+    links.color.a = 0.9
+    held_index = 0
     for index, node in enumerate(sorted(nodes, key=lambda n: n.node_id)):
-        r, g, b = _colour(node.label)
-        box = Marker(ns="nodes", id=index, type=Marker.CUBE, action=Marker.ADD)
-        box.header.frame_id = frame_id
+        state = display_state(node)
+        r, g, b = state_rgb(state)
         lo, hi = node.bbox_min, node.bbox_max
+        held = node.parent == HAND_PARENT and bool(hand_frame)
+        box = _marker("nodes", index, Marker.CUBE, frame_id)
         box.pose.position.x, box.pose.position.y, box.pose.position.z = (
             (lo[i] + hi[i]) / 2.0 for i in range(3))
-        box.pose.orientation.w = 1.0
         box.scale.x, box.scale.y, box.scale.z = (max(hi[i] - lo[i], 0.01) for i in range(3))
         box.color.r, box.color.g, box.color.b, box.color.a = r, g, b, 0.35
-        text = Marker(ns="labels", id=index, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD)
-        text.header.frame_id = frame_id
+        text = _marker("labels", index, Marker.TEXT_VIEW_FACING, frame_id)
         text.pose.position.x, text.pose.position.y = node.centroid[0], node.centroid[1]
         text.pose.position.z = hi[2] + 0.08
-        text.pose.orientation.w = 1.0
         text.scale.z = 0.08
         text.color.r = text.color.g = text.color.b = text.color.a = 1.0
-        locked = node.properties.get("locked")
-        text.text = node.node_id + (" (locked)" if locked is not None and locked.value else "")
+        text.text = node.node_id + ("" if state == "unknown" else f" ({state})")
+        if held:
+            # in the hand: drawn at the hand, wherever it carries the thing
+            box.header.frame_id = text.header.frame_id = hand_frame
+            box.pose.position.x = box.pose.position.y = 0.0
+            box.pose.position.z = HELD_OFFSET_M
+            text.pose.position.x, text.pose.position.y = 0.0, -0.08
+            text.pose.position.z = HELD_OFFSET_M
+            text.text = f"{node.node_id} (in the hand)"
+            grip = _marker("held", held_index, Marker.LINE_LIST, hand_frame)
+            grip.scale.x = 0.012
+            grip.color.r, grip.color.g, grip.color.b, grip.color.a = r, g, b, 1.0
+            grip.points = [_point((0.0, 0.0, 0.0)), _point((0.0, 0.0, HELD_OFFSET_M))]
+            held_index += 1
+            array.markers.append(grip)
         array.markers.extend([box, text])
+        holder = by_id.get(node.parent or "")
+        if holder is not None:
+            links.points += [_point(node.centroid), _point(holder.centroid)]
+    if links.points:
+        array.markers.append(links)
     return array

@@ -232,7 +232,7 @@ class SceneGraphNode(Node):
                 graph = graph_to_msg(nodes, revision, self.config.map_frame, self._last_stamp)
             if send_markers:
                 self._sent["markers"] = revision
-                markers = markers_for(nodes, self.config.map_frame)
+                markers = markers_for(nodes, self.config.map_frame, self.config.hand_frame)
         if graph is not None:
             self._graph_pub.publish(graph)
         if markers is not None:

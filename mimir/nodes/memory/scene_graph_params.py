@@ -21,6 +21,10 @@ class SceneGraphConfig:
         30, "observation batches waiting for the writer at most; beyond, the oldest is dropped "
         "(about 1 s of three cameras at 10 Hz)")
     markers: bool = param(True, "publish RViz markers")
+    hand_frame: str = param(
+        "wrist_color_optical_frame",
+        "frame a thing memory holds in the hand is drawn in (it moves with the hand); empty "
+        "draws it where memory last placed it")
     record_misses: bool = param(
         True, "record a miss for a remembered object that a frame's view should have shown and "
         "did not (negative evidence; needs observation arrays with a valid view)",

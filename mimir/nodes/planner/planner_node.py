@@ -51,11 +51,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
 
 from mimir.nodes.planner.gate_services import GateServices
 from mimir.nodes.planner.memory_service import MemoryService
@@ -72,8 +75,10 @@ from mimir.paths import ConfigFileNotFoundError, config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
+from mimir.ros.images import numpy_to_image
 from mimir.ros.params import ConfigError, declare_config
 from mimir.ros.runtime import run_node
+from mimir.ros.time import from_seconds
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.keyframes import KeyframeStore
@@ -192,11 +197,12 @@ class PlannerNode(Node):
             self, ExecutePrimitive, "execute_primitive", callback_group=client_group)
         self._analyze_client: Client[Any, Any] = self.create_client(
             AnalyzeInteraction, "analyze_interaction", callback_group=client_group)
+        self._marks_pub = self.create_publisher(Image, "planner/set_of_marks", qos.LATCHED)
         self.tasks = RunTaskServer(
             self, TaskSettings(cfg.step_budget, cfg.memory_wait_s, cfg.memory_settle_s),
             session=self._ensure_session, gate=self.gate, counters=self.counters,
             observe=self.current_observation, group=ReentrantCallbackGroup(),
-            trace=PlannerTrace(self.memory_dir))
+            trace=PlannerTrace(self.memory_dir), show=self._show_marks)
         self.memory_service = MemoryService(
             self, self.planner_config, self.task, open_readers=self._open_readers,
             open_keyframes=self._open_keyframes, make_retriever=self._retriever,
@@ -204,6 +210,12 @@ class PlannerNode(Node):
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
                                                publisher_class=FloatSafePublisher)
         self.create_timer(cfg.diagnostics_period_s, self._report, callback_group=sensor_group)
+
+    def _show_marks(self, rgb: np.ndarray, stamp: float) -> None:
+        """Publish the image the planner saw with its Set-of-Mark overlay (latched)."""
+        frame = f"{self.config.planner_camera}{self.config.optical_frame_suffix}"
+        header = Header(stamp=from_seconds(stamp), frame_id=frame)
+        self._marks_pub.publish(numpy_to_image(rgb, "rgb8", header))
 
     def _on_interaction(self, msg: InteractionEvent) -> None:
         self.events.add(msg)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import CallbackGroup
@@ -88,6 +89,9 @@ class TaskHooks(RunHooks):
         what = f" {record.step.describe()}" if record.step is not None else ""
         status = f"{record.outcome}{what}: {record.detail}".strip().rstrip(":")
         self.server.feedback(status, plan, grounding, retrieved)
+        if ctx is not None and ctx.image is not None and ctx.marks and self.server.show:
+            observed = self.server.observe()
+            self.server.show(ctx.image, observed.stamp if observed is not None else 0.0)
         self.server.trace_step({
             "instruction": self.server.instruction, "call": record.call,
             "goal_id": record.goal_id, "outcome": record.outcome,
@@ -118,14 +122,18 @@ class RunTaskServer:
         observe: The planner camera's current view.
         group: Callback group of the action server.
         trace: Where each planner call is recorded (the memory folder's planner trace).
+        show: Given the image of each planner call with its Set-of-Mark overlay and its stamp
+            (the node publishes it).
     """
 
     def __init__(self, node: Node, settings: TaskSettings, *, session: Callable[[], Session],
                  gate: TrackedGate, counters: NodeCounters,
                  observe: Callable[[], Observation | None], group: CallbackGroup,
-                 trace: PlannerTrace | None = None) -> None:
+                 trace: PlannerTrace | None = None,
+                 show: Callable[[np.ndarray, float], None] | None = None) -> None:
         self._node = node
         self._trace = trace
+        self.show = show
         self.settings = settings
         self._session = session
         self._gate = gate
