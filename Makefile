@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip fuzz chaos clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip fuzz chaos soak clean
 
 setup:
 	bash scripts/setup.sh
@@ -79,6 +79,16 @@ CHAOS_RUNS ?= runs/chaos
 CHAOS_ARGS ?=
 chaos: setup
 	MUJOCO_GL=egl $(PY) benchmarks/chaos.py --runs $(CHAOS_RUNS) $(CHAOS_ARGS)
+
+# An hour of one mimir sim run on a generated Locked-and-Unlocked layout, round after round, with
+# RSS, descriptors and threads of every process, database and keyframe sizes and drop counters
+# sampled every minute (not part of `make test`); writes $(SOAK_RUNS)/summary.md and soak.png.
+# Shorter: make soak SOAK_ARGS="--minutes 20 --warmup 5"
+SOAK_RUNS ?= runs/soak
+SOAK_ARGS ?=
+soak: setup
+	$(PY) -m pip install -q 'matplotlib>=3.8'
+	MUJOCO_GL=egl $(PY) benchmarks/soak.py --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache
