@@ -147,6 +147,16 @@ class MemoryFolder:
         path = handle.path
         return handle.snapshot and (writer_open(path) or file_stamp(path) != self._stamps[path])
 
+    def last_change(self) -> int:
+        """Sequence number of the newest world event other than perception's fusion of a view
+        (what a person watching would call a change; fusion moves positions many times a
+        second)."""
+        with self._lock:
+            row = self.world.handle.db.execute(
+                "SELECT MAX(seq) FROM events WHERE kind != ?",
+                [EventKind.OBSERVATION_FUSED.value]).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
     def time_range(self) -> tuple[float, float]:
         """First and last stamp of the world log (0, 0 when it is empty)."""
         with self._lock:
@@ -166,8 +176,9 @@ class MemoryFolder:
         nodes = sorted(graph.nodes.values(), key=lambda n: (n.parent is not None, n.node_id))
         return [NodeState(n, display_state(n)) for n in nodes]
 
-    def node(self, node_id: str, at: float | None = None) -> SceneNode | None:
-        graph = self.graph(at)
+    @staticmethod
+    def node(graph: SceneGraphState, node_id: str) -> SceneNode | None:
+        """The node of ``graph`` with this id (a merged id gives the node it went into)."""
         try:
             return graph.node(node_id)
         except MemoryStoreError:

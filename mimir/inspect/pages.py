@@ -37,9 +37,9 @@ svg text{font:11px system-ui,sans-serif}
 
 _LIVE_SCRIPT = """
 <script>
-(function(){var rev=document.body.dataset.revision;
+(function(){var changed=document.body.dataset.changed;
  function poll(){fetch('/api/state').then(function(r){return r.json();}).then(function(s){
-   if(String(s.revision)!==rev||String(s.task_mtime)!==document.body.dataset.task){
+   if(String(s.changed)!==changed||String(s.task_mtime)!==document.body.dataset.task){
      location.reload();}}).catch(function(){});}
  setInterval(poll,2000);})();
 </script>
@@ -83,13 +83,16 @@ def _fmt_t(at: float | None) -> str | None:
 
 
 def page(title: str, body: str, *, here: str, folder: MemoryFolder, revision: int,
-         task_mtime: float, live: bool) -> str:
-    """A whole page: navigation, ``body`` and (when ``live``) the reload poll."""
+         changed: int, task_mtime: float, live: bool) -> str:
+    """A whole page: navigation, ``body`` and (when ``live``) the poll that reloads it once
+    memory changes (``changed``: the newest event that is not a fusion of a view) or the task
+    memory does."""
     nav = "".join(f'<a href="{p}"{" class=here" if p == here else ""}>{esc(n)}</a>'
                   for p, n in NAV)
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)} - "
             f"mimir inspect</title><style>{_STYLE}</style></head>"
-            f'<body data-revision="{revision}" data-task="{task_mtime}">'
+            f'<body data-revision="{revision}" data-changed="{changed}" '
+            f'data-task="{task_mtime}">'
             f"<header><strong>mimir inspect</strong>{nav}"
             f'<span class=folder>{esc(folder.root.name)} · revision {revision}'
             f'{" · live" if live else ""}</span></header><main>{body}</main>'

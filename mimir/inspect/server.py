@@ -116,7 +116,7 @@ class InspectorHandler(BaseHTTPRequestHandler):
         if len(parts) == 2 and head_part == "node":
             at = _time(query, "t")
             graph = folder.graph(at)
-            node = folder.node(parts[1], at)
+            node = folder.node(graph, parts[1])
             if node is None:
                 when = "now" if at is None else f"at {at:.1f} s"
                 self._html(HTTPStatus.NOT_FOUND,
@@ -144,7 +144,8 @@ class InspectorHandler(BaseHTTPRequestHandler):
                        else "image/png", path.read_bytes(), head)
             return
         if parts == ["api", "state"]:
-            state = {"revision": folder.refresh(), "task_mtime": self.server.task_mtime()}
+            state = {"revision": folder.refresh(), "changed": folder.last_change(),
+                     "task_mtime": self.server.task_mtime()}
             self._send(HTTPStatus.OK, "application/json", json.dumps(state).encode(), head)
             return
         self._html(HTTPStatus.NOT_FOUND, pages.error_page(404, "no such page"), head)
@@ -153,7 +154,8 @@ class InspectorHandler(BaseHTTPRequestHandler):
         title, body = built
         folder = self.server.folder
         text = pages.page(title, body, here=here, folder=folder, revision=folder.refresh(),
-                          task_mtime=self.server.task_mtime(), live=live)
+                          changed=folder.last_change(), task_mtime=self.server.task_mtime(),
+                          live=live)
         self._html(HTTPStatus.OK, text, head)
 
     def _html(self, status: HTTPStatus, text: str, head: bool) -> None:
