@@ -197,7 +197,8 @@ class PlannerNode(Node):
             self, ExecutePrimitive, "execute_primitive", callback_group=client_group)
         self._analyze_client: Client[Any, Any] = self.create_client(
             AnalyzeInteraction, "analyze_interaction", callback_group=client_group)
-        self._marks_pub = self.create_publisher(Image, "planner/set_of_marks", qos.LATCHED)
+        self._marks_pub = self.create_publisher(Image, "planner/set_of_marks", qos.LATCHED,
+                                                publisher_class=FloatSafePublisher)
         self.tasks = RunTaskServer(
             self, TaskSettings(cfg.step_budget, cfg.memory_wait_s, cfg.memory_settle_s),
             session=self._ensure_session, gate=self.gate, counters=self.counters,
