@@ -435,7 +435,9 @@ class Grounder:
         from history), contradicted as the object's source, failing to open twice since their
         last successful open, and surfaces already visited. The rest
         are ranked: a named source first, then fixtures that open, where the robot stands,
-        unvisited before visited, nearest first.
+        unvisited before visited, nearest first. When none is left, a fixture that opens and
+        was looked into in an earlier instruction without the object is looked into again,
+        nearest first (someone may have put the object there since); Blocked only after that.
         """
         mention = self.mention_of(spec) or ""
         here = world.nodes.get(robot.last_moved_to or "")
@@ -444,6 +446,9 @@ class Grounder:
                          if canon(f.object_id) == canon(mention) and f.source_id is None}
         skipped: list[str] = []
         ranked: list[tuple[tuple[object, ...], str]] = []
+        # fixtures that open, looked into in an earlier instruction without the object: things
+        # move between instructions, so they are looked into again once nothing else is left
+        looked_before: list[tuple[tuple[object, ...], str]] = []
         for node in world.nodes.values():
             if not self.registry.is_fixture(node):
                 continue
@@ -462,6 +467,9 @@ class Grounder:
             if looked and not self.holds_wanted(world, node, spec, mention):
                 described = " as described" if spec.near or spec.avoid else ""
                 skipped.append(f"{node.node_id} (inspected, no {mention}{described})")
+                if openable and node.node_id not in contradicted:
+                    looked_before.append(((round(_distance(here, node), 3), node.node_id),
+                                          node.node_id))
                 continue
             if node.node_id in contradicted:
                 skipped.append(f"{node.node_id} (contradicted)")
@@ -483,6 +491,12 @@ class Grounder:
                 node.node_id,
             )
             ranked.append((key, node.node_id))
+        if not ranked and looked_before:
+            looked_before.sort()
+            order = tuple(nid for _, nid in looked_before)
+            reason = (f"'{mention}' is nowhere else; look again into {order[0]}, which held "
+                      "none when looked into before (things move)")
+            return Exploration(goal_id, spec, order[0], reason, order, dropped)
         if not ranked:
             reason = f"nothing left to explore for '{mention}'"
             if skipped:

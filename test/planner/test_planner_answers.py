@@ -208,8 +208,14 @@ def test_exploration_skips_what_cannot_hold_the_object_as_described(kitchen) -> 
     again = grounder.ground("g1", spec, world.state, [], robot, inspected_now={unknown})
     assert isinstance(again, Exploration) and again.order == (ids["counter"],)
     assert f"{unknown} (inspected in this instruction)" in again.reason
+    # nowhere new is left: what was looked into in earlier instructions is looked into again
+    again = grounder.ground("g1", spec, world.state, [], robot,
+                            inspected_now={unknown, ids["counter"]}, visited={ids["counter"]})
+    assert isinstance(again, Exploration) and ids["condiments"] in again.order
+    assert "look again into" in again.reason
     last = grounder.ground("g1", spec, world.state, [], robot,
-                           inspected_now={unknown, ids["counter"]}, visited={ids["counter"]})
+                           inspected_now={unknown, ids["counter"], *again.order},
+                           visited={ids["counter"]})
     assert isinstance(last, Blocked) and "nothing left to explore" in last.reason
 
 

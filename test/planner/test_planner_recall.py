@@ -176,7 +176,13 @@ def test_grounding_drops_illegal_and_explores_or_blocks(world: WorldMemory) -> N
     assert isinstance(surface, Exploration) and surface.order == ("counter_1",)
     assert "cabinet_1 (locked)" in surface.reason
     assert "cabinet_2 (inspected, no banana)" in surface.reason
-    lost = g.ground("g1", spec, world.state, [], robot, visited={"counter_1"})
+    # nowhere new is left: the cabinet looked into before is looked into again (things move)
+    again = g.ground("g1", spec, world.state, [], robot, visited={"counter_1"})
+    assert isinstance(again, Exploration) and again.order == ("cabinet_2",)
+    assert "look again into cabinet_2" in again.reason
+    # once that look happened in this instruction too, the goal is blocked
+    lost = g.ground("g1", spec, world.state, [], robot, visited={"counter_1"},
+                    inspected_now={"cabinet_2"})
     assert isinstance(lost, Blocked) and "nothing left" in lost.reason
     assert "counter_1 (visited surface)" in lost.reason
     nothing = g.ground("g1", GoalSpec(GoalKind.FIND, None), world.state, [], robot)
