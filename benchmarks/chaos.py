@@ -15,7 +15,6 @@ memory failing its check.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sqlite3
@@ -28,6 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run_files import json_lines, node_pids  # noqa: E402
 
 from mimir.sim_graph import SIM_GRAPH  # noqa: E402 - after the path set-up
 
@@ -46,32 +48,14 @@ class ChaosResult:
     memory_ok: bool
 
 
-def _trace(run: Path) -> list[dict[str, object]]:
-    path = run / "trace.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # the line being written
-    return out
-
-
-def _node_pids(name: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", f"__node:={name} "], capture_output=True, text=True,
-                           check=False)
-    return [int(p) for p in found.stdout.split()]
-
-
 def _kill_after_first_primitive(runs: Path, name: str, started: float,
                                 out: dict[str, float]) -> None:
     deadline = started + 600.0
     while time.monotonic() < deadline:
         runs_now = [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
-        if runs_now and any(t.get("kind") == "primitive" for t in _trace(runs_now[0])):
-            for pid in _node_pids(name):
+        trace = json_lines(runs_now[0] / "trace.jsonl") if runs_now else []
+        if any(t.get("kind") == "primitive" for t in trace):
+            for pid in node_pids(name):
                 os.kill(pid, signal.SIGKILL)
                 out["killed_at"] = time.monotonic() - started
             return
@@ -99,7 +83,7 @@ def run_one(runs: Path, name: str, mimir: str) -> ChaosResult:
                           env=env, capture_output=True, text=True, check=False)
     killer.join(timeout=1.0)
     run = next(p for p in runs.iterdir() if p.is_dir())
-    trace = _trace(run)
+    trace = json_lines(run / "trace.jsonl")
     restarted = any(t.get("kind") == "restart" and t.get("node") == name for t in trace)
     report = (run / "report.md").read_text() if (run / "report.md").is_file() else ""
     judged = next((line.split(":", 1)[1].strip() for line in report.splitlines()

@@ -27,13 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from run_files import json_lines
+
 _VERIFIER = re.compile(r"^(?:admit|defer|correct|reject) by (\w+)")
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def run_one(root: Path, scenario: str, rate: float, seed: int, harness: str) -> Path:
@@ -65,10 +61,10 @@ def progress(run: Path) -> str:
 
 def stopped_by(run: Path) -> dict[str, list[dict[str, Any]]]:
     """Per verdict kind, the graded facts it kept out of memory in this run (last verdicts)."""
-    reasons = {t["event_id"]: t.get("reason", "") for t in _lines(run / "trace.jsonl")
+    reasons = {t["event_id"]: t.get("reason", "") for t in json_lines(run / "trace.jsonl")
                if t.get("kind") == "memory"}
     last: dict[str, dict[str, Any]] = {}
-    for grade in _lines(run / "audit.jsonl"):
+    for grade in json_lines(run / "audit.jsonl"):
         last[grade["fact"]] = grade
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for grade in last.values():

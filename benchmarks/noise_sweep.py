@@ -34,9 +34,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from run_files import json_lines
 
 _PROGRESS = re.compile(r"Task progress \(judged from simulator state\): (\d+)/(\d+)")
 _WALL = re.compile(r"wall time (\d+) s")
@@ -67,12 +67,6 @@ def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (
         1 + z * z / trials)
     return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def run_folder(root: Path, scenario: str, seed: int, scale: float) -> Path:
@@ -113,7 +107,7 @@ def read_run(run: Path | None, cell: Cell, instructions: int) -> None:
     wall = _WALL.search(report)
     if wall:
         cell.wall.append(float(wall.group(1)))
-    for entry in _lines(run / "trace.jsonl"):
+    for entry in json_lines(run / "trace.jsonl"):
         if entry.get("kind") == "primitive" and entry.get("primitive") in ("open", "close",
                                                                              "pick"):
             cell.grasps += 1

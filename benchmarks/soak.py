@@ -48,6 +48,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run_files import json_lines, node_pids  # noqa: E402
 
 from mimir.sim_graph import SIM_GRAPH  # noqa: E402 - after the path set-up
 
@@ -85,15 +88,9 @@ def soak_scenario(rounds: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- sampling
-def node_pids() -> dict[str, int]:
+def graph_pids() -> dict[str, int]:
     """Pid of every running node process of the graph, by node name."""
-    found: dict[str, int] = {}
-    for name in NODES:
-        out = subprocess.run(["pgrep", "-f", f"__node:={name} "], capture_output=True,
-                             text=True, check=False).stdout.split()
-        if out:
-            found[name] = int(out[0])
-    return found
+    return {name: pids[0] for name in NODES if (pids := node_pids(name))}
 
 
 def process_figures(pid: int) -> dict[str, int] | None:
@@ -157,18 +154,8 @@ def file_bytes(memory: Path) -> int:
 
 def judged(run: Path) -> tuple[int, int]:
     """Instructions judged so far and how many of them were judged done."""
-    done = total = 0
-    path = run / "trace.jsonl"
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line being written
-            if entry.get("kind") == "result":
-                total += 1
-                done += bool(entry.get("judged"))
-    return total, done
+    results = [e for e in json_lines(run / "trace.jsonl") if e.get("kind") == "result"]
+    return len(results), sum(bool(e.get("judged")) for e in results)
 
 
 class DropCounters:
@@ -216,7 +203,7 @@ class DropCounters:
 def sample(t: float, job_pid: int, run: Path | None, drops: DropCounters | None) -> dict[str, Any]:
     """One sample of everything the soak watches, ``t`` seconds after the start."""
     procs: dict[str, Any] = {}
-    for name, pid in {**node_pids(), JOB: job_pid}.items():
+    for name, pid in {**graph_pids(), JOB: job_pid}.items():
         figures = process_figures(pid)
         if figures is not None:
             procs[name] = figures

@@ -1001,9 +1001,7 @@ class WorldMemory(Store):
             InvalidValueError: The node has no such field.
         """
         node = self.state.node(node_id)
-        ids = node.history.get(field)
-        if ids is None and field in node.properties:
-            ids = node.history["created"]
+        ids = field_event_ids(node, field)
         if ids is None:
             raise InvalidValueError(f"node {node_id!r} has no recorded field {field!r}")
         return self.log.get_many(ids)
@@ -1039,6 +1037,15 @@ class WorldMemory(Store):
     def render(self, max_chars: int | None = None, focus: Iterable[str] = ()) -> str:
         """Bounded planner-prompt text of the graph (see :func:`render_graph`)."""
         return render_graph(self.state, max_chars or self.config.render.max_chars, focus)
+
+
+def field_event_ids(node: SceneNode, field: str) -> list[str] | None:
+    """Ids of the events behind a field of ``node`` (oldest first): its recorded history, or
+    for a property seeded when the node was made, the node's creation. None: no such field."""
+    ids = node.history.get(field)
+    if ids is None and field in node.properties:
+        ids = node.history["created"]
+    return ids
 
 
 def _property_payload(node_id: str, name: str, value: Any, *, confidence: Any,

@@ -467,7 +467,8 @@ class Grounder:
             if looked and not self.holds_wanted(world, node, spec, mention):
                 described = " as described" if spec.near or spec.avoid else ""
                 skipped.append(f"{node.node_id} (inspected, no {mention}{described})")
-                if openable and node.node_id not in contradicted:
+                if openable and node.node_id not in contradicted \
+                        and open_failures_since_success(node) < 2:
                     looked_before.append(((round(_distance(here, node), 3), node.node_id),
                                           node.node_id))
                 continue

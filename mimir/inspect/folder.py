@@ -20,7 +20,7 @@ from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_memory.keyframes import KeyframeRecord, KeyframeStore, Trigger
 from mimir_memory.schema import DatabaseHandle
 from mimir_memory.task import TaskMemory
-from mimir_memory.world import WorldMemory
+from mimir_memory.world import WorldMemory, field_event_ids
 from mimir_planner.trace import TRACE_FILE, read_trace
 
 #: Fields of a node whose history the node page lists besides its properties.
@@ -185,12 +185,10 @@ class MemoryFolder:
             return None
 
     def why(self, node: SceneNode, field: str) -> list[MemoryEvent]:
-        """The admitted events behind ``field`` of ``node`` (oldest first), as stored."""
-        ids = node.history.get(field)
-        if ids is None and field in node.properties:
-            ids = node.history.get("created", [])
+        """The events behind ``field`` of ``node`` (oldest first), as
+        :meth:`WorldMemory.why` gives them, for a node of any time's graph."""
         with self._lock:
-            return self.world.log.get_many(ids or [])
+            return self.world.log.get_many(field_event_ids(node, field) or [])
 
     def events(self, ids: list[str]) -> list[MemoryEvent]:
         with self._lock:

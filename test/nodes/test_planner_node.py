@@ -339,6 +339,8 @@ def test_config_rejects_bad_parameters() -> None:
         PlannerNodeConfig(gate_timeout_s=math.nan)
     with pytest.raises(ValueError, match="busy_retry_s"):
         PlannerNodeConfig(busy_retry_s=0.0)
+    with pytest.raises(ValueError, match="trace_max_bytes"):
+        PlannerNodeConfig(trace_max_bytes=0)
     with pytest.raises(ValueError, match="busy_retry_s"):
         ExecutorSettings(busy_retry_s=-1.0)
 

@@ -203,7 +203,7 @@ class PlannerNode(Node):
             self, TaskSettings(cfg.step_budget, cfg.memory_wait_s, cfg.memory_settle_s),
             session=self._ensure_session, gate=self.gate, counters=self.counters,
             observe=self.current_observation, group=ReentrantCallbackGroup(),
-            trace=PlannerTrace(self.memory_dir), show=self._show_marks)
+            trace=PlannerTrace(self.memory_dir, cfg.trace_max_bytes), show=self._show_marks)
         self.memory_service = MemoryService(
             self, self.planner_config, self.task, open_readers=self._open_readers,
             open_keyframes=self._open_keyframes, make_retriever=self._retriever,

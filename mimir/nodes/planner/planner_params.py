@@ -77,6 +77,11 @@ class PlannerNodeConfig:
         True,
         "an analysed primitive the analyzer could not verify counts as failed",
         read_only=True)
+    trace_max_bytes: int = param(
+        20_000_000,
+        "the planner trace (memory_dir/planner_trace.jsonl, one line per planner call) is "
+        "rotated to .1 past this size (bytes)",
+        read_only=True)
     diagnostics_period_s: float = shared.diagnostics_period()
     memory_wait_s: float = param(
         10.0,
@@ -94,6 +99,8 @@ class PlannerNodeConfig:
             raise ValueError(f"vlm_backend must be one of {BACKENDS}, got {self.vlm_backend!r}")
         if self.step_budget <= 0:
             raise ValueError(f"step_budget must be positive, got {self.step_budget}")
+        if self.trace_max_bytes <= 0:
+            raise ValueError(f"trace_max_bytes must be positive, got {self.trace_max_bytes}")
         for name in ("gate_timeout_s", "server_wait_s", "accept_timeout_s", "busy_retry_s",
                      "primitive_timeout_s", "analysis_timeout_s", "diagnostics_period_s"):
             value = getattr(self, name)

@@ -68,12 +68,15 @@ class TaskHooks(RunHooks):
         self.session = session
         self.recorder = recorder
         self.started: float | None = None
+        self.seen: Observation | None = None
+        """The view the session last planned on (its image carries the Set-of-Mark overlay)."""
 
     def cancelled(self) -> bool:
         return self.server.cancel_requested()
 
     def observation(self) -> Observation | None:
-        return self.server.observe()
+        self.seen = self.server.observe()
+        return self.seen
 
     def before_step(self, call: int) -> None:
         self.recorder.reset()
@@ -90,8 +93,7 @@ class TaskHooks(RunHooks):
         status = f"{record.outcome}{what}: {record.detail}".strip().rstrip(":")
         self.server.feedback(status, plan, grounding, retrieved)
         if ctx is not None and ctx.image is not None and ctx.marks and self.server.show:
-            observed = self.server.observe()
-            self.server.show(ctx.image, observed.stamp if observed is not None else 0.0)
+            self.server.show(ctx.image, self.seen.stamp if self.seen is not None else 0.0)
         self.server.trace_step({
             "instruction": self.server.instruction, "call": record.call,
             "goal_id": record.goal_id, "outcome": record.outcome,
