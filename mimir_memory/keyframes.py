@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mimir.bounds import BoundsError
+from mimir.transforms import InvalidTransformError, compose, quaternion_to_matrix
 from mimir_memory.config import MemoryConfig
 from mimir_memory.errors import (
     ImageTooLargeError,
@@ -95,6 +96,129 @@ class KeyframeLabel:
 
 
 @dataclass(frozen=True)
+class CameraView:
+    """Where a keyframe was taken from and how its camera maps the world onto its pixels.
+
+    Attributes:
+        position: Optical frame origin in the map frame (m).
+        orientation: Optical frame orientation in the map frame, quaternion x, y, z, w (unit).
+        fx, fy, cx, cy: Pinhole intrinsics of the stored image (pixels; z forward, x right,
+            y down, as ROS optical frames are).
+    """
+
+    position: tuple[float, float, float]
+    orientation: tuple[float, float, float, float]
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    @classmethod
+    def parse(cls, value: object) -> CameraView:
+        """A camera view from its JSON form ``{"position", "orientation", "fx", "fy", "cx",
+        "cy"}``, checked: finite numbers, a non-zero quaternion (normalised here), positive
+        focal lengths.
+
+        Raises:
+            InvalidValueError: Anything else.
+        """
+        if isinstance(value, CameraView):
+            value = value.to_dict()
+        keys = ("position", "orientation", "fx", "fy", "cx", "cy")
+        if not isinstance(value, dict) or set(value) != set(keys):
+            raise InvalidValueError(f"camera_view must be an object with the keys {keys}, "
+                                    f"got {str(value)[:120]!r}")
+        position = finite_point(value["position"], "camera_view position")
+        quat = value["orientation"]
+        if (not isinstance(quat, (list, tuple)) or len(quat) != 4
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in quat)):
+            raise InvalidValueError(f"camera_view orientation must be four numbers, got {quat!r}")
+        try:
+            quaternion_to_matrix(quat)
+        except InvalidTransformError as err:
+            raise InvalidValueError(f"camera_view orientation: {err}") from err
+        norm = float(np.linalg.norm(quat))
+        numbers = {}
+        for name in ("fx", "fy", "cx", "cy"):
+            item = value[name]
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or not np.isfinite(
+                    item):
+                raise InvalidValueError(f"camera_view {name} must be a finite number, "
+                                        f"got {item!r}")
+            numbers[name] = float(item)
+        if numbers["fx"] <= 0.0 or numbers["fy"] <= 0.0:
+            raise InvalidValueError(f"camera_view focal lengths must be positive, got "
+                                    f"fx={numbers['fx']} fy={numbers['fy']}")
+        orientation = tuple(float(v) / norm for v in quat)
+        return cls(position, (orientation[0], orientation[1], orientation[2], orientation[3]),
+                   **numbers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form :meth:`parse` reads."""
+        return {"position": list(self.position), "orientation": list(self.orientation),
+                "fx": self.fx, "fy": self.fy, "cx": self.cx, "cy": self.cy}
+
+    def camera_to_map(self) -> npt.NDArray[np.float64]:
+        """The 4x4 pose of the optical frame in the map (map <- camera)."""
+        return compose(self.position, self.orientation)
+
+    def project(self, points_map: npt.ArrayLike) -> tuple[npt.NDArray[np.float64],
+                                                          npt.NDArray[np.float64]]:
+        """Pixel coordinates (N, 2) of map points and their depth along the optical axis (N,).
+
+        Points behind the camera get a depth <= 0 and meaningless pixels; the caller clips.
+        """
+        pts = np.asarray(points_map, dtype=np.float64).reshape(-1, 3)
+        pose = self.camera_to_map()
+        cam = (pts - pose[:3, 3]) @ pose[:3, :3]
+        depth = cam[:, 2]
+        safe = np.where(np.abs(depth) > 1e-9, depth, 1e-9)
+        uv = np.stack([self.fx * cam[:, 0] / safe + self.cx,
+                       self.fy * cam[:, 1] / safe + self.cy], axis=1)
+        return uv, depth
+
+    def box_edges(self, bbox_min: Sequence[float], bbox_max: Sequence[float],
+                  near: float = 0.05) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+        """The twelve edges of an axis-aligned map box as pixel segments, each cut where it
+        passes behind the plane ``near`` m in front of the camera (fully hidden edges are left
+        out; segments may reach outside the image, the caller clips to its canvas)."""
+        lo, hi = np.asarray(bbox_min, dtype=np.float64), np.asarray(bbox_max, dtype=np.float64)
+        corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
+                             hi[2] if i & 4 else lo[2]] for i in range(8)])
+        pose = self.camera_to_map()
+        cam = (corners - pose[:3, 3]) @ pose[:3, :3]
+        segments = []
+        for a in range(8):
+            for bit in (1, 2, 4):
+                b = a | bit
+                if b == a:
+                    continue
+                p, r = cam[a], cam[b]
+                if p[2] < near and r[2] < near:
+                    continue
+                if p[2] < near or r[2] < near:  # cut at the near plane
+                    t = (near - p[2]) / (r[2] - p[2])
+                    cut = p + t * (r - p)
+                    p, r = (cut, r) if p[2] < near else (p, cut)
+                ends = [(self.fx * q[0] / q[2] + self.cx, self.fy * q[1] / q[2] + self.cy)
+                        for q in (p, r)]
+                segments.append(((float(ends[0][0]), float(ends[0][1])),
+                                 (float(ends[1][0]), float(ends[1][1]))))
+        return segments
+
+    def frustum(self, width: int, height: int, depth: float) -> npt.NDArray[np.float64]:
+        """The camera drawn as a pyramid: its origin, then the image corners (top left, top
+        right, bottom right, bottom left) placed ``depth`` m along the optical axis, all in the
+        map frame (5, 3)."""
+        corners = np.array([[0.0, 0.0], [width, 0.0], [width, height], [0.0, height]])
+        rays = np.column_stack([(corners[:, 0] - self.cx) / self.fx,
+                                (corners[:, 1] - self.cy) / self.fy, np.ones(4)]) * depth
+        pose = self.camera_to_map()
+        points = np.vstack([np.zeros(3), rays]) @ pose[:3, :3].T + pose[:3, 3]
+        return np.asarray(points, dtype=np.float64)
+
+
+@dataclass(frozen=True)
 class KeyframeRecord:
     """Metadata of one stored keyframe (messymem.md B.2)."""
 
@@ -115,6 +239,7 @@ class KeyframeRecord:
     width: int
     height: int
     bytes: int
+    camera_view: CameraView | None = None
 
     def _shared_fields(self) -> dict[str, Any]:
         """The JSON fields that the B.2 form and the index form name alike."""
@@ -126,6 +251,7 @@ class KeyframeRecord:
             "action": self.action,
             "parent_frame": self.parent_frame,
             "robot_pose": list(self.robot_pose) if self.robot_pose else None,
+            "camera_view": self.camera_view.to_dict() if self.camera_view else None,
             "tags": list(self.tags),
             "labels": [lab.to_dict() for lab in self.labels],
             "caption": self.caption,
@@ -256,7 +382,7 @@ def _stamp(value: object, name: str) -> float:
 
 _SELECT = (
     "SELECT frame_id, timestamp, session, camera, trigger, action, parent_frame, robot_pose, "
-    "tags, caption, image_file, thumb_file, width, height, bytes FROM keyframes k"
+    "tags, caption, image_file, thumb_file, width, height, bytes, camera_view FROM keyframes k"
 )
 
 
@@ -358,6 +484,7 @@ class KeyframeStore(Store):
         tags: Sequence[str] = (),
         labels: Iterable[KeyframeLabel | tuple[str, str]] = (),
         caption: str = "",
+        camera_view: CameraView | dict[str, Any] | None = None,
     ) -> SaveResult:
         """Filter and store one frame.
 
@@ -374,6 +501,9 @@ class KeyframeStore(Store):
             tags: Short tags.
             labels: Initial labels as KeyframeLabel or ``(label, source)``.
             caption: Free-text caption.
+            camera_view: Pose of the optical frame in the map and the image's intrinsics, when
+                the saver knows them (lets a viewer draw the camera and project nodes onto the
+                image).
 
         Raises:
             InvalidImageError, ImageTooLargeError: The image is not acceptable.
@@ -391,6 +521,7 @@ class KeyframeStore(Store):
         nodes, tag_tuple, label_tuple, pose = self._check_metadata(
             stamp, camera=camera, session=session, action=action, parent_frame=parent_frame,
             caption=caption, node_ids=node_ids, tags=tags, labels=labels, robot_pose=robot_pose)
+        view = None if camera_view is None else CameraView.parse(camera_view)
         height, width = frame.shape[:2]
         thumb, frame_hash = self._thumbnail(frame)
 
@@ -430,6 +561,7 @@ class KeyframeStore(Store):
             "parent_frame": parent_frame,
             "node_ids": list(nodes),
             "robot_pose": list(pose) if pose else None,
+            "camera_view": view.to_dict() if view else None,
             "tags": list(tag_tuple),
             "labels": [lab.to_dict() for lab in label_tuple],
             "caption": caption,
@@ -566,7 +698,8 @@ class KeyframeStore(Store):
         db.execute(
             "INSERT INTO keyframes (frame_id, seq, timestamp, session, camera, trigger, action,"
             " parent_frame, robot_pose, tags, caption, image_file, thumb_file, width, height,"
-            " dhash, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " dhash, bytes, camera_view)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 meta["frame_id"],
                 seq,
@@ -585,6 +718,7 @@ class KeyframeStore(Store):
                 meta["height"],
                 meta["dhash"],
                 meta["bytes"],
+                json.dumps(meta.get("camera_view")),
             ],
         )
         for node_id in meta["node_ids"]:
@@ -698,12 +832,14 @@ class KeyframeStore(Store):
             width,
             height,
             size,
+            camera_view,
         ) = row
         label_rows = self.handle.db.execute(
             "SELECT label, source, stamp FROM keyframe_labels WHERE frame_id = ? ORDER BY position",
             [frame_id],
         ).fetchall()
         pose = json.loads(robot_pose) if robot_pose else None
+        view = json.loads(camera_view) if camera_view else None
         return KeyframeRecord(
             frame_id=frame_id,
             timestamp=timestamp,
@@ -722,6 +858,7 @@ class KeyframeStore(Store):
             width=width,
             height=height,
             bytes=size,
+            camera_view=CameraView.parse(view) if view else None,
         )
 
     @synchronized
@@ -929,8 +1066,9 @@ class KeyframeStore(Store):
         index: dict[str, dict[str, Any]] = {}
         for event in self.log.iter_events():
             data = event.payload
-            if event.kind is EventKind.KEYFRAME_SAVED:
-                index[data["frame_id"]] = {**data, "labels": list(data["labels"])}
+            if event.kind is EventKind.KEYFRAME_SAVED:  # views are logged from schema 3 on
+                index[data["frame_id"]] = {"camera_view": None, **data,
+                                           "labels": list(data["labels"])}
             elif event.kind is EventKind.KEYFRAME_LABELS_ADDED:
                 index[data["frame_id"]]["labels"].extend(data["labels"])
             elif event.kind is EventKind.KEYFRAME_REMOVED:

@@ -47,8 +47,8 @@ from mimir_memory.errors import (
 
 LOG = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""Current schema version of both database kinds."""
+SCHEMA_VERSION = 3
+"""Current schema version of every database kind."""
 
 DatabaseKind = Literal["world", "keyframes", "task"]
 DATABASE_KINDS: tuple[DatabaseKind, ...] = ("world", "keyframes", "task")
@@ -137,10 +137,19 @@ def _keyframes_v2(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX idx_keyframe_nodes_node ON keyframe_nodes (node_id)")
 
 
+def _keyframes_v3(db: sqlite_utils.Database) -> None:
+    # where the camera stood and its intrinsics (JSON, NULL when the saver did not know them)
+    db.execute("ALTER TABLE keyframes ADD COLUMN camera_view TEXT")
+
+
+def _unchanged(db: sqlite_utils.Database) -> None:
+    """A version that changed another kind's tables only."""
+
+
 MIGRATIONS: dict[DatabaseKind, tuple[tuple[int, Migration], ...]] = {
-    "world": ((1, _world_v1), (2, _world_v2)),
-    "keyframes": ((1, _keyframes_v1), (2, _keyframes_v2)),
-    "task": ((1, _world_v1), (2, _world_v2)),
+    "world": ((1, _world_v1), (2, _world_v2), (3, _unchanged)),
+    "keyframes": ((1, _keyframes_v1), (2, _keyframes_v2), (3, _keyframes_v3)),
+    "task": ((1, _world_v1), (2, _world_v2), (3, _unchanged)),
 }
 """Ordered migrations per database kind: (version reached, function)."""
 

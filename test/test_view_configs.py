@@ -4,11 +4,13 @@ names are checked against a running graph in test/e2e/test_sim_job.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from view_configs import FOXGLOVE, foxglove_topics, rviz_displays, rviz_topics, view_topics
 
-from mimir.nodes.memory.markers import markers_for
+from mimir.nodes.memory.markers import frustum_markers, markers_for
 from mimir_memory.graph import SceneNode
+from mimir_memory.keyframes import CameraView, KeyframeRecord, Trigger
 
 
 def test_the_rviz_config_names_its_displays_and_the_memory_marker_namespaces() -> None:
@@ -20,6 +22,9 @@ def test_the_rviz_config_names_its_displays_and_the_memory_marker_namespaces() -
     assert memory["Topic"]["Durability Policy"] == "Transient Local"
     assert set(memory["Namespaces"]) == {"nodes", "labels", "contents", "held"}
     assert "/planner/set_of_marks" in rviz_topics()
+    frames = displays["Keyframes"]
+    assert frames["Topic"]["Value"] == "/keyframes/markers"
+    assert frames["Topic"]["Durability Policy"] == "Transient Local"
 
 
 def test_the_marker_namespaces_are_the_ones_the_node_draws() -> None:
@@ -32,6 +37,14 @@ def test_the_marker_namespaces_are_the_ones_the_node_draws() -> None:
     drawn = {m.ns for m in markers_for([held, box, inside], "map", "wrist").markers if m.ns}
     memory = next(d for d in rviz_displays() if d["Name"] == "Memory")
     assert drawn == set(memory["Namespaces"])
+    view = CameraView.parse({"position": [0.0, 0.0, 1.0], "orientation": [0.0, 0.0, 0.0, 1.0],
+                             "fx": 100.0, "fy": 100.0, "cx": 50.0, "cy": 40.0})
+    frames = [KeyframeRecord(f"f{i}", 1.0, "s", "wrist", trigger, None, None, (), None, (), (),
+                             "", Path("i.jpg"), Path("t.jpg"), 100, 80, 1, camera_view=view)
+              for i, trigger in enumerate((Trigger.INTERACTION_POST, Trigger.NEW_NODE))]
+    drawn = {m.ns for m in frustum_markers(frames, "map").markers if m.ns}
+    keyframes = next(d for d in rviz_displays() if d["Name"] == "Keyframes")
+    assert drawn == set(keyframes["Namespaces"])
 
 
 def test_the_foxglove_layout_is_json_with_panels_for_memory_and_the_planner_view() -> None:
@@ -45,5 +58,6 @@ def test_the_foxglove_layout_is_json_with_panels_for_memory_and_the_planner_view
         return leaves(node["first"]) | leaves(node["second"])
 
     assert leaves(layout["layout"]) == panels  # every panel placed, none missing
-    assert {"/scene_graph/markers", "/planner/set_of_marks"} <= foxglove_topics()
+    assert {"/scene_graph/markers", "/keyframes/markers",
+            "/planner/set_of_marks"} <= foxglove_topics()
     assert all(t.startswith("/") for t in view_topics())

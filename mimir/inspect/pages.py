@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from mimir.inspect.folder import HISTORY_FIELDS, MemoryFolder, NodeState, PathPoint
-from mimir_memory.display import STATE_COLOURS
+from mimir_memory.display import STATE_COLOURS, display_state
 from mimir_memory.events import MemoryEvent
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_memory.keyframes import KeyframeRecord, Trigger
@@ -33,6 +33,12 @@ text-align:left;vertical-align:top}th{background:#eceff1}
 border:1px solid #ddd;padding:4px;width:170px;font-size:12px}.gallery img{width:160px}
 .events li{margin-bottom:6px}form.filters{margin:6px 0 10px}form.filters *{margin-right:6px}
 svg text{font:11px system-ui,sans-serif}
+.frame{position:relative;display:inline-block;max-width:100%;line-height:0;
+outline:1px solid #ccc}.frame img{max-width:100%;height:auto}
+.frame svg{position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none}
+.frame svg path{paint-order:stroke;filter:drop-shadow(0 0 1px #000)}
+.frame svg text{font:bold 14px system-ui,sans-serif;paint-order:stroke;stroke:#000;
+stroke-width:3px;fill:#fff}
 """
 
 _LIVE_SCRIPT = """
@@ -328,20 +334,67 @@ def keyframes_page(folder: MemoryFolder, *, node_id: str, trigger: str, camera: 
     return "Keyframes", f"<h1>Keyframes ({len(frames)} shown)</h1>{form}{gallery(frames)}"
 
 
-def keyframe_page(record: KeyframeRecord) -> tuple[str, str]:
-    nodes = ", ".join(node_link(n) for n in record.node_ids) or "none"
+def keyframe_overlay(record: KeyframeRecord, graph: SceneGraphState) -> tuple[str, str]:
+    """The boxes of the keyframe's nodes, as memory held them when it was taken, projected
+    through the keyframe's camera view: (SVG drawn over the image, a line saying what was
+    drawn)."""
+    view = record.camera_view
+    if view is None:
+        return "", ("no camera view was recorded with this keyframe, so its nodes cannot be "
+                    "drawn on it")
+    groups, drawn, missing = [], [], []
+    for node_id in record.node_ids:
+        node = graph.nodes.get(node_id)
+        if node is None:
+            missing.append(node_id)
+            continue
+        edges = view.box_edges(node.bbox_min, node.bbox_max)
+        if not edges:
+            missing.append(node_id)
+            continue
+        colour = STATE_COLOURS[display_state(node)]
+        path = " ".join(f"M{a[0]:.1f} {a[1]:.1f}L{b[0]:.1f} {b[1]:.1f}" for a, b in edges)
+        corner = min((p for seg in edges for p in seg), key=lambda p: (p[1], p[0]))
+        x = min(max(corner[0], 4.0), record.width - 4.0)
+        y = min(max(corner[1] - 6.0, 16.0), record.height - 4.0)
+        groups.append(f'<g class=node-box data-node="{esc(node_id)}"><path d="{path}" '
+                      f'stroke="{colour}" stroke-width=3 fill=none /><text x="{x:.1f}" '
+                      f'y="{y:.1f}">{esc(node_id)}</text></g>')
+        drawn.append(node_id)
+    svg = (f'<svg class=keyframe-overlay viewBox="0 0 {record.width} {record.height}" '
+           f'preserveAspectRatio="none" aria-hidden=true>{"".join(groups)}</svg>'
+           if groups else "")
+    said = []
+    if drawn:
+        said.append("boxes of " + ", ".join(esc(n) for n in drawn)
+                    + " as memory held them when the frame was taken")
+    if missing:
+        said.append("not in view or not in memory then: " + ", ".join(esc(n) for n in missing))
+    return svg, "; ".join(said) or "no nodes are linked to this keyframe"
+
+
+def keyframe_page(record: KeyframeRecord, graph: SceneGraphState) -> tuple[str, str]:
+    """A keyframe: the full image with its nodes' boxes drawn on it, and its metadata."""
+    nodes = ", ".join(node_link(n, record.timestamp) for n in record.node_ids) or "none"
     labels = "".join(f"<li>{esc(lab.label)} <span class=muted>({esc(lab.source)}, "
                      f"{lab.stamp:.1f} s)</span></li>" for lab in record.labels)
     pose = ", ".join(f"{v:.2f}" for v in record.robot_pose) if record.robot_pose else "unknown"
+    view = record.camera_view
+    camera = ("unknown" if view is None else
+              "at " + ", ".join(f"{v:.2f}" for v in view.position)
+              + f" m; f {view.fx:.0f}/{view.fy:.0f} px, centre {view.cx:.0f}, {view.cy:.0f} px")
+    overlay, overlay_note = keyframe_overlay(record, graph)
     parent = ""
     if record.parent_frame:
         up = link("/keyframe/" + q(record.parent_frame), record.parent_frame)
         parent = f"<tr><th>part of</th><td>{up}</td></tr>"
     body = (f"<h1>Keyframe <span class=muted>{esc(record.frame_id)}</span></h1>"
-            f'<img id=full src="/image/{q(record.frame_id)}" alt="keyframe" '
-            f'style="max-width:100%;border:1px solid #ccc"><table>'
+            f'<div class=frame><img id=full src="/image/{q(record.frame_id)}" alt="keyframe" '
+            f'width={record.width} height={record.height}>{overlay}</div>'
+            f"<p class=muted id=overlay-note>{overlay_note}</p><table>"
             f"<tr><th>time</th><td>{_stamp(record.timestamp)}</td></tr>"
             f"<tr><th>camera</th><td>{esc(record.camera)}</td></tr>"
+            f"<tr><th>camera view (map)</th><td>{esc(camera)}</td></tr>"
             f"<tr><th>trigger</th><td>{esc(record.trigger.value)}</td></tr>"
             f"<tr><th>action</th><td>{esc(record.action or '-')}</td></tr>"
             f"<tr><th>robot pose (x, y, yaw)</th><td>{esc(pose)}</td></tr>"

@@ -132,7 +132,8 @@ class InspectorHandler(BaseHTTPRequestHandler):
                 self._html(HTTPStatus.NOT_FOUND,
                            pages.error_page(404, f"no keyframe {parts[1]!r}"), head)
                 return
-            self._page(pages.keyframe_page(record), "/keyframes", live=False, head=head)
+            graph = folder.graph(at=record.timestamp)  # the nodes as memory held them then
+            self._page(pages.keyframe_page(record, graph), "/keyframes", live=False, head=head)
             return
         if len(parts) == 2 and head_part in ("image", "thumb"):
             path = folder.keyframe_file(parts[1], thumbnail=head_part == "thumb")

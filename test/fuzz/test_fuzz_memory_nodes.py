@@ -18,7 +18,7 @@ from fuzz_rigs import CAMERA, MemoryRig, memory_rig
 from fuzz_runner import TIMEOUT_S, Row, fuzz_interface
 from hypothesis import strategies as st
 from ros_helpers import observation_batch, observation_msg
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 
 from mimir.ros.time import from_seconds
 from mimir_msgs.msg import (
@@ -104,6 +104,8 @@ INTERFACES: dict[str, tuple[str, str, type, Any]] = {
                       lambda rig: cases(MemoryEvent, hints={"id": known(rig.ids)})),
     f"cameras/{CAMERA}/color/image_raw": ("keyframes", "topic", Image,
                                           lambda rig: cases(Image)),
+    f"cameras/{CAMERA}/color/camera_info": ("keyframes", "topic", CameraInfo,
+                                            lambda rig: cases(CameraInfo)),
     "update_node": ("scene_graph", "service", UpdateNode, _update),
     "get_scene_graph": ("scene_graph", "service", GetSceneGraph,
                         lambda rig: cases(GetSceneGraph.Request,

@@ -44,13 +44,19 @@ def make_run_folder(root: Path) -> RunFolder:
     memory.mkdir(parents=True)
     store = KeyframeStore.open(memory / "keyframes")
     frames = []
+    # the cameras look along +x from 1.2 m up, in line with the cabinet each frame shows (the
+    # first frame keeps no view, as a keyframe saved without camera info or TF would)
+    views = [None, *({"position": [0.1 * i, y, 1.2], "orientation": [-0.5, 0.5, -0.5, 0.5],
+                      "fx": 250.0, "fy": 250.0, "cx": 159.5, "cy": 119.5}
+                     for i, y in ((1, 0.6), (2, 0.6), (3, -0.6)))]
     for i, (stamp, trigger, camera) in enumerate([
             (5.0, Trigger.NEW_NODE, "pole"), (38.0, Trigger.INTERACTION_PRE, "wrist"),
             (40.0, Trigger.INTERACTION_POST, "wrist"), (52.0, Trigger.INTERACTION_POST, "base")]):
         saved = store.save(_image(i), timestamp=stamp, camera=camera, trigger=trigger,
                            action="open" if trigger.interaction else None,
                            node_ids=["cabinet_1"] if i < 3 else ["cabinet_2"],
-                           robot_pose=[0.2 * i, 0.1 * i, 0.0], caption=f"frame {i} {MARKUP}")
+                           robot_pose=[0.2 * i, 0.1 * i, 0.0], caption=f"frame {i} {MARKUP}",
+                           camera_view=views[i])
         assert saved.frame_id is not None
         frames.append(saved.frame_id)
     store.close()

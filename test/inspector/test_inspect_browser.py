@@ -1,5 +1,6 @@
 """``mimir inspect`` in a real headless browser (Debian's chromium driven by selenium through
-chromedriver): map -> node -> the evidence keyframe of its ``locked`` property, the time slider
+chromedriver): map -> node -> the evidence keyframe of its ``locked`` property (with the node's
+box drawn on the image), the time slider
 moved to before the lock was learned, the keyframe gallery filtered, a page that updates itself
 while memory is written. Screenshots of every view go to ``$MIMIR_SCREENSHOTS`` (default: the
 test's temporary folder).
@@ -24,6 +25,11 @@ from mimir.inspect.folder import MemoryFolder, memory_folder
 from mimir_memory.world import WorldMemory
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: the share of a drawn path's bounding box that lies inside its image
+_INSIDE = ("var b=arguments[0].getBBox(),v=arguments[0].ownerSVGElement.viewBox.baseVal;"
+           "var w=Math.max(0,Math.min(b.x+b.width,v.width)-Math.max(b.x,0)),"
+           "h=Math.max(0,Math.min(b.y+b.height,v.height)-Math.max(b.y,0));"
+           "return w*h/Math.max(b.width*b.height,1e-9);")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
@@ -125,13 +131,37 @@ def test_map_node_evidence_time_travel_gallery_and_live_updates(driver: Any,
         # -> the evidence keyframe of the lock, with its image loaded
         evidence = row[0].find_elements(By.CSS_SELECTOR, "a.evidence-keyframe")
         assert evidence, "the locked property cites no keyframe"
-        frame_id = evidence[0].get_attribute("href").rsplit("/", 1)[-1]
+        hrefs = [a.get_attribute("href") for a in evidence]
+        frame_id = hrefs[0].rsplit("/", 1)[-1]
         evidence[0].click()
         wait_for(lambda: f"/keyframe/{frame_id}" in driver.current_url, "the keyframe page")
         image = driver.find_element(By.ID, "full")
         assert wait_for(lambda: driver.execute_script(
             "return arguments[0].complete && arguments[0].naturalWidth", image),
             "the full image to load") > 0
+        # with the locked node's box drawn where a camera saw it (every camera keeps the
+        # frames of an interaction, also one that faced elsewhere: the first one showing it)
+        # (the frame where most of the drawn box falls inside the image)
+        shown, notes = [], []
+        for href in hrefs:
+            if href != driver.current_url:
+                driver.get(href)
+            box = css(f'svg.keyframe-overlay g.node-box[data-node="{locked}"] path')
+            if not box:
+                notes.append(driver.find_element(By.ID, "overlay-note").text)
+                continue
+            shown.append((driver.execute_script(_INSIDE, box[0]), href))
+        assert shown, notes
+        assert max(shown)[0] > 0.0, "the box lies outside every evidence frame"
+        # the screenshot: of the node's frames, the one that shows most of its box
+        driver.get(served.url + f"keyframes?node={locked}")
+        gallery = [a.get_attribute("href") for a in css(".gallery figure a")][:24]
+        for href in gallery:
+            driver.get(href)
+            box = css(f'svg.keyframe-overlay g.node-box[data-node="{locked}"] path')
+            if box:
+                shown.append((driver.execute_script(_INSIDE, box[0]), href))
+        driver.get(max(shown)[1])
         driver.save_screenshot(str(shots / "keyframe.png"))
 
         # the time slider moved to before the lock: the property is gone

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import re
 import shutil
 import sqlite3
 import threading
@@ -66,10 +67,28 @@ def test_every_view_answers_and_shows_what_memory_holds(run: RunFolder) -> None:
         assert "g001_find" in agenda and "locked" in agenda
         keyframe = text(s.url + f"keyframe/{run.lock_keyframe}")
         assert f'src="/image/{run.lock_keyframe}"' in keyframe
+        # its node's box, projected through the camera view recorded with the frame
+        assert 'class=node-box data-node="cabinet_1"' in keyframe
+        assert "not in view" not in keyframe
+        first = text(s.url + f"keyframe/{run.keyframes[0]}")  # saved without a camera view
+        assert "no camera view was recorded" in first and "node-box" not in first
         status, kind, image = get(s.url + f"image/{run.lock_keyframe}")
         assert status == 200 and kind == "image/jpeg" and image[:2] == b"\xff\xd8"
         state = json.loads(text(s.url + "api/state"))
         assert state["revision"] > 0
+
+
+def test_a_keyframe_draws_the_box_memory_held_when_it_was_taken(run: RunFolder) -> None:
+    """cabinet_1 stands straight ahead of the lock frame's camera, so the projection of its box
+    straddles the image centre."""
+    with Serving(run.memory) as s:
+        keyframe = text(s.url + f"keyframe/{run.lock_keyframe}")
+    match = re.search(r'data-node="cabinet_1"><path d="([^"]+)"', keyframe)
+    assert match, keyframe[:2000]
+    numbers = [float(v) for v in re.findall(r"-?\d+\.\d+", match.group(1))]
+    us, vs = numbers[0::2], numbers[1::2]
+    assert len(us) == 24  # twelve edges
+    assert min(us) < 159.5 < max(us) and min(vs) < 119.5 < max(vs)
 
 
 def test_time_travel_shows_memory_before_the_lock_was_learned(run: RunFolder) -> None:

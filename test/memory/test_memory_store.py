@@ -85,7 +85,7 @@ def test_old_database_is_migrated_in_order_by_the_writer(tmp_path: Path) -> None
     with pytest.raises(SchemaVersionError, match="writer"):
         schema.open_database(path, "world", readonly=True)
     handle = schema.open_database(path, "world")
-    assert schema.schema_version_of(handle) == 2
+    assert schema.schema_version_of(handle) == schema.SCHEMA_VERSION
     indexes = {r[0] for r in handle.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "idx_events_stamp" in indexes
     assert EventLog(handle).count() == 1

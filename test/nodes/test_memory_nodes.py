@@ -390,3 +390,86 @@ def test_graph_and_markers_reach_a_subscriber_that_joins_after_the_change(
     assert wait_for(lambda: graphs and markers, timeout=10.0)
     assert [n.label for n in graphs[-1].nodes] == ["cup"]
     assert any(m.text.startswith("cup") for m in markers[-1].markers)
+
+
+def test_keyframes_record_where_the_camera_stood_and_are_drawn_as_frustums(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    """A keyframe keeps its optical frame's pose (TF) and the camera info's intrinsics scaled to
+    the stored image; a camera without camera info or without a transform saves no view; a bad
+    camera info is counted and ignored; the views reach ``keyframes/markers`` as frustums."""
+    from sensor_msgs.msg import CameraInfo, Image
+    from tf2_msgs.msg import TFMessage
+    from visualization_msgs.msg import MarkerArray
+
+    from mimir.nodes.perception.messages import intrinsics_to_camera_info
+    from mimir.ros.tf import matrix_to_transform
+    from mimir.transforms import compose
+    from mimir_perception.camera import Intrinsics
+
+    node = KeyframeNode(context=ros_context, parameter_overrides=[
+        Parameter("memory_dir", value=str(tmp_path)),
+        Parameter("cameras", value=["base", "wrist", "pole"]),
+        Parameter("buffer_min_period_s", value=0.0),
+    ])
+    ros_executor.add_node(node)
+    optical = {cam: f"{cam}_color_optical_frame" for cam in ("base", "wrist", "pole")}
+    camera_pose = compose([0.5, 0.2, 1.0], [-0.5, 0.5, -0.5, 0.5])  # looking along +x
+    tf_pub = spin_node.create_publisher(TFMessage, "/tf_static", qos.TF_STATIC)
+    tf_pub.publish(TFMessage(transforms=[
+        matrix_to_transform(camera_pose, "map", optical["wrist"], 0.0),
+        matrix_to_transform(camera_pose, "map", optical["base"], 0.0)]))  # pole: no transform
+    info_pubs = {cam: spin_node.create_publisher(CameraInfo, f"cameras/{cam}/color/camera_info",
+                                                 qos.SENSOR) for cam in ("wrist", "pole")}
+    image_pubs = {cam: spin_node.create_publisher(Image, f"cameras/{cam}/color/image_raw",
+                                                  qos.SENSOR) for cam in optical}
+    markers: list[MarkerArray] = []
+    spin_node.create_subscription(MarkerArray, "keyframes/markers", markers.append, qos.LATCHED)
+    assert wait_for(lambda: all(p.get_subscription_count() > 0
+                                for p in (*info_pubs.values(), *image_pubs.values())))
+    broken = CameraInfo(width=512, height=384)  # an all-zero projection: no focal length
+    info_pubs["wrist"].publish(broken)
+    assert wait_for(lambda: node.counters.get("wrist.bad_camera_info") >= 1)
+    # the camera calibrated at twice the published size
+    full = Intrinsics(400.0, 400.0, 255.5, 191.5, 512, 384)
+    for cam in ("wrist", "pole"):
+        info_pubs[cam].publish(intrinsics_to_camera_info(full))
+    assert wait_for(lambda: set(node._intrinsics) == {"wrist", "pole"})
+    assert wait_for(lambda: node._tf.lookup("map", optical["base"], 0.0) is not None)
+
+    for i, stamp in enumerate((20.0, 20.2, 20.4)):
+        for k, (cam, pub) in enumerate(image_pubs.items()):
+            msg = numpy_to_image(textured(10 * k + i, 192, 256), "rgb8")
+            msg.header.stamp = from_seconds(stamp)
+            msg.header.frame_id = optical[cam]
+            pub.publish(msg)
+        assert wait_for(lambda s=stamp: all((b.latest_stamp() or 0) >= s - 1e-6
+                                            for b in node.buffers.values()))
+    saved = {}
+    for cam in optical:
+        res = call_service(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+            camera=cam, stamp=from_seconds(20.2), trigger="interaction", phase="peak",
+            linked_nodes=["cabinet_1"]))
+        assert res.error_code == SaveKeyframe.Response.NONE, res.error_msg
+        saved[cam] = node.store.get(res.keyframe_id)
+
+    view = saved["wrist"].camera_view
+    assert view is not None
+    assert np.allclose(view.camera_to_map(), camera_pose)
+    assert (view.fx, view.fy, view.cx, view.cy) == pytest.approx((200.0, 200.0, 127.5, 95.5))
+    uv, depth = view.project([[2.5, 0.2, 1.0]])  # 2 m straight ahead: the image centre
+    assert np.allclose(uv[0], [127.5, 95.5]) and depth[0] == pytest.approx(2.0)
+    assert saved["base"].camera_view is None and node.counters.get("base.no_camera_info") == 1
+    assert saved["pole"].camera_view is None and node.counters.get("pole.no_camera_pose") == 1
+
+    def frustums() -> list[Any]:
+        return [m for m in (markers[-1].markers if markers else [])
+                if m.ns == "keyframe_frustums"]
+
+    assert wait_for(frustums, timeout=10.0)
+    (lines,) = frustums()
+    assert lines.header.frame_id == "map" and len(lines.points) == 16  # one camera, 8 edges
+    apex = lines.points[0]
+    assert (apex.x, apex.y, apex.z) == pytest.approx((0.5, 0.2, 1.0))
+    assert all(p.x == pytest.approx(0.5 + 0.12) for p in lines.points[1::2][:4])

@@ -7,6 +7,11 @@ are always kept). When world memory creates or updates a node (``memory_events``
 newest frame of the perception camera linked to the nodes involved, subject to the store's
 blank/blurry/near-duplicate filters. Serves ``query_keyframes``, ``get_keyframe_image``,
 ``save_keyframe`` (e.g. the analyzer's peak frame) and ``add_keyframe_labels``.
+
+Every keyframe records its camera view when it can: the optical frame's pose in the map at the
+frame's stamp (TF) and the intrinsics of the camera's latest ``camera_info`` scaled to the stored
+image. The newest ``frustums`` keyframes with a view are drawn as camera frustums on
+``keyframes/markers`` (latched).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from scipy.spatial.transform import Rotation
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
+from visualization_msgs.msg import MarkerArray
 
 from mimir.bounds import BoundsError
 from mimir.nodes.memory.keyframe_params import KeyframeConfig
+from mimir.nodes.memory.markers import frustum_markers
 from mimir.nodes.memory.messages import (
     MessageValueError,
     keyframe_to_msg,
@@ -45,13 +52,15 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import clock_seconds, to_seconds
-from mimir.transforms import TransformError
+from mimir.transforms import TransformError, matrix_to_quaternion
 from mimir_memory.config import load_memory_config
-from mimir_memory.errors import MemoryStoreError, failure_class
-from mimir_memory.keyframes import KeyframeLabel, KeyframeStore, Trigger
+from mimir_memory.errors import InvalidValueError, MemoryStoreError, failure_class
+from mimir_memory.keyframes import CameraView, KeyframeLabel, KeyframeStore, Trigger
 from mimir_msgs.msg import InteractionEvent
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.srv import AddKeyframeLabels, GetKeyframeImage, QueryKeyframes, SaveKeyframe
+from mimir_perception.camera import Intrinsics
+from mimir_perception.errors import IntrinsicsError
 from mimir_perception.frames import FrameBuffer
 
 RgbImage = npt.NDArray[np.uint8]
@@ -61,7 +70,7 @@ _GRAPH_CHANGES = {"node_created", "property_set", "contents_set"}
 
 
 #: Counters that turn the /diagnostics status to WARN when they grow.
-_WARN_KEYS = ("store_error", "refused", "bad_image")
+_WARN_KEYS = ("store_error", "refused", "bad_image", "bad_camera_info")
 
 
 @dataclass
@@ -89,13 +98,21 @@ class KeyframeNode(Node):
         self._pending: list[_PendingInteraction] = []
         self._pending_lock = threading.Lock()
         self._last_perception = -math.inf
-        self._tf = make_transform_source(self)
+        self._intrinsics: dict[str, Intrinsics] = {}
+        self._frames_changed = True  # draw what the store already holds
+        # a frame is saved up to buffer_seconds after it was taken: keep TF as long
+        self._tf = make_transform_source(
+            self, cache_seconds=self.config.buffer_seconds + self.config.after_wait_s + 5.0)
         camera_group = ReentrantCallbackGroup()
         store_group = MutuallyExclusiveCallbackGroup()
         for cam in self.config.cameras:
             self.create_subscription(
                 Image, f"cameras/{cam}/color/image_raw",
                 lambda msg, cam=cam: self._on_image(cam, msg), qos.SENSOR,
+                callback_group=camera_group)
+            self.create_subscription(
+                CameraInfo, f"cameras/{cam}/color/camera_info",
+                lambda msg, cam=cam: self._on_camera_info(cam, msg), qos.SENSOR,
                 callback_group=camera_group)
         self.create_subscription(InteractionEvent, "interaction_events", self._on_interaction,
                                  qos.EVENTS, callback_group=store_group)
@@ -112,6 +129,10 @@ class KeyframeNode(Node):
         self.create_timer(0.2, self._flush_interactions, callback_group=store_group)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
             publisher_class=FloatSafePublisher)
+        self._frustum_pub = self.create_publisher(MarkerArray, "keyframes/markers", qos.LATCHED,
+                                                  publisher_class=FloatSafePublisher)
+        if self.config.frustums:
+            self.create_timer(1.0, self._publish_frustums, callback_group=store_group)
         self.create_timer(self.config.diagnostics_period, self._report,
                           callback_group=store_group)
         self.get_logger().info(f"keyframe store at {root}: {self.store.count()} keyframes, "
@@ -157,6 +178,55 @@ class KeyframeNode(Node):
             return
         self.buffers[camera].add(stamp, (rgb, msg.header.frame_id))
 
+    def _on_camera_info(self, camera: str, msg: CameraInfo) -> None:
+        try:  # rectified images: the projection matrix is the published image's camera
+            projection = np.asarray(msg.p, dtype=np.float64).reshape(3, 4)[:, :3]
+            self._intrinsics[camera] = Intrinsics.from_matrix(projection, msg.width, msg.height)
+        except (IntrinsicsError, ValueError) as err:
+            self._count(f"{camera}.bad_camera_info")
+            self.get_logger().warning(f"ignoring {camera} camera info: {err}",
+                                      throttle_duration_sec=5.0)
+
+    def _camera_view(self, camera: str, optical_frame: str, stamp: float, width: int,
+                     height: int) -> CameraView | None:
+        """Where ``camera`` stood at ``stamp`` and its intrinsics at the image's size; None
+        (counted) when the camera info or the transform is missing."""
+        intrinsics = self._intrinsics.get(camera)
+        if intrinsics is None:
+            self._count(f"{camera}.no_camera_info")
+            return None
+        try:
+            pose = self._tf.lookup(self.config.map_frame, optical_frame, stamp)
+        except TransformError:
+            self._count(f"{camera}.no_camera_pose")
+            return None
+        sx, sy = width / intrinsics.width, height / intrinsics.height
+        try:  # checked here: a view the store would refuse must not cost the frame
+            return CameraView.parse({
+                "position": pose[:3, 3].tolist(),
+                "orientation": matrix_to_quaternion(pose[:3, :3]).tolist(),
+                "fx": intrinsics.fx * sx, "fy": intrinsics.fy * sy,
+                "cx": (intrinsics.cx + 0.5) * sx - 0.5, "cy": (intrinsics.cy + 0.5) * sy - 0.5})
+        except (InvalidValueError, ValueError) as err:
+            self._count(f"{camera}.bad_camera_view")
+            self.get_logger().warning(f"{camera} frame saved without its view: {err}",
+                                      throttle_duration_sec=5.0)
+            return None
+
+    def _publish_frustums(self) -> None:
+        if not self._frames_changed or not self._frustum_pub.get_subscription_count():
+            return
+        self._frames_changed = False
+        try:
+            frames = self.store.query(limit=self.config.frustums)
+        except MemoryStoreError as err:
+            self._count("store_error")
+            self.get_logger().error(f"cannot read keyframes to draw: {err}",
+                                    throttle_duration_sec=5.0)
+            return
+        self._frustum_pub.publish(frustum_markers(frames, self.config.map_frame,
+                                                  self.config.frustum_depth_m))
+
     def _robot_pose(self, stamp: float) -> list[float] | None:
         try:
             mat = self._tf.lookup(self.config.map_frame, self.config.base_frame, stamp)
@@ -178,13 +248,16 @@ class KeyframeNode(Node):
         if found is None or abs(found[0] - stamp) > offset:
             self._count("no_frame")
             return "", "no_frame"
-        frame_stamp, (rgb, _) = found
+        frame_stamp, (rgb, optical_frame) = found
         result = self.store.save(
             np.ascontiguousarray(rgb[:, :, ::-1]), timestamp=frame_stamp, camera=camera,
             trigger=trigger, session=self.session, action=action, parent_frame=parent,
             node_ids=nodes,
             robot_pose=self._robot_pose(frame_stamp), tags=tags, labels=labels, caption=caption,
+            camera_view=self._camera_view(camera, optical_frame, frame_stamp, rgb.shape[1],
+                                          rgb.shape[0]),
         )
+        self._frames_changed |= result.saved
         self._count(f"save_{result.reason}")
         return result.frame_id or "", result.reason
 
@@ -241,6 +314,7 @@ class KeyframeNode(Node):
         removed = self.store.enforce_budget(int(self.config.disk_budget_mb * 1e6), (),
                                             stamp=stamp)
         if removed:
+            self._frames_changed = True
             self.get_logger().info(f"retention removed {len(removed)} perception keyframes")
 
     # ----------------------------------------------------------- graph changes

@@ -30,6 +30,9 @@ class KeyframeConfig:
     map_frame: str = shared.map_frame("frame of robot poses", read_only=False)
     base_frame: str = shared.base_frame(read_only=False)
     disk_budget_mb: float = param(0.0, "keyframe disk budget (MB); 0 for no limit")
+    frustums: int = param(
+        40, "newest keyframes drawn as camera frustums on keyframes/markers; 0 for none")
+    frustum_depth_m: float = param(0.12, "depth of a drawn camera frustum (m)")
     query_limit: int = param(50, "default query result size")
     diagnostics_period: float = shared.diagnostics_period()
 
@@ -38,6 +41,8 @@ class KeyframeConfig:
             raise ValueError("the frame buffer must hold something")
         if not 0.0 <= self.buffer_min_period_s < self.buffer_seconds:
             raise ValueError("buffer_min_period_s must lie in [0, buffer_seconds)")
+        if self.frustums < 0 or not self.frustum_depth_m > 0:
+            raise ValueError("frustums must be >= 0 and frustum_depth_m positive")
         if self.query_limit <= 0:
             raise ValueError("query_limit must be positive")
         if not self.diagnostics_period > 0 or not self.max_offset_s > 0:

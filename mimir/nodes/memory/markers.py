@@ -5,15 +5,21 @@ unknown: :mod:`mimir_memory.display`) and a text label with its id and state; a 
 thing to the fixture or surface memory keeps it in or on; and a thing memory holds in the hand
 drawn in front of the hand's frame (the wrist camera's optical frame by default), joined to it by
 a line, since its remembered position stops meaning anything once it is carried.
+
+Keyframes whose camera view is known are drawn as small camera frustums where they were taken
+(interaction frames orange, the others blue).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from geometry_msgs.msg import Point
 from visualization_msgs.msg import Marker, MarkerArray
 
 from mimir_memory.display import display_state, state_rgb
 from mimir_memory.graph import HAND_PARENT, SceneNode
+from mimir_memory.keyframes import KeyframeRecord
 
 #: Where a held thing is drawn in front of the hand frame (its z axis), m.
 HELD_OFFSET_M = 0.15
@@ -26,7 +32,7 @@ def _marker(ns: str, index: int, kind: int, frame_id: str) -> Marker:
     return marker
 
 
-def _point(xyz: tuple[float, float, float] | list[float]) -> Point:
+def _point(xyz: tuple[float, float, float] | list[float] | Sequence[float]) -> Point:
     return Point(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
 
 
@@ -82,4 +88,31 @@ def markers_for(nodes: list[SceneNode], frame_id: str, hand_frame: str = "") -> 
             links.points += [_point(node.centroid), _point(holder.centroid)]
     if links.points:
         array.markers.append(links)
+    return array
+
+
+#: The edges of a frustum as indices into :meth:`CameraView.frustum`'s points.
+_FRUSTUM_EDGES = ((0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (2, 3), (3, 4), (4, 1))
+_INTERACTION_RGB = (1.0, 0.55, 0.1)
+_PERCEPTION_RGB = (0.25, 0.55, 1.0)
+
+
+def frustum_markers(frames: Sequence[KeyframeRecord], frame_id: str,
+                    depth: float = 0.12) -> MarkerArray:
+    """Every keyframe with a known camera view as a frustum ``depth`` m deep, replacing the
+    earlier ones: one line list per trigger family."""
+    array = MarkerArray(markers=[Marker(action=Marker.DELETEALL)])
+    for index, (interaction, rgb) in enumerate(((True, _INTERACTION_RGB),
+                                                (False, _PERCEPTION_RGB))):
+        lines = _marker("keyframe_frustums", index, Marker.LINE_LIST, frame_id)
+        lines.scale.x = 0.004
+        lines.color.r, lines.color.g, lines.color.b, lines.color.a = (*rgb, 0.9)
+        for record in frames:
+            if record.camera_view is None or record.trigger.interaction != interaction:
+                continue
+            corners = record.camera_view.frustum(record.width, record.height, depth)
+            for a, b in _FRUSTUM_EDGES:
+                lines.points += [_point(corners[a]), _point(corners[b])]
+        if lines.points:
+            array.markers.append(lines)
     return array
