@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip fuzz chaos soak clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip fuzz chaos soak appearance-accuracy clean
 
 setup:
 	bash scripts/setup.sh
@@ -89,6 +89,13 @@ SOAK_ARGS ?=
 soak: setup
 	$(PY) -m pip install -q 'matplotlib>=3.8'
 	MUJOCO_GL=egl $(PY) benchmarks/soak.py --runs $(SOAK_RUNS) $(SOAK_ARGS)
+
+# Colour words, patterns and same-instance matching without a model, on rendered look-alike
+# objects across noise scales and on the 7-Scenes kitchen (about a minute; not part of
+# `make test`); prints the README's tables.
+appearance-accuracy: setup
+	MUJOCO_GL=egl $(PY) benchmarks/appearance_accuracy.py \
+		--sevenscenes $(abspath ../shared/data/sevenscenes_kitchen)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache

@@ -77,3 +77,11 @@ class MissingIntrinsicsError(IntrinsicsError):
 
 class InsufficientPointsError(PerceptionError):
     """A mask has fewer valid depth points than the configured minimum."""
+
+
+class AppearanceError(PerceptionError):
+    """A crop or mask that cannot be measured (type, size, too few pixels, a box outside)."""
+
+
+class AppearanceConfigError(PerceptionError, ValueError):
+    """Appearance settings (``config/appearance.yaml``) that are malformed."""

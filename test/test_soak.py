@@ -3,30 +3,17 @@ runs under ``make soak``)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from bench_modules import load_benchmark
 
 from mimir_sim.layouts import generate_layout
 from mimir_sim.scenario import load_scenario
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _soak_module() -> Any:
-    spec = importlib.util.spec_from_file_location("soak_bench", REPO / "benchmarks" / "soak.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["soak_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-soak = _soak_module()
+soak = load_benchmark("soak")
 
 
 def _proc(pid: int, rss_mib: float, fds: int = 20, threads: int = 10) -> dict[str, int]:

@@ -1,0 +1,198 @@
+"""Appearance without a model: colour words, patterns, matching and masks on drawn objects,
+under the kind of gain and white-balance changes a camera has, and the bad inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from mimir.paths import config_file
+from mimir_perception.appearance import (
+    Appearance,
+    AppearanceConfig,
+    colour_words,
+    describe,
+    distance,
+    load_appearance_config,
+    match,
+    object_mask,
+    parse_appearance_config,
+    pattern_word,
+)
+from mimir_perception.errors import AppearanceConfigError, AppearanceError
+
+RED, BLUE, YELLOW = (220, 40, 50), (50, 120, 230), (245, 205, 30)
+PURPLE, GREEN, WHITE, DARK = (150, 60, 175), (60, 170, 90), (240, 240, 240), (25, 25, 25)
+
+
+@pytest.fixture(scope="module")
+def config() -> AppearanceConfig:
+    return load_appearance_config(config_file("appearance.yaml"))
+
+
+def drawn(colour: tuple[int, int, int], second: tuple[int, int, int] | None = None,
+          kind: str = "plain", *, size: int = 90, angle: float = 0.0,
+          gain: float = 1.0, balance: tuple[float, float, float] = (1.0, 1.0, 1.0)
+          ) -> np.ndarray:
+    """A BGR square of an object: plain, with a band across it, or 2x2 checks; turned by
+    ``angle`` degrees, then seen through a camera's gain and white balance."""
+    rgb = np.zeros((size, size, 3), np.float32)
+    rgb[:] = colour
+    if kind == "stripes":
+        rgb[size // 2 - 9:size // 2 + 9] = second
+    elif kind == "checks":
+        half = size // 2
+        rgb[:half, :half] = second
+        rgb[half:, half:] = second
+    if angle:
+        turn = cv2.getRotationMatrix2D((size / 2, size / 2), angle, 1.0)
+        rgb = cv2.warpAffine(rgb, turn, (size, size), flags=cv2.INTER_NEAREST,
+                             borderMode=cv2.BORDER_REFLECT)
+    rgb = np.clip(rgb * gain * np.asarray(balance, np.float32), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(rgb[:, :, ::-1])
+
+
+def words(app: Appearance, config: AppearanceConfig) -> list[str]:
+    return [w.word for w in colour_words(app, config) if w.confidence >= 0.5]
+
+
+@pytest.mark.parametrize(("image", "colours", "pattern"), [
+    (drawn(RED), ["red"], "plain"),
+    (drawn(WHITE), ["white"], "plain"),
+    (drawn(DARK), ["black"], "plain"),
+    (drawn(RED, BLUE, "checks"), ["red", "blue"], "checked"),
+    (drawn(PURPLE, YELLOW, "checks", angle=30.0), ["purple", "yellow"], "checked"),
+    (drawn(BLUE, DARK, "stripes"), ["blue", "black"], "striped"),
+    (drawn(GREEN, WHITE, "stripes", angle=25.0), ["green", "white"], "striped"),
+])
+def test_colour_and_pattern_words(image: np.ndarray, colours: list[str], pattern: str,
+                                  config: AppearanceConfig) -> None:
+    app = describe(image, None, config)
+    assert sorted(words(app, config)) == sorted(colours)
+    said = pattern_word(app, config)
+    assert said.word == pattern and said.confidence >= 0.5, said
+
+
+def test_words_survive_the_gain_and_white_balance_of_a_camera(config: AppearanceConfig
+                                                              ) -> None:
+    for gain, balance in ((0.85, (1.03, 1.0, 0.97)), (1.12, (0.97, 1.02, 1.03))):
+        app = describe(drawn(RED, BLUE, "checks", gain=gain, balance=balance), None, config)
+        assert sorted(words(app, config)) == ["blue", "red"]
+        assert pattern_word(app, config).word == "checked"
+
+
+def test_shading_is_not_a_second_colour(config: AppearanceConfig) -> None:
+    """A plain surface lit from one side: one hue at two lightnesses is one colour, plain."""
+    image = drawn(GREEN).astype(np.float32)
+    image[:, 45:] *= 0.55
+    app = describe(image.astype(np.uint8), None, config)
+    assert words(app, config) == ["green"]
+    assert pattern_word(app, config).word == "plain"
+
+
+def _from_lab(lightness: float, hue_deg: float, chroma: float) -> tuple[int, int, int]:
+    a, b = chroma * np.cos(np.radians(hue_deg)), chroma * np.sin(np.radians(hue_deg))
+    lab = np.array([[[lightness, a, b]]], np.float32)
+    rgb = cv2.cvtColor(lab, cv2.COLOR_Lab2RGB)[0, 0]
+    return (int(rgb[0] * 255), int(rgb[1] * 255), int(rgb[2] * 255))
+
+
+def test_a_colour_on_a_boundary_is_named_with_little_confidence(config: AppearanceConfig
+                                                                ) -> None:
+    # orange ends and yellow begins at hue 78 in the shipped settings
+    between = describe(drawn(_from_lab(70.0, 78.0, 60.0)), None, config)
+    deep = describe(drawn(_from_lab(70.0, 62.0, 60.0)), None, config)
+    assert max(w.confidence for w in colour_words(deep, config)) == pytest.approx(1.0)
+    assert max((w.confidence for w in colour_words(between, config)), default=0.0) < 0.5
+
+
+def test_masked_pixels_only(config: AppearanceConfig) -> None:
+    image = drawn(BLUE)
+    image[:, :30] = drawn(RED)[:, :30]
+    mask = np.zeros(image.shape[:2], bool)
+    mask[:, 35:] = True
+    assert words(describe(image, mask, config), config) == ["blue"]
+
+
+def test_the_same_instance_is_found_and_look_alikes_abstain(config: AppearanceConfig) -> None:
+    reference = describe(drawn(RED, BLUE, "checks", gain=0.9), None, config)
+    candidates = {
+        "froot": describe(drawn(RED, BLUE, "checks", angle=20.0, gain=1.1), None, config),
+        "trix": describe(drawn(PURPLE, YELLOW, "checks"), None, config),
+        "plain_red": describe(drawn(RED), None, config),
+    }
+    found = match(reference, candidates, config)
+    assert found.best == "froot", found.reason
+    assert distance(reference, candidates["froot"], config) < distance(
+        reference, candidates["plain_red"], config)
+    twins = {"a": describe(drawn(RED, BLUE, "checks", angle=20.0), None, config),
+             "b": describe(drawn(RED, BLUE, "checks", angle=-15.0), None, config)}
+    tie = match(reference, twins, config)
+    assert tie.best is None and "alike" in tie.reason
+    far = match(describe(drawn(GREEN), None, config), {"trix": candidates["trix"]}, config)
+    assert far.best is None and "nothing looks alike" in far.reason
+    none = match(reference, {}, config)
+    assert none.best is None
+
+
+def test_an_object_mask_from_its_surroundings(config: AppearanceConfig) -> None:
+    """Inside a remembered box, the pixels unlike the ring around it are the object."""
+    scene = np.zeros((120, 160, 3), np.uint8)
+    scene[:] = (200, 205, 210)  # a cabinet's inside
+    scene[40:90, 60:100] = drawn(YELLOW, size=50)[:, 5:45]
+    mask = object_mask(scene, (50, 30, 110, 100))
+    assert mask[40:90, 60:100].mean() > 0.9 and mask[30:40, 50:110].mean() < 0.1
+    assert words(describe(scene, mask, config), config) == ["yellow"]
+    with pytest.raises(AppearanceError, match="inside"):
+        object_mask(scene, (150, 30, 170, 100))
+    with pytest.raises(AppearanceError, match="inside"):
+        object_mask(scene, (50, 30, 50, 100))
+
+
+@pytest.mark.parametrize(("image", "mask", "message"), [
+    (np.zeros((20, 20, 3), np.float32), None, "8-bit"),
+    (np.zeros((20, 20), np.uint8), None, "8-bit"),
+    ("a picture", None, "8-bit"),
+    (np.zeros((40, 40, 3), np.uint8), np.ones((40, 41), bool), "mask"),
+    (np.zeros((40, 40, 3), np.uint8), np.ones((40, 40), np.uint8), "mask"),
+    (np.zeros((40, 40, 3), np.uint8), np.zeros((40, 40), bool), "fewer"),
+    (np.zeros((8, 8, 3), np.uint8), None, "fewer"),
+])
+def test_what_cannot_be_measured_is_a_typed_error(image: Any, mask: Any, message: str,
+                                                   config: AppearanceConfig) -> None:
+    with pytest.raises(AppearanceError, match=message):
+        describe(image, mask, config)
+
+
+def _shipped() -> dict[str, Any]:
+    import yaml
+    data: dict[str, Any] = yaml.safe_load(Path(config_file("appearance.yaml")).read_text())
+    return data
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("colours"), "colours"),
+    (lambda d: d.update(colours={}), "colours"),
+    (lambda d: d["colours"].update(red={"hue": [40, 10]}), "from < to"),
+    (lambda d: d["colours"].update(red={"hue": [0, "x"]}), "two numbers"),
+    (lambda d: d["colours"].update(red={"tint": [0, 1]}), "unknown"),
+    (lambda d: d["colours"].update(red=[0, 45]), "region"),
+    (lambda d: d["pattern"].update(second_share_min=0.9), "second_share_min"),
+    (lambda d: d["matching"].update(margin=-1.0), "margin"),
+    (lambda d: d["describe"].update(min_pixels=0), "min_pixels"),
+    (lambda d: d.update(extra=1), "unknown"),
+])
+def test_malformed_settings_are_refused(change: Any, message: str) -> None:
+    data = _shipped()
+    change(data)
+    with pytest.raises(AppearanceConfigError, match=message):
+        parse_appearance_config(data)
+
+
+def test_a_missing_settings_file_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(AppearanceConfigError, match="cannot read"):
+        load_appearance_config(tmp_path / "none.yaml")
