@@ -125,6 +125,16 @@ _BELONGS = re.compile(
     r"(?:belongs|goes|should go|should be (?:put away|stored|kept|placed|put))$"
 )
 _FIND_HEAD = re.compile(r"^(?:find|locate|look for|search for|identify|spot)\s+(?P<rest>.+)$")
+#: ``find the froot loops box, the red one with the blue check pattern``: a name, then what it
+#: looks like (``the <words> one [with <words>]``).
+_DESCRIBED = re.compile(
+    r"^(?P<name>.+?),\s*(?:the|a)\s+(?P<first>[a-z][a-z \-]*?)\s+one"
+    r"(?:\s+with\s+(?:the\s+|a\s+|an\s+)?(?P<rest>[a-z][a-z \-]*))?$")
+#: Pattern nouns of a description as the adjectives the attribute table knows.
+_PATTERN_NOUNS = {"check": "checked", "checks": "checked", "checker": "checked",
+                  "stripe": "striped", "stripes": "striped", "dot": "dotted", "dots": "dotted",
+                  "spots": "dotted"}
+_DESCRIPTION_FILLER = {"pattern", "patterned", "print", "and", "one"}
 _KEPT_VERB = r"(?:stored|kept|placed|put|sitting|standing|lying|sat|sits|stood|stands|lay|lies)"
 _REL_IN = re.compile(
     rf"^(?P<obj>.+?)\s+that\s+(?:is|was|are|were)\s+(?:{_KEPT_VERB}\s+)?"
@@ -204,6 +214,22 @@ def relative(phrase: str) -> tuple[str, str | None, str | None] | None:
     return None
 
 
+def described(phrase: str) -> str | None:
+    """A mention with its description moved in front of its name, or None when ``phrase`` has
+    no ``, the ... one`` description: ``froot loops box, the red one with the blue check
+    pattern`` gives ``red blue checked froot loops box`` (which words are colours or patterns
+    is the planner's attribute table's business)."""
+    match = _DESCRIBED.match(phrase)
+    if match is None:
+        return None
+    name = noun(match.group("name"))
+    if not name:
+        return None
+    words = [_PATTERN_NOUNS.get(w, w) for part in ("first", "rest") if match.group(part)
+             for w in match.group(part).split() if w not in _DESCRIPTION_FILLER]
+    return " ".join([*dict.fromkeys(words), name])
+
+
 def _check(text: object) -> str:
     if not isinstance(text, str):
         raise InstructionError(f"an instruction must be text, got {type(text).__name__}")
@@ -244,6 +270,10 @@ def _clause(text: str, held: str | None) -> list[GoalSpec] | None:
         if rel is None:
             return None
         return [GoalSpec(GoalKind.FIND, rel[0], source=rel[1], near=rel[2], text=text)]
+    if head:
+        mention = described(head.group("rest"))
+        if mention is not None:
+            return [GoalSpec(GoalKind.FIND, mention, text=text)]
     match = _FIND.match(text)
     if match:
         return [GoalSpec(GoalKind.FIND, noun(match.group(1)), source=noun(match.group(2)),

@@ -56,6 +56,7 @@ import cv2
 import numpy as np
 
 from mimir.labels import label_key
+from mimir.paths import config_file
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.events import Evidence, Source
 from mimir_memory.keyframes import KeyframeStore
@@ -77,6 +78,7 @@ from mimir_memory.task import (
     TaskMemory,
 )
 from mimir_memory.world import WorldMemory
+from mimir_perception.appearance import load_appearance_config
 from mimir_planner.answers import (
     NamedEntity,
     candidate_entity,
@@ -104,6 +106,7 @@ from mimir_planner.grounding import (
     history_primitive,
 )
 from mimir_planner.instructions import GoalKind, GoalSpec, parse_instruction
+from mimir_planner.looks import NodeLooks
 from mimir_planner.outcomes import fixture_opens
 from mimir_planner.overlay import Mark, draw_set_of_marks
 from mimir_planner.plan_schema import PlanAnswer, parse_plan_answer
@@ -193,6 +196,8 @@ class PlannerSession:
         self.retriever = retriever or (
             KeyframeRetriever(keyframes, config.retrieval) if keyframes is not None else None
         )
+        if keyframes is not None:
+            self._see_with(keyframes)
         self.gate = gate or OperatorGate(config.gate)
         self.chooser = chooser or (clutter_chooser(keyframes) if keyframes is not None else None)
         counter = itertools.count(1)
@@ -978,6 +983,12 @@ class PlannerSession:
         """Plan with a keyframe store (and its retriever) that was not available before."""
         self.keyframes = store
         self.retriever = retriever
+        self._see_with(store)
+
+    def _see_with(self, store: KeyframeStore) -> None:
+        """Let attribute words be checked against what the nodes' keyframes show."""
+        looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+        self.recall.attributes.appearance = looks.words
 
     def run_instruction(self, instruction: str, executor: Executor, *,
                         budget: int | None = None,

@@ -20,7 +20,7 @@ import importlib
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -121,6 +121,9 @@ ATTRIBUTE_PROPERTIES: dict[str, tuple[str, ...]] = {
 
 _KIND_WORD = {"color": "colour", "pattern": "pattern"}
 
+#: (node, attribute kind, least confidence) -> (words seen, why): appearance evidence.
+AppearanceSource = Callable[[SceneNode, str, float], tuple[frozenset[str], str]]
+
 
 @dataclass(frozen=True)
 class Described:
@@ -150,14 +153,17 @@ class AttributeTable:
     A word of a mention is an attribute when it is in the table (or an alias of a table word)
     and is not the mention's last word (``orange`` alone is the fruit; ``orange mug`` asks for
     a colour). Memory knows a node's attribute from its ``color``/``colour``/``pattern``
-    property at ``min_confidence`` or above, or from a table word of its label before the last
-    (``green apple``); a listed item's from its name, or its own node when the listing names one.
-    A table built without a config knows no attribute words.
+    property at ``min_confidence`` or above, from a table word of its label before the last
+    (``green apple``), or from what its keyframes show when :attr:`appearance` is set; a listed
+    item's from its name, or its own node when the listing names one. A table built without a
+    config knows no attribute words.
     """
 
     def __init__(self, config: AttributeConfig | None = None) -> None:
         cfg = config or AttributeConfig(colors=(), patterns=(), aliases={})
         self.min_confidence = cfg.min_confidence
+        self.appearance: AppearanceSource | None = None
+        """What a node's keyframes show (e.g. :meth:`mimir_planner.looks.NodeLooks.words`)."""
         self._kind: dict[str, tuple[str, str]] = {}
         for kind, words in (("color", cfg.colors), ("pattern", cfg.patterns)):
             for word in words:
@@ -208,12 +214,21 @@ class AttributeTable:
         return known, why
 
     def known(self, node: SceneNode, kind: str) -> tuple[frozenset[str], str]:
-        """What memory knows of the node's attribute ``kind`` (empty: unknown) and whence."""
+        """What memory knows of the node's attribute ``kind`` (empty: unknown) and whence:
+        its properties, its label and, when a keyframe reader is attached
+        (:attr:`appearance`), what its keyframes show."""
         known, why = self._property_words(node, kind)
         from_label = {w for k, w in self._name_words(node.label) if k == kind}
         if from_label:
             known |= from_label
             why.append(f"label '{node.label}'")
+        if self.appearance is not None:
+            seen, seen_why = self.appearance(node, kind, self.min_confidence)
+            seen = frozenset(e[1] for w in seen if (e := self._kind.get(canon(w))) is not None
+                             and e[0] == kind)
+            if seen:
+                known |= seen
+                why.append(f"keyframes: {seen_why}")
         return frozenset(known), " and ".join(why)
 
     def verdict(self, described: Described, world: SceneGraphState, cand: Candidate

@@ -41,6 +41,13 @@ def _kinds(text: str) -> list[tuple[str, str | None, str | None, str | None]]:
          [("pick", "mug", "shelf", None), ("place", "mug", None, "table")]),
         ("open cabinet_2, then close it",
          [("open", "cabinet_2", None, None), ("close", "cabinet_2", None, None)]),
+        # a description after the name: its words go in front of it, pattern nouns as the
+        # adjectives the attribute table knows
+        ("Find the Froot Loops box, the red one with the blue check pattern.",
+         [("find", "red blue checked froot loops box", None, None)]),
+        ("Find the reusable water bottle, the blue one with dark stripes.",
+         [("find", "blue dark striped reusable water bottle", None, None)]),
+        ("find the mug, the white one", [("find", "white mug", None, None)]),
     ],
 )
 def test_instruction_forms(text: str, expected: list[tuple[str, ...]]) -> None:
@@ -67,7 +74,8 @@ def test_place_relation_and_questions() -> None:
 
 @pytest.mark.parametrize("text", ["dance a little jig", "what is the meaning of life",
                                   "find the mug and then juggle", "close it",
-                                  "asdf qwer zxcv", "123 456"])
+                                  "asdf qwer zxcv", "123 456", "find the box, the one",
+                                  "find the box, the red one with", "find , the red one"])
 def test_garbage_goes_to_the_vlm_path(text: str) -> None:
     parsed = parse_instruction(text)
     assert not parsed.symbolic and parsed.goals == () and parsed.reason

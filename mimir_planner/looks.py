@@ -1,0 +1,163 @@
+"""What remembered nodes look like, read from the keyframes linked to them, without a model.
+
+A keyframe that recorded its camera view shows a node where the node's remembered box projects.
+The crop around that box, the pixels in it unlike its surroundings (the object's mask) and
+:mod:`mimir_perception.appearance` give colour words, a pattern and a likeness per frame; over
+a node's newest frames the words are pooled (a word's confidence is its summed confidence over
+the frames measured), so one odd view does not decide. Frames where the box is mostly outside
+the image, behind the camera or too small to measure are left out and said so.
+
+The offline planner asks :meth:`NodeLooks.words` whether a remembered apple is known to be
+green; a word below the planner's ``attributes.min_confidence`` counts as unknown, which makes
+the planner look again or block rather than guess.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mimir_memory.errors import MemoryStoreError
+from mimir_memory.graph import SceneNode
+from mimir_memory.keyframes import KeyframeRecord, KeyframeStore
+from mimir_perception.appearance import (
+    Appearance,
+    AppearanceConfig,
+    colour_words,
+    describe,
+    object_mask,
+    pattern_word,
+)
+from mimir_perception.errors import AppearanceError
+
+LOG = logging.getLogger(__name__)
+
+#: Attribute kinds as the planner's attribute table names them.
+KINDS = ("color", "pattern")
+
+
+@dataclass(frozen=True)
+class Look:
+    """A node's appearance pooled over the frames that showed it.
+
+    Attributes:
+        node_id: The node.
+        words: Kind -> word -> pooled confidence in [0, 1].
+        frames: Keyframe ids measured.
+        appearances: The measurement of each of those frames.
+        skipped: (keyframe id, why) for linked frames left out.
+    """
+
+    node_id: str
+    words: dict[str, dict[str, float]]
+    frames: tuple[str, ...]
+    appearances: tuple[Appearance, ...] = field(repr=False)
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def why(self, kind: str, word: str) -> str:
+        """One line on where a word came from."""
+        return (f"{word} at {self.words.get(kind, {}).get(word, 0.0):.2f} from "
+                f"{len(self.frames)} keyframe(s) of {self.node_id}")
+
+
+class NodeLooks:
+    """Appearance of remembered nodes from their linked keyframes (cached per frame set).
+
+    Args:
+        store: The keyframe store (read-only is enough).
+        config: Appearance settings.
+        frames: Newest frames with a camera view measured per node.
+        min_box_px: A projected box narrower or lower than this (pixels) is too small.
+        min_inside: Share of the projected box that must lie inside the image.
+    """
+
+    def __init__(self, store: KeyframeStore, config: AppearanceConfig, *, frames: int = 5,
+                 min_box_px: int = 14, min_inside: float = 0.6) -> None:
+        self.store = store
+        self.config = config
+        self.frames = frames
+        self.min_box_px = min_box_px
+        self.min_inside = min_inside
+        self._cache: dict[tuple[str, tuple[str, ...], tuple[float, ...]], Look] = {}
+
+    def box_in(self, record: KeyframeRecord, node: SceneNode) -> tuple[int, int, int, int] | str:
+        """The node's remembered box in the frame's pixels (x0, y0, x1, y1), or why not."""
+        view = record.camera_view
+        if view is None:
+            return "no camera view"
+        lo, hi = node.bbox_min, node.bbox_max
+        corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
+                             hi[2] if i & 4 else lo[2]] for i in range(8)])
+        uv, depth = view.project(corners)
+        if np.any(depth < 0.05):
+            return "behind or at the camera"
+        x0, y0 = uv.min(axis=0)
+        x1, y1 = uv.max(axis=0)
+        area = max((x1 - x0) * (y1 - y0), 1e-9)
+        cx0, cy0 = max(x0, 0.0), max(y0, 0.0)
+        cx1, cy1 = min(x1, float(record.width)), min(y1, float(record.height))
+        if cx1 - cx0 < self.min_box_px or cy1 - cy0 < self.min_box_px:
+            return "too small or outside the image"
+        if (cx1 - cx0) * (cy1 - cy0) / area < self.min_inside:
+            return "mostly outside the image"
+        return int(cx0), int(cy0), int(np.ceil(cx1)), int(np.ceil(cy1))
+
+    def look(self, node: SceneNode) -> Look:
+        """The node's pooled appearance (empty when no linked frame shows it)."""
+        try:
+            linked = self.store.query(node_ids=[node.node_id], limit=4 * self.frames)
+        except MemoryStoreError as err:
+            LOG.warning("cannot read the keyframes of %s: %s", node.node_id, err)
+            linked = []
+        boxes: list[tuple[KeyframeRecord, tuple[int, int, int, int]]] = []
+        skipped: list[tuple[str, str]] = []
+        for record in linked:
+            box = self.box_in(record, node)
+            if isinstance(box, str):
+                skipped.append((record.frame_id, box))
+            else:
+                boxes.append((record, box))
+            if len(boxes) == self.frames:
+                break
+        key = (node.node_id, tuple(r.frame_id for r, _ in boxes),
+               (*node.bbox_min, *node.bbox_max))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        pooled: dict[str, dict[str, float]] = {kind: {} for kind in KINDS}
+        used: list[str] = []
+        measured: list[Appearance] = []
+        for record, box in boxes:
+            try:
+                image = np.asarray(self.store.load_image(record.frame_id))
+                if image.ndim != 3:
+                    raise AppearanceError("a grey keyframe has no colour to read")
+                bgr = np.ascontiguousarray(image, dtype=np.uint8)
+                appearance = describe(bgr, object_mask(bgr, box), self.config)
+            except (AppearanceError, MemoryStoreError) as err:
+                skipped.append((record.frame_id, str(err)))
+                continue
+            used.append(record.frame_id)
+            measured.append(appearance)
+            for attribute in colour_words(appearance, self.config):
+                pooled["color"][attribute.word] = (pooled["color"].get(attribute.word, 0.0)
+                                                   + attribute.confidence)
+            pattern = pattern_word(appearance, self.config)
+            pooled["pattern"][pattern.word] = (pooled["pattern"].get(pattern.word, 0.0)
+                                               + pattern.confidence)
+        count = max(len(used), 1)
+        words = {kind: {w: c / count for w, c in found.items()} for kind, found in pooled.items()}
+        look = Look(node.node_id, words, tuple(used), tuple(measured), tuple(skipped))
+        self._cache[key] = look
+        return look
+
+    def words(self, node: SceneNode, kind: str, min_confidence: float
+              ) -> tuple[frozenset[str], str]:
+        """Words of ``kind`` the node's keyframes show at ``min_confidence`` or more, and why
+        (empty when they show none: unknown)."""
+        look = self.look(node)
+        found = sorted(w for w, c in look.words.get(kind, {}).items() if c >= min_confidence)
+        return frozenset(found), " and ".join(look.why(kind, w) for w in found)
+

@@ -1,0 +1,174 @@
+"""Attribute words checked against what the keyframes linked to a node show (no model): the
+node's remembered box projected through each keyframe's camera view, the object masked from its
+surroundings, its colour words and pattern pooled over the frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from planner_kitchen import Fixture, session_for
+
+from mimir.paths import config_file
+from mimir_memory.keyframes import KeyframeStore, Trigger
+from mimir_memory.task import GoalStatus
+from mimir_memory.world import WorldMemory
+from mimir_perception.appearance import load_appearance_config
+from mimir_planner.looks import NodeLooks
+
+WIDTH, HEIGHT, F = 320, 240, 250.0
+CABINET_INSIDE = (205, 200, 190)  # BGR
+
+
+def _view(eye: tuple[float, float, float]) -> dict[str, Any]:
+    """A camera at ``eye`` looking along +x (optical z forward, x right, y down)."""
+    return {"position": list(eye), "orientation": [-0.5, 0.5, -0.5, 0.5], "fx": F, "fy": F,
+            "cx": (WIDTH - 1) / 2.0, "cy": (HEIGHT - 1) / 2.0}
+
+
+def _frame(colour_bgr: tuple[int, int, int], radius: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    image = np.zeros((HEIGHT, WIDTH, 3), np.uint8)
+    image[:] = CABINET_INSIDE
+    cv2.circle(image, (WIDTH // 2, HEIGHT // 2), radius, colour_bgr, -1)
+    noise = rng.normal(0.0, 2.0, image.shape)
+    return np.clip(image + noise, 0, 255).astype(np.uint8)
+
+
+@pytest.fixture
+def kitchen(kitchen_of):
+    return kitchen_of([
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.6, 1.6), contents=("apple",))),
+        ("cabinet_2", Fixture("cabinet", (1.1, -0.6, 1.6), contents=("apple",))),
+    ])
+
+
+def _apple_seen(world: WorldMemory, kit: Any, store: KeyframeStore, holder: str,
+                colour_bgr: tuple[int, int, int] | None, *, stamp: float,
+                with_view: bool = True) -> str:
+    """An apple (a 9 cm box in memory) in ``holder``, and keyframes of it 0.6 m away."""
+    x, y, z = kit.fixtures[holder].position
+    centre = (x, y, z - 0.05)
+    node = world.add_node("apple", centre, stamp=3.0,
+                          bbox_min=[c - 0.045 for c in centre],
+                          bbox_max=[c + 0.045 for c in centre]).payload["node_id"]
+    world.set_parent(node, holder, "container", stamp=4.0)
+    world.set_contents(holder, [{"name": "apple", "node_id": node}], is_empty=False, stamp=4.0,
+                       source_action="inspect")
+    kit.object_nodes[(holder, "apple")] = node
+    if colour_bgr is not None:
+        # the box spans f * 0.09 / 0.6 = 37 px; the apple fills most of it
+        for k in range(3):
+            saved = store.save(_frame(colour_bgr, 17, seed=k), timestamp=stamp + k,
+                               camera="wrist", trigger=Trigger.INTERACTION_POST,
+                               node_ids=[node],
+                               camera_view=_view((x - 0.6, y, z - 0.05)) if with_view else None)
+            assert saved.frame_id
+    return node
+
+
+GREEN, RED = (60, 170, 60), (50, 40, 210)
+
+
+def test_the_green_apple_is_the_one_its_keyframes_show_green(kitchen, tmp_path: Path) -> None:
+    world, task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    red = _apple_seen(world, kit, store, "cabinet_1", RED, stamp=10.0)
+    green = _apple_seen(world, kit, store, "cabinet_2", GREEN, stamp=20.0)
+    session = session_for(world, task, keyframes=store)
+    session.submit("Find the green apple.")
+    report = session.run(kit)
+    assert report.completed == ["g001_find"] and not report.blocked
+    assert [e.node_id for e in report.answer_entities["g001_find"]] == [green]
+    assert red not in {s.target for s in kit.executed}
+    known, why = session.recall.attributes.known(world.state.nodes[green], "color")
+    assert known == {"green"} and "keyframes" in why and "3 keyframe(s)" in why
+    store.close()
+
+
+def test_keyframes_without_a_camera_view_leave_the_colour_unknown(kitchen,
+                                                                 tmp_path: Path) -> None:
+    world, task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    _apple_seen(world, kit, store, "cabinet_1", RED, stamp=10.0, with_view=False)
+    _apple_seen(world, kit, store, "cabinet_2", GREEN, stamp=20.0, with_view=False)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the green apple.", kit)
+    assert task.status("g001_find") is GoalStatus.BLOCKED and kit.executed == []
+    assert "colour not known" in result.reason
+    store.close()
+
+
+def test_a_node_look_pools_frames_and_says_which_it_left_out(kitchen, tmp_path: Path) -> None:
+    world, _task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    node_id = _apple_seen(world, kit, store, "cabinet_1", GREEN, stamp=10.0)
+    node = world.state.nodes[node_id]
+    x, y, z = kit.fixtures["cabinet_1"].position
+    # a frame from behind the apple and a frame from 20 m away: both left out, with reasons
+    for k, eye in enumerate(((x + 0.6, y, z), (x - 20.0, y, z))):
+        store.save(_frame(RED, 17, seed=9 + k), timestamp=30.0 + k, camera="pole",
+                   trigger=Trigger.INTERACTION_POST, node_ids=[node_id], camera_view=_view(eye))
+    looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+    look = looks.look(node)
+    assert len(look.frames) == 3 and look.words["color"] == {"green": pytest.approx(1.0)}
+    assert look.words["pattern"].get("plain", 0.0) > 0.5
+    reasons = dict(look.skipped)
+    assert sorted(reasons.values()) == ["behind or at the camera",
+                                        "too small or outside the image"]
+    assert looks.look(node) is look  # the same frames: measured once
+    words, why = looks.words(node, "color", 0.5)
+    assert words == {"green"} and node_id in why
+    assert looks.words(node, "pattern", 1.01) == (frozenset(), "")
+    store.close()
+
+
+def _checked_frame(first: tuple[int, int, int], second: tuple[int, int, int], seed: int
+                   ) -> np.ndarray:
+    image = _frame(CABINET_INSIDE, 0, seed)
+    c, h = (WIDTH // 2, HEIGHT // 2), 16
+    image[c[1] - h:c[1] + h, c[0] - h:c[0] + h] = first
+    image[c[1] - h:c[1], c[0] - h:c[0]] = second
+    image[c[1]:c[1] + h, c[0]:c[0] + h] = second
+    return image
+
+
+@pytest.fixture
+def pantry(kitchen_of):
+    return kitchen_of([
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.6, 1.6), contents=("cereal box",))),
+        ("cabinet_2", Fixture("cabinet", (1.1, -0.6, 1.6), contents=("cereal box",))),
+    ])
+
+
+def test_a_described_box_is_the_one_whose_keyframes_show_that_pattern(pantry,
+                                                                      tmp_path: Path) -> None:
+    """``the red one with the blue check pattern``: red and blue checks, not purple and yellow."""
+    world, task, kit = pantry
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    boxes = {}
+    for holder, (first, second) in (("cabinet_1", ((180, 60, 150), (30, 205, 245))),
+                                    ("cabinet_2", ((50, 40, 215), (225, 120, 50)))):
+        x, y, z = kit.fixtures[holder].position
+        centre = (x, y, z - 0.05)
+        node = world.add_node("cereal box", centre, stamp=3.0,
+                              bbox_min=[c - 0.045 for c in centre],
+                              bbox_max=[c + 0.045 for c in centre]).payload["node_id"]
+        world.set_parent(node, holder, "container", stamp=4.0)
+        world.set_contents(holder, [{"name": "cereal box", "node_id": node}], is_empty=False,
+                           stamp=4.0, source_action="inspect")
+        kit.object_nodes[(holder, "cereal box")] = node
+        for k in range(2):
+            store.save(_checked_frame(first, second, seed=k), timestamp=10.0 + k,
+                       camera="wrist", trigger=Trigger.INTERACTION_POST, node_ids=[node],
+                       camera_view=_view((x - 0.6, y, z - 0.05)))
+        boxes[holder] = node
+    session = session_for(world, task, keyframes=store)
+    session.submit("Find the cereal box, the red one with the blue check pattern.")
+    report = session.run(kit)
+    assert report.completed == ["g001_find"], task.state.status_reason
+    assert [e.node_id for e in report.answer_entities["g001_find"]] == [boxes["cabinet_2"]]
+    store.close()
