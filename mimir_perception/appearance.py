@@ -551,14 +551,16 @@ def match(reference: Appearance, candidates: Mapping[str, Appearance],
 
 # ------------------------------------------------------------------------------ masks
 def object_mask(bgr: BgrImage, box: tuple[int, int, int, int], *, ring: int = 6,
-                min_delta: float = 18.0) -> Mask:
+                min_delta: float = 18.0, min_share: float = 0.15) -> Mask:
     """The pixels inside ``box`` (x0, y0, x1, y1, exclusive ends) that do not look like the
     ring of pixels around it: an object's mask where no segmentation was kept (a keyframe
-    crop around a remembered box). Falls back to the box's central half when the ring is
-    missing or the difference leaves too little.
+    crop around a remembered box).
 
     Raises:
-        AppearanceError: A box outside the image or empty.
+        AppearanceError: A box outside the image or empty, a box with too little around it to
+            compare (it fills the image), or one where less than ``min_share`` of the box
+            stands out from its surroundings (the object is not there, or looks like what is
+            around it): measuring the box anyway would read the background.
     """
     height, width = bgr.shape[:2]
     x0, y0, x1, y1 = box
@@ -570,11 +572,8 @@ def object_mask(bgr: BgrImage, box: tuple[int, int, int, int], *, ring: int = 6,
     outer = np.zeros_like(mask)
     outer[oy0:oy1, ox0:ox1] = True
     outer[y0:y1, x0:x1] = False
-    cx, cy = (x1 - x0) // 4, (y1 - y0) // 4
-    central = np.zeros_like(mask)
-    central[y0 + cy:y1 - cy, x0 + cx:x1 - cx] = True
     if outer.sum() < 20:
-        return central
+        raise AppearanceError(f"box {box} leaves too little of the image around it to compare")
     lab = _lab(bgr)
     ring_pixels = lab[outer].astype(np.float64)
     if float(np.ptp(ring_pixels, axis=0).max()) < _SAME_COLOUR:
@@ -584,8 +583,9 @@ def object_mask(bgr: BgrImage, box: tuple[int, int, int, int], *, ring: int = 6,
     inner = lab[y0:y1, x0:x1].reshape(-1, 3).astype(np.float64)
     nearest = np.min(np.linalg.norm(inner[:, None, :] - centres[None, :, :], axis=2), axis=1)
     mask[y0:y1, x0:x1] = (nearest > min_delta).reshape(y1 - y0, x1 - x0)
-    if mask.sum() < 0.15 * (x1 - x0) * (y1 - y0):
-        return central
+    share = float(mask.sum()) / ((x1 - x0) * (y1 - y0))
+    if share < min_share:
+        raise AppearanceError(f"only {share:.0%} of box {box} stands out from its surroundings")
     return mask
 
 

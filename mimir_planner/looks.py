@@ -5,7 +5,8 @@ The crop around that box, the pixels in it unlike its surroundings (the object's
 :mod:`mimir_perception.appearance` give colour words, a pattern and a likeness per frame; over
 a node's newest frames the words are pooled (a word's confidence is its summed confidence over
 the frames measured), so one odd view does not decide. Frames where the box is mostly outside
-the image, behind the camera or too small to measure are left out and said so.
+the image, behind the camera or too small to measure, or where nothing in it stands out from its
+surroundings (the thing has moved since, or is hidden), are left out and said so.
 
 The offline planner asks :meth:`NodeLooks.words` whether a remembered apple is known to be
 green; a word below the planner's ``attributes.min_confidence`` counts as unknown, which makes
@@ -80,7 +81,9 @@ class NodeLooks:
         self.frames = frames
         self.min_box_px = min_box_px
         self.min_inside = min_inside
-        self._cache: dict[tuple[str, tuple[str, ...], tuple[float, ...]], Look] = {}
+        # per node, its newest look and the frames and box it was measured on (one entry per
+        # node, so hours of work do not grow it past the graph's size)
+        self._cache: dict[str, tuple[tuple[tuple[str, ...], tuple[float, ...]], Look]] = {}
 
     def box_in(self, record: KeyframeRecord, node: SceneNode) -> tuple[int, int, int, int] | str:
         """The node's remembered box in the frame's pixels (x0, y0, x1, y1), or why not."""
@@ -121,11 +124,10 @@ class NodeLooks:
                 boxes.append((record, box))
             if len(boxes) == self.frames:
                 break
-        key = (node.node_id, tuple(r.frame_id for r, _ in boxes),
-               (*node.bbox_min, *node.bbox_max))
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+        key = (tuple(r.frame_id for r, _ in boxes), (*node.bbox_min, *node.bbox_max))
+        cached = self._cache.get(node.node_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         pooled: dict[str, dict[str, float]] = {kind: {} for kind in KINDS}
         used: list[str] = []
         measured: list[Appearance] = []
@@ -150,7 +152,7 @@ class NodeLooks:
         count = max(len(used), 1)
         words = {kind: {w: c / count for w, c in found.items()} for kind, found in pooled.items()}
         look = Look(node.node_id, words, tuple(used), tuple(measured), tuple(skipped))
-        self._cache[key] = look
+        self._cache[node.node_id] = (key, look)
         return look
 
     def words(self, node: SceneNode, kind: str, min_confidence: float

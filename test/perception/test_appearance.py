@@ -140,13 +140,18 @@ def test_the_same_instance_is_found_and_look_alikes_abstain(config: AppearanceCo
 
 
 def test_an_object_mask_from_its_surroundings(config: AppearanceConfig) -> None:
-    """Inside a remembered box, the pixels unlike the ring around it are the object."""
+    """Inside a remembered box, the pixels unlike the ring around it are the object; a box
+    with nothing in it, or nothing around it, is refused rather than read."""
     scene = np.zeros((120, 160, 3), np.uint8)
     scene[:] = (200, 205, 210)  # a cabinet's inside
     scene[40:90, 60:100] = drawn(YELLOW, size=50)[:, 5:45]
     mask = object_mask(scene, (50, 30, 110, 100))
     assert mask[40:90, 60:100].mean() > 0.9 and mask[30:40, 50:110].mean() < 0.1
     assert words(describe(scene, mask, config), config) == ["yellow"]
+    with pytest.raises(AppearanceError, match="stands out"):  # an empty stretch of cabinet
+        object_mask(scene, (110, 30, 150, 60))
+    with pytest.raises(AppearanceError, match="around it"):  # the whole image: no ring
+        object_mask(scene, (0, 0, 160, 120))
     with pytest.raises(AppearanceError, match="inside"):
         object_mask(scene, (150, 30, 170, 100))
     with pytest.raises(AppearanceError, match="inside"):

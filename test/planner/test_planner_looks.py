@@ -108,17 +108,23 @@ def test_a_node_look_pools_frames_and_says_which_it_left_out(kitchen, tmp_path: 
     node_id = _apple_seen(world, kit, store, "cabinet_1", GREEN, stamp=10.0)
     node = world.state.nodes[node_id]
     x, y, z = kit.fixtures["cabinet_1"].position
-    # a frame from behind the apple and a frame from 20 m away: both left out, with reasons
+    # a frame from behind the apple, one from 20 m away, and one where the apple is not (it
+    # was taken away): all left out, with reasons
     for k, eye in enumerate(((x + 0.6, y, z), (x - 20.0, y, z))):
         store.save(_frame(RED, 17, seed=9 + k), timestamp=30.0 + k, camera="pole",
                    trigger=Trigger.INTERACTION_POST, node_ids=[node_id], camera_view=_view(eye))
+    store.save(_frame(CABINET_INSIDE, 17, seed=12), timestamp=40.0, camera="pole",
+               trigger=Trigger.INTERACTION_POST, node_ids=[node_id],
+               camera_view=_view((x - 0.6, y, z - 0.05)))
     looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
     look = looks.look(node)
     assert len(look.frames) == 3 and look.words["color"] == {"green": pytest.approx(1.0)}
     assert look.words["pattern"].get("plain", 0.0) > 0.5
-    reasons = dict(look.skipped)
-    assert sorted(reasons.values()) == ["behind or at the camera",
-                                        "too small or outside the image"]
+    reasons = sorted(dict(look.skipped).values())
+    assert len(reasons) == 3
+    assert "behind or at the camera" in reasons
+    assert "too small or outside the image" in reasons
+    assert any("stands out from its surroundings" in r for r in reasons)
     assert looks.look(node) is look  # the same frames: measured once
     words, why = looks.words(node, "color", 0.5)
     assert words == {"green"} and node_id in why
