@@ -553,8 +553,9 @@ def match(reference: Appearance, candidates: Mapping[str, Appearance],
 def object_mask(bgr: BgrImage, box: tuple[int, int, int, int], *, ring: int = 6,
                 min_delta: float = 18.0, min_share: float = 0.15) -> Mask:
     """The pixels inside ``box`` (x0, y0, x1, y1, exclusive ends) that do not look like the
-    ring of pixels around it: an object's mask where no segmentation was kept (a keyframe
-    crop around a remembered box).
+    ring of pixels around it, the one patch of them nearest the box's centre (of those at least
+    a quarter the size of the largest): an object's mask where no segmentation was kept (a
+    keyframe crop around a remembered box).
 
     Raises:
         AppearanceError: A box outside the image or empty, a box with too little around it to
@@ -582,7 +583,17 @@ def object_mask(bgr: BgrImage, box: tuple[int, int, int, int], *, ring: int = 6,
         centres = _kmeans(ring_pixels, 3, np.random.default_rng(0))
     inner = lab[y0:y1, x0:x1].reshape(-1, 3).astype(np.float64)
     nearest = np.min(np.linalg.norm(inner[:, None, :] - centres[None, :, :], axis=2), axis=1)
-    mask[y0:y1, x0:x1] = (nearest > min_delta).reshape(y1 - y0, x1 - x0)
+    standing_out = (nearest > min_delta).reshape(y1 - y0, x1 - x0).astype(np.uint8)
+    # one thing: the patch nearest the box's centre (a neighbour reaching into the box is
+    # another patch)
+    count, labels, stats, centroids = cv2.connectedComponentsWithStats(standing_out,
+                                                                       connectivity=8)
+    if count > 1:
+        centre = np.array([(x1 - x0) / 2.0, (y1 - y0) / 2.0])
+        big = [i for i in range(1, count)
+               if stats[i, cv2.CC_STAT_AREA] >= 0.25 * stats[1:, cv2.CC_STAT_AREA].max()]
+        chosen = min(big, key=lambda i: float(np.linalg.norm(centroids[i] - centre)))
+        mask[y0:y1, x0:x1] = labels == chosen
     share = float(mask.sum()) / ((x1 - x0) * (y1 - y0))
     if share < min_share:
         raise AppearanceError(f"only {share:.0%} of box {box} stands out from its surroundings")

@@ -1,6 +1,7 @@
 """What remembered nodes look like, read from the keyframes linked to them, without a model.
 
-A keyframe that recorded its camera view shows a node where the node's remembered box projects.
+A keyframe that recorded its camera view shows a node where the node's remembered box projects
+(the node's own keyframes, and its holder's: a look into a cabinet shows what it holds).
 The crop around that box, the pixels in it unlike its surroundings (the object's mask) and
 :mod:`mimir_perception.appearance` give colour words, a pattern and a likeness per frame; over
 a node's newest frames the words are pooled (a word's confidence is its summed confidence over
@@ -108,9 +109,14 @@ class NodeLooks:
         return int(cx0), int(cy0), int(np.ceil(cx1)), int(np.ceil(cy1))
 
     def look(self, node: SceneNode) -> Look:
-        """The node's pooled appearance (empty when no linked frame shows it)."""
+        """The node's pooled appearance (empty when no linked frame shows it).
+
+        The frames are the node's own and its holder's (a look into a cabinet is linked to the
+        cabinet and shows what it holds from close by), newest first.
+        """
+        linked_to = [node.node_id] + ([node.parent] if node.parent else [])
         try:
-            linked = self.store.query(node_ids=[node.node_id], limit=4 * self.frames)
+            linked = self.store.query(node_ids=linked_to, limit=4 * self.frames)
         except MemoryStoreError as err:
             LOG.warning("cannot read the keyframes of %s: %s", node.node_id, err)
             linked = []
