@@ -148,6 +148,12 @@ def test_an_object_mask_from_its_surroundings(config: AppearanceConfig) -> None:
     mask = object_mask(scene, (50, 30, 110, 100))
     assert mask[40:90, 60:100].mean() > 0.9 and mask[30:40, 50:110].mean() < 0.1
     assert words(describe(scene, mask, config), config) == ["yellow"]
+    # a blue neighbour reaching into the box is another patch, left out
+    crowded = scene.copy()
+    crowded[35:95, 100:118] = drawn(BLUE, size=60)[:, :18]
+    mask = object_mask(crowded, (50, 30, 110, 100))
+    assert not mask[35:95, 100:110].any() and mask[40:90, 60:100].mean() > 0.9
+    assert words(describe(crowded, mask, config), config) == ["yellow"]
     with pytest.raises(AppearanceError, match="stands out"):  # an empty stretch of cabinet
         object_mask(scene, (110, 30, 150, 60))
     with pytest.raises(AppearanceError, match="around it"):  # the whole image: no ring
