@@ -95,6 +95,15 @@ class KeyframeLabel:
         return {"label": self.label, "source": self.source, "stamp": self.stamp}
 
 
+def box_corners(bbox_min: Sequence[float], bbox_max: Sequence[float]
+                ) -> npt.NDArray[np.float64]:
+    """The eight corners (8, 3) of an axis-aligned box; corner ``i`` takes the maximum along
+    x, y, z where bit 0, 1, 2 of ``i`` is set."""
+    lo, hi = np.asarray(bbox_min, dtype=np.float64), np.asarray(bbox_max, dtype=np.float64)
+    return np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
+                      hi[2] if i & 4 else lo[2]] for i in range(8)])
+
+
 @dataclass(frozen=True)
 class CameraView:
     """Where a keyframe was taken from and how its camera maps the world onto its pixels.
@@ -182,9 +191,7 @@ class CameraView:
         """The twelve edges of an axis-aligned map box as pixel segments, each cut where it
         passes behind the plane ``near`` m in front of the camera (fully hidden edges are left
         out; segments may reach outside the image, the caller clips to its canvas)."""
-        lo, hi = np.asarray(bbox_min, dtype=np.float64), np.asarray(bbox_max, dtype=np.float64)
-        corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
-                             hi[2] if i & 4 else lo[2]] for i in range(8)])
+        corners = box_corners(bbox_min, bbox_max)
         pose = self.camera_to_map()
         cam = (corners - pose[:3, 3]) @ pose[:3, :3]
         segments = []

@@ -98,7 +98,8 @@ class NamingConfig(settings.Checked, section="naming", error=AppearanceConfigErr
 class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigError,
                     within={"second_share_min": (0.0, 0.5), "stripe_span_min": (0.0, 1.0)},
                     positive=("chroma_delta_min", "stripe_elongation_min", "share_margin",
-                              "chroma_margin", "elongation_margin")):
+                              "chroma_margin", "elongation_margin", "span_margin",
+                              "checks_margin")):
     """When two colours make a pattern, and which one.
 
     A second colour is part of the object's pattern when it covers at least
@@ -106,7 +107,8 @@ class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigE
     ``chroma_delta_min`` (lightness alone is shading). Then one long patch of it (elongation at
     least ``stripe_elongation_min``) that runs across the object (covering ``stripe_span_min``
     of its length that way) is a stripe, several patches are checks. The margins turn
-    distances from these thresholds into confidences.
+    distances from these thresholds into confidences (``checks_margin``: patches beyond the
+    first for full confidence in checks).
     """
 
     second_share_min: float = 0.08
@@ -114,6 +116,8 @@ class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigE
     stripe_elongation_min: float = 2.0
     stripe_span_min: float = 0.8
     share_margin: float = 0.04
+    span_margin: float = 0.1
+    checks_margin: float = 2.0
     chroma_margin: float = 8.0
     elongation_margin: float = 0.8
 
@@ -160,6 +164,27 @@ class DescribeConfig(settings.Checked, section="describe", error=AppearanceConfi
 
 
 @dataclass(frozen=True)
+class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
+                 positive_int=("ring_px", "frames", "min_box_px"), positive=("min_delta",),
+                 within={"min_share": (0.0, 1.0), "min_inside": (0.0, 1.0)}):
+    """Crops around a remembered box, where no segmentation was kept.
+
+    :func:`object_mask` compares the box with a ring ``ring_px`` wide around it: pixels further
+    than ``min_delta`` (CIELAB) from every colour of the ring stand out, and at least
+    ``min_share`` of the box must. A node's look measures its newest ``frames`` keyframes whose
+    projected box is at least ``min_box_px`` wide and high with ``min_inside`` of it in the
+    image.
+    """
+
+    ring_px: int = 6
+    min_delta: float = 18.0
+    min_share: float = 0.15
+    frames: int = 5
+    min_box_px: int = 14
+    min_inside: float = 0.6
+
+
+@dataclass(frozen=True)
 class AppearanceConfig:
     """The settings of ``config/appearance.yaml``."""
 
@@ -168,6 +193,7 @@ class AppearanceConfig:
     pattern: PatternConfig = PatternConfig()
     matching: MatchingConfig = MatchingConfig()
     describe: DescribeConfig = DescribeConfig()
+    crops: CropConfig = CropConfig()
 
     def __post_init__(self) -> None:
         if not self.colours:
@@ -191,7 +217,8 @@ def parse_appearance_config(data: Mapping[str, Any]) -> AppearanceConfig:
     Raises:
         AppearanceConfigError: Unknown keys, malformed colour regions or out-of-range values.
     """
-    settings.refuse_unknown(data, {"colours", "naming", "pattern", "matching", "describe"},
+    settings.refuse_unknown(data, {"colours", "naming", "pattern", "matching", "describe",
+                                   "crops"},
                             "appearance settings", AppearanceConfigError)
     raw = data.get("colours")
     if not isinstance(raw, Mapping) or not raw:
@@ -212,7 +239,8 @@ def parse_appearance_config(data: Mapping[str, Any]) -> AppearanceConfig:
         settings.section(PatternConfig, "pattern", data.get("pattern"), AppearanceConfigError),
         _matching(data.get("matching")),
         settings.section(DescribeConfig, "describe", data.get("describe"),
-                         AppearanceConfigError))
+                         AppearanceConfigError),
+        settings.section(CropConfig, "crops", data.get("crops"), AppearanceConfigError))
 
 
 def _matching(raw: object) -> MatchingConfig:
@@ -486,12 +514,13 @@ def pattern_word(appearance: Appearance, config: AppearanceConfig) -> Attribute:
                          measured)
     patterned = min(1.0, -plain_by)
     long_by = min((appearance.elongation - cfg.stripe_elongation_min) / cfg.elongation_margin,
-                  (appearance.span - cfg.stripe_span_min) / 0.1)
+                  (appearance.span - cfg.stripe_span_min) / cfg.span_margin)
     if appearance.blobs == 1:
         if long_by >= 0.0:
             return Attribute("striped", min(patterned, 1.0, long_by), measured)
         return Attribute("plain", 0.0, measured + " (one short patch: a label or a mark)")
-    return Attribute("checked", min(patterned, 1.0, (appearance.blobs - 1) / 2.0), measured)
+    return Attribute("checked", min(patterned, 1.0, (appearance.blobs - 1) / cfg.checks_margin),
+                     measured)
 
 
 # ------------------------------------------------------------------------------ matching
@@ -550,19 +579,21 @@ def match(reference: Appearance, candidates: Mapping[str, Appearance],
 
 
 # ------------------------------------------------------------------------------ masks
-def object_mask(bgr: BgrImage, box: tuple[int, int, int, int], *, ring: int = 6,
-                min_delta: float = 18.0, min_share: float = 0.15) -> Mask:
+def object_mask(bgr: BgrImage, box: tuple[int, int, int, int],
+                config: AppearanceConfig) -> Mask:
     """The pixels inside ``box`` (x0, y0, x1, y1, exclusive ends) that do not look like the
-    ring of pixels around it, the one patch of them nearest the box's centre (of those at least
-    a quarter the size of the largest): an object's mask where no segmentation was kept (a
-    keyframe crop around a remembered box).
+    ring of pixels around it (``crops`` settings), the one patch of them nearest the box's
+    centre (of those at least a quarter the size of the largest): an object's mask where no
+    segmentation was kept (a keyframe crop around a remembered box).
 
     Raises:
         AppearanceError: A box outside the image or empty, a box with too little around it to
-            compare (it fills the image), or one where less than ``min_share`` of the box
+            compare (it fills the image), or one where less than ``crops.min_share`` of the box
             stands out from its surroundings (the object is not there, or looks like what is
             around it): measuring the box anyway would read the background.
     """
+    crops = config.crops
+    ring, min_delta, min_share = crops.ring_px, crops.min_delta, crops.min_share
     height, width = bgr.shape[:2]
     x0, y0, x1, y1 = box
     if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):

@@ -23,7 +23,7 @@ import numpy as np
 
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.graph import SceneNode
-from mimir_memory.keyframes import KeyframeRecord, KeyframeStore
+from mimir_memory.keyframes import KeyframeRecord, KeyframeStore, box_corners
 from mimir_perception.appearance import (
     Appearance,
     AppearanceConfig,
@@ -69,19 +69,17 @@ class NodeLooks:
 
     Args:
         store: The keyframe store (read-only is enough).
-        config: Appearance settings.
-        frames: Newest frames with a camera view measured per node.
-        min_box_px: A projected box narrower or lower than this (pixels) is too small.
-        min_inside: Share of the projected box that must lie inside the image.
+        config: Appearance settings; its ``crops`` section says how many frames are measured
+            per node and which projected boxes are too small or too far outside the image.
     """
 
-    def __init__(self, store: KeyframeStore, config: AppearanceConfig, *, frames: int = 5,
-                 min_box_px: int = 14, min_inside: float = 0.6) -> None:
+    def __init__(self, store: KeyframeStore, config: AppearanceConfig) -> None:
         self.store = store
         self.config = config
-        self.frames = frames
-        self.min_box_px = min_box_px
-        self.min_inside = min_inside
+        crops = config.crops
+        self.frames = crops.frames
+        self.min_box_px = crops.min_box_px
+        self.min_inside = crops.min_inside
         # per node, its newest look and the frames and box it was measured on (one entry per
         # node, so hours of work do not grow it past the graph's size)
         self._cache: dict[str, tuple[tuple[tuple[str, ...], tuple[float, ...]], Look]] = {}
@@ -91,10 +89,7 @@ class NodeLooks:
         view = record.camera_view
         if view is None:
             return "no camera view"
-        lo, hi = node.bbox_min, node.bbox_max
-        corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
-                             hi[2] if i & 4 else lo[2]] for i in range(8)])
-        uv, depth = view.project(corners)
+        uv, depth = view.project(box_corners(node.bbox_min, node.bbox_max))
         if np.any(depth < 0.05):
             return "behind or at the camera"
         x0, y0 = uv.min(axis=0)
@@ -143,7 +138,7 @@ class NodeLooks:
                 if image.ndim != 3:
                     raise AppearanceError("a grey keyframe has no colour to read")
                 bgr = np.ascontiguousarray(image, dtype=np.uint8)
-                appearance = describe(bgr, object_mask(bgr, box), self.config)
+                appearance = describe(bgr, object_mask(bgr, box, self.config), self.config)
             except (AppearanceError, MemoryStoreError) as err:
                 skipped.append((record.frame_id, str(err)))
                 continue

@@ -145,23 +145,23 @@ def test_an_object_mask_from_its_surroundings(config: AppearanceConfig) -> None:
     scene = np.zeros((120, 160, 3), np.uint8)
     scene[:] = (200, 205, 210)  # a cabinet's inside
     scene[40:90, 60:100] = drawn(YELLOW, size=50)[:, 5:45]
-    mask = object_mask(scene, (50, 30, 110, 100))
+    mask = object_mask(scene, (50, 30, 110, 100), config)
     assert mask[40:90, 60:100].mean() > 0.9 and mask[30:40, 50:110].mean() < 0.1
     assert words(describe(scene, mask, config), config) == ["yellow"]
     # a blue neighbour reaching into the box is another patch, left out
     crowded = scene.copy()
     crowded[35:95, 100:118] = drawn(BLUE, size=60)[:, :18]
-    mask = object_mask(crowded, (50, 30, 110, 100))
+    mask = object_mask(crowded, (50, 30, 110, 100), config)
     assert not mask[35:95, 100:110].any() and mask[40:90, 60:100].mean() > 0.9
     assert words(describe(crowded, mask, config), config) == ["yellow"]
     with pytest.raises(AppearanceError, match="stands out"):  # an empty stretch of cabinet
-        object_mask(scene, (110, 30, 150, 60))
+        object_mask(scene, (110, 30, 150, 60), config)
     with pytest.raises(AppearanceError, match="around it"):  # the whole image: no ring
-        object_mask(scene, (0, 0, 160, 120))
+        object_mask(scene, (0, 0, 160, 120), config)
     with pytest.raises(AppearanceError, match="inside"):
-        object_mask(scene, (150, 30, 170, 100))
+        object_mask(scene, (150, 30, 170, 100), config)
     with pytest.raises(AppearanceError, match="inside"):
-        object_mask(scene, (50, 30, 50, 100))
+        object_mask(scene, (50, 30, 50, 100), config)
 
 
 @pytest.mark.parametrize(("image", "mask", "message"), [
@@ -195,6 +195,8 @@ def _shipped() -> dict[str, Any]:
     (lambda d: d["pattern"].update(second_share_min=0.9), "second_share_min"),
     (lambda d: d["matching"].update(margin=-1.0), "margin"),
     (lambda d: d["describe"].update(min_pixels=0), "min_pixels"),
+    (lambda d: d["crops"].update(min_inside=1.5), "min_inside"),
+    (lambda d: d["pattern"].update(span_margin=0.0), "span_margin"),
     (lambda d: d.update(extra=1), "unknown"),
 ])
 def test_malformed_settings_are_refused(change: Any, message: str) -> None:

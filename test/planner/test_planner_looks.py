@@ -46,19 +46,25 @@ def kitchen(kitchen_of):
     ])
 
 
+def _remember(world: WorldMemory, kit: Any, holder: str, label: str) -> str:
+    """A 9 cm thing inside ``holder``, 5 cm below its centre, listed as its contents."""
+    x, y, z = kit.fixtures[holder].position
+    centre = (x, y, z - 0.05)
+    node = world.add_node(label, centre, stamp=3.0, bbox_min=[c - 0.045 for c in centre],
+                          bbox_max=[c + 0.045 for c in centre]).payload["node_id"]
+    world.set_parent(node, holder, "container", stamp=4.0)
+    world.set_contents(holder, [{"name": label, "node_id": node}], is_empty=False, stamp=4.0,
+                       source_action="inspect")
+    kit.object_nodes[(holder, label)] = node
+    return str(node)
+
+
 def _apple_seen(world: WorldMemory, kit: Any, store: KeyframeStore, holder: str,
                 colour_bgr: tuple[int, int, int] | None, *, stamp: float,
                 with_view: bool = True) -> str:
     """An apple (a 9 cm box in memory) in ``holder``, and keyframes of it 0.6 m away."""
     x, y, z = kit.fixtures[holder].position
-    centre = (x, y, z - 0.05)
-    node = world.add_node("apple", centre, stamp=3.0,
-                          bbox_min=[c - 0.045 for c in centre],
-                          bbox_max=[c + 0.045 for c in centre]).payload["node_id"]
-    world.set_parent(node, holder, "container", stamp=4.0)
-    world.set_contents(holder, [{"name": "apple", "node_id": node}], is_empty=False, stamp=4.0,
-                       source_action="inspect")
-    kit.object_nodes[(holder, "apple")] = node
+    node = _remember(world, kit, holder, "apple")
     if colour_bgr is not None:
         # the box spans f * 0.09 / 0.6 = 37 px; the apple fills most of it
         for k in range(3):
@@ -159,14 +165,7 @@ def test_a_described_box_is_the_one_whose_keyframes_show_that_pattern(pantry,
     for holder, (first, second) in (("cabinet_1", ((180, 60, 150), (30, 205, 245))),
                                     ("cabinet_2", ((50, 40, 215), (225, 120, 50)))):
         x, y, z = kit.fixtures[holder].position
-        centre = (x, y, z - 0.05)
-        node = world.add_node("cereal box", centre, stamp=3.0,
-                              bbox_min=[c - 0.045 for c in centre],
-                              bbox_max=[c + 0.045 for c in centre]).payload["node_id"]
-        world.set_parent(node, holder, "container", stamp=4.0)
-        world.set_contents(holder, [{"name": "cereal box", "node_id": node}], is_empty=False,
-                           stamp=4.0, source_action="inspect")
-        kit.object_nodes[(holder, "cereal box")] = node
+        node = _remember(world, kit, holder, "cereal box")
         for k in range(2):
             store.save(_checked_frame(first, second, seed=k), timestamp=10.0 + k,
                        camera="wrist", trigger=Trigger.INTERACTION_POST, node_ids=[node],

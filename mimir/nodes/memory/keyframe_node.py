@@ -69,6 +69,9 @@ RgbImage = npt.NDArray[np.uint8]
 _GRAPH_CHANGES = {"node_created", "property_set", "contents_set"}
 
 
+#: TF kept beyond the oldest frame the node may still save (s): a transform can trail its image.
+_TF_SLACK_S = 5.0
+
 #: Counters that turn the /diagnostics status to WARN when they grow.
 _WARN_KEYS = ("store_error", "refused", "bad_image", "bad_camera_info")
 
@@ -102,7 +105,8 @@ class KeyframeNode(Node):
         self._frames_changed = True  # draw what the store already holds
         # a frame is saved up to buffer_seconds after it was taken: keep TF as long
         self._tf = make_transform_source(
-            self, cache_seconds=self.config.buffer_seconds + self.config.after_wait_s + 5.0)
+            self, cache_seconds=(self.config.buffer_seconds + self.config.after_wait_s
+                                 + _TF_SLACK_S))
         camera_group = ReentrantCallbackGroup()
         store_group = MutuallyExclusiveCallbackGroup()
         for cam in self.config.cameras:
