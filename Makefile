@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep replay-roundtrip fuzz chaos soak appearance-accuracy clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep eval-short eval-long-horizon replay-roundtrip fuzz chaos soak appearance-accuracy clean
 
 setup:
 	bash scripts/setup.sh
@@ -55,6 +55,25 @@ NOISE_ARGS ?=
 noise-sweep: setup
 	MUJOCO_GL=egl $(PY) benchmarks/noise_sweep.py --runs $(NOISE_RUNS) $(NOISE_ARGS)
 
+# mimir eval over generated layouts, realistic profile, offline reasoner (hours on two cores; not
+# part of `make test`, which runs a two-trial smoke version). Each writes <folder>/report/;
+# a stopped evaluation resumes where it stopped. Fewer: make eval-short EVAL_TRIALS=4
+EVAL_RUNS ?= evals
+EVAL_TRIALS ?= 50
+EVAL_JOBS ?= 1
+EVAL_ARGS ?=
+eval-short: setup
+	for scenario in locked_unlocked clutter_aware_pick; do \
+		.venv/bin/mimir eval --scenario $$scenario --methods all --trials $(EVAL_TRIALS) \
+			--jobs $(EVAL_JOBS) --out $(EVAL_RUNS)/$$scenario $(EVAL_ARGS) || exit 1; \
+	done
+
+EVAL_LH_TRIALS ?= 10
+eval-long-horizon: setup
+	.venv/bin/mimir eval --scenario long_horizon --methods full,sg_ia,sg,sg_kf \
+		--trials $(EVAL_LH_TRIALS) --jobs $(EVAL_JOBS) --instruction-timeout 900 \
+		--out $(EVAL_RUNS)/long_horizon $(EVAL_ARGS)
+
 # mimir record beside one mimir sim run, then mimir replay --fast; compares the memories (a few
 # minutes; not part of `make test`).
 ROUNDTRIP_RUNS ?= runs/roundtrip
@@ -87,7 +106,6 @@ chaos: setup
 SOAK_RUNS ?= runs/soak
 SOAK_ARGS ?=
 soak: setup
-	$(PY) -m pip install -q 'matplotlib>=3.8'
 	MUJOCO_GL=egl $(PY) benchmarks/soak.py --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
 # Colour words, patterns and same-instance matching without a model, on rendered look-alike

@@ -17,8 +17,8 @@ resident memory (RSS), open file descriptors and threads (from ``/proc``); the s
 memory databases (with their write-ahead logs), of the keyframe folder and of the rest of the
 run folder; the number of memory events stored; the drop counters the nodes report on
 ``/diagnostics``; and the instructions judged so far. The samples go to ``samples.jsonl`` in
-``--runs``; the table to ``summary.md``, the plot to ``soak.png`` (needs matplotlib, which
-``make soak`` installs).
+``--runs``; the table to ``summary.md``, the plot to ``soak.png`` (matplotlib, from
+requirements.txt).
 
 Pass, per process, after the warm-up (``--warmup`` minutes): RSS grows less than 10 % from the
 warm-up sample to the last one; descriptors and threads stay within a small slack of their
@@ -341,15 +341,11 @@ def table(v: SoakVerdict, warmup_min: float) -> list[str]:
 
 
 def plot(samples: list[dict[str, Any]], path: Path, warmup_min: float) -> bool:
-    """RSS, descriptors and threads per process, and the databases against events; False when
-    matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: PLC0415 - optional: make soak installs it
+    """RSS, descriptors and threads per process, and the databases against events."""
+    import matplotlib  # noqa: PLC0415 - plotting only at the end
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
     names = sorted({n for s in samples for n in s["procs"]})
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     for key, ax, scale, label in (("rss_kib", axes[0][0], 1 / 1024, "RSS (MiB)"),

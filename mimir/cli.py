@@ -230,6 +230,34 @@ def _cmd_sim(args: argparse.Namespace) -> int:
                         "details") from err
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
+
+    from mimir.evaluation.job import run_evaluation  # noqa: PLC0415
+    from mimir.evaluation.methods import EvalConfigError  # noqa: PLC0415
+    from mimir.evaluation.options import EvalOptions  # noqa: PLC0415
+    from mimir.evaluation.trials import TrialFileError  # noqa: PLC0415
+    from mimir.ros.domains import NoFreeDomainError  # noqa: PLC0415
+    from mimir.sim_job import SimJobError  # noqa: PLC0415
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    out = Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
+    options = EvalOptions(
+        scenario=args.scenario, methods=args.methods, trials=args.trials, first_seed=args.seed,
+        profile=args.profile, noise_scales=tuple(args.noise_scale), jobs=args.jobs, out=out,
+        vlm_backend=args.vlm, instruction_timeout_s=args.instruction_timeout,
+        config=args.config, report_only=args.report_only, argv=tuple(sys.argv))
+    try:
+        report = run_evaluation(options)
+    except (EvalConfigError, TrialFileError, NoFreeDomainError) as err:
+        raise UserError(str(err), "see 'mimir eval --help' and config/eval.yaml") from err
+    except SimJobError as err:
+        raise UserError(str(err), err.hint) from err
+    print(f"report: {report}")
+    return 0
+
+
 def _approve_service_name(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else name
 
@@ -466,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="TidyBot++ model: tidybot.xml or a folder holding it (default: "
                           "mujoco-menagerie's stanford_tidybot, or $MENAGERIE_ROOT's copy)")
     sim.set_defaults(handler=_cmd_sim)
+    from mimir.evaluation import options as _eval_options  # noqa: PLC0415
+    _eval_options.add_parser(sub, _cmd_eval)
     doctor = sub.add_parser("doctor", help="check the installation (--robot: pre-flight on the "
                             "robot computer)")
     doctor.add_argument("--robot", action="store_true",

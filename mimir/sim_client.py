@@ -22,7 +22,7 @@ from mimir.ros import qos
 from mimir.ros.actions import ActionClient
 from mimir.ros.floatfix import coerce_floats
 from mimir.signals import handling
-from mimir.sim_report import InstructionReport, SimJobError
+from mimir.sim_report import InstructionReport, SimJobError, judge_details
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction, QueryKeyframes
@@ -253,6 +253,7 @@ class SimClient:
         named = ", ".join(e.node_id or f"{e.label} (listed)" for e in result.answer_entities)
         report.success = bool(judged.success)
         report.judged_progress = float(judged.progress)
+        report.family, report.criteria = judge_details(judged.details_json)
         with self._lock:
             report.primitives = list(self._primitives)
         report.wall_s = time.monotonic() - started

@@ -78,6 +78,7 @@ class SimJobOptions:
     tidybot_dir: str = ""
     noise_profile: str = "realistic"
     noise_scale: float = 1.0
+    run_name: str = ""
 
 
 
@@ -96,7 +97,8 @@ def check_options(options: SimJobOptions) -> None:
     """Refuse option values the job cannot run with.
 
     Raises:
-        SimJobError: an empty scenario, an unknown backend, or a limit that is not positive.
+        SimJobError: an empty scenario, an unknown backend, a limit that is not positive, or a
+            run name that leaves the run root.
     """
     if not options.scenario.strip():
         raise SimJobError("--scenario is empty",
@@ -113,6 +115,10 @@ def check_options(options: SimJobOptions) -> None:
     if not (math.isfinite(options.hold_s) and options.hold_s >= 0.0):
         raise SimJobError(f"--hold must be a non-negative number of seconds, got "
                           f"{options.hold_s}", "give how long to keep the graph up after the run")
+    name = Path(options.run_name)
+    if options.run_name and (name.is_absolute() or ".." in name.parts):
+        raise SimJobError(f"the run name {options.run_name!r} must be a folder name inside "
+                          "--runs", "give a relative name without '..'")
     noise_profile(options)
     limits = (("--instruction-timeout", options.instruction_timeout_s),
               ("the start-up timeout", options.startup_timeout_s))
@@ -423,7 +429,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     model_xml, model_source = robot_model(options.tidybot_dir)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     scenario_name = Path(options.scenario).stem
-    run_dir = (options.run_root / f"{scenario_name}-{stamp}").resolve()
+    run_dir = (options.run_root / (options.run_name or f"{scenario_name}-{stamp}")).resolve()
     param_data = sim_params(options, run_dir)
     for entry in SIM_GRAPH:  # the resolved model goes to the node(s) that take it
         if "tidybot_dir" in entry.optional:
@@ -582,4 +588,30 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
     lines += ["", *audit_lines(run_dir)]
     text = "\n".join(lines) + "\n"
     (run_dir / "report.md").write_text(text)
+    write_results(run_dir, scenario, options, reports=reports, figures=figures, wall=wall)
     return text
+
+
+#: Version of ``results.json``; evaluations refuse another.
+RESULTS_VERSION = 1
+
+
+def write_results(run_dir: Path, scenario: str, options: SimJobOptions, *,
+                  reports: list[InstructionReport], figures: dict[str, Any],
+                  wall: float) -> None:
+    """Write ``results.json``: the run's judged instructions and figures, for evaluations."""
+    data = {
+        "version": RESULTS_VERSION,
+        "scenario": scenario,
+        "seed": layout_seed(options),
+        "vlm_backend": options.vlm_backend,
+        "noise_profile": options.noise_profile,
+        "noise_scale": options.noise_scale,
+        "step_budget": options.step_budget,
+        "verifiers_off": options.verifiers_off,
+        "extra_params": options.extra_params,
+        "wall_s": wall,
+        "figures": figures,
+        "instructions": [dataclasses.asdict(r) for r in reports],
+    }
+    (run_dir / "results.json").write_text(json.dumps(data, indent=1, sort_keys=True))

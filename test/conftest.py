@@ -14,42 +14,13 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from ros_helpers import spinning_executor, wait_until
 
+from mimir.ros.domains import claim_domain_id
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Hermetic ROS 2: every test process gets its own DDS domain, discovery stays on this host, and
 # ROS logs go to a temporary folder. This runs at import, before any test can call rclpy.init().
-_DOMAIN_LOCKS = Path(tempfile.gettempdir()) / "mimir-ros-domains"
-
-
-def _claim_domain_id() -> int:
-    """Claim a ROS domain id no other live test process holds (lock files keyed by pid)."""
-    _DOMAIN_LOCKS.mkdir(exist_ok=True)
-    start = os.getpid() % 100
-    for offset in range(100):
-        domain = 1 + (start + offset) % 100
-        lock = _DOMAIN_LOCKS / f"{domain}.pid"
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                owner = int(lock.read_text() or "0")
-                os.kill(owner, 0)
-                continue  # held by a live process
-            except (ValueError, ProcessLookupError):
-                lock.unlink(missing_ok=True)  # stale: its owner is gone
-                try:
-                    fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                except FileExistsError:
-                    continue
-            except PermissionError:
-                continue
-        with os.fdopen(fd, "w") as handle:
-            handle.write(str(os.getpid()))
-        return domain
-    raise RuntimeError("no free ROS domain id for this test process")
-
-
-os.environ["ROS_DOMAIN_ID"] = str(_claim_domain_id())
+os.environ["ROS_DOMAIN_ID"] = str(claim_domain_id())
 # MuJoCo picks its GL backend at import; rendering is offscreen through EGL everywhere.
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"

@@ -270,6 +270,8 @@ class PlannerNode(Node):
         return MemoryReaders(world, self._open_keyframes())
 
     def _open_keyframes(self) -> KeyframeStore | None:
+        if not self.config.use_keyframes:
+            return None
         try:
             return open_keyframe_reader(self.memory_dir, self.memory_config)
         except MemoryStoreError as err:

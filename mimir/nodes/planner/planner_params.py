@@ -67,6 +67,11 @@ class PlannerNodeConfig:
         read_only=True)
     analyze: bool = param(
         True, "have the interaction analyzer verify analysed primitives", read_only=True)
+    use_keyframes: bool = param(
+        True,
+        "plan with the keyframe store (retrieval, clutter, appearance); false plans from the "
+        "scene graph and task memory alone (an evaluation ablation)",
+        read_only=True)
     analyzed_primitives: tuple[str, ...] = param(
         ("open", "close", "inspect", "pick", "place"),
         "primitives whose outcome the analyzer verifies (move_to is judged by the executor)",

@@ -1,0 +1,47 @@
+"""``mimir eval``: plan the trials, run the missing ones, write the report."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from mimir.evaluation.methods import EvalConfigError, load_eval_config
+from mimir.evaluation.options import EvalOptions
+from mimir.evaluation.report import write_report
+from mimir.evaluation.runner import run_trials
+from mimir.evaluation.trials import read_trial, trial_specs
+from mimir.sim_job import SimJobOptions, check_options, scenario_instructions
+
+
+def run_evaluation(options: EvalOptions) -> Path:
+    """Run (or, with ``report_only``, only read) the evaluation; the path of its report.
+
+    Raises:
+        EvalConfigError: a bad choice (unknown method, no trial, a folder of another
+            evaluation).
+        mimir.sim_report.SimJobError: the scenario, profile or backend cannot be used.
+    """
+    config = load_eval_config(options.config or None)
+    methods = config.pick(options.methods)
+    first_seed = config.first_seed if options.first_seed < 0 else options.first_seed
+    check_options(SimJobOptions(scenario=options.scenario, vlm_backend=options.vlm_backend,
+                                step_budget=config.step_budget,
+                                instruction_timeout_s=options.instruction_timeout_s,
+                                noise_profile=options.profile))
+    scenario_instructions(options.scenario, first_seed)
+    if not options.noise_scales:
+        raise EvalConfigError("give at least one --noise-scale")
+    specs = trial_specs(options.scenario, methods, trials=options.trials,
+                        first_seed=first_seed, profile=options.profile,
+                        noise_scales=list(options.noise_scales),
+                        step_budget=config.step_budget, vlm_backend=options.vlm_backend,
+                        instruction_timeout_s=options.instruction_timeout_s)
+    root = options.out
+    if options.report_only:
+        results = [read_trial(spec, root) for spec in specs]
+    else:
+        results = run_trials(specs, root, jobs=options.jobs,
+                             show_progress=options.show_progress)
+    command = shlex.join(options.argv) if options.argv else ""
+    return write_report(results, methods, root, command=command)
+

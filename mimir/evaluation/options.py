@@ -1,0 +1,65 @@
+"""The options of ``mimir eval`` and its command-line parser (standard library only, so that
+the command line starts fast)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What ``mimir eval`` was asked to do (see ``mimir eval --help``)."""
+
+    scenario: str = "locked_unlocked"
+    methods: str = "full,sg_ia,sg_kf,sg"
+    trials: int = 2
+    first_seed: int = -1
+    profile: str = "realistic"
+    noise_scales: tuple[float, ...] = (1.0,)
+    jobs: int = 1
+    out: Path = Path("evals")
+    vlm_backend: str = "offline"
+    instruction_timeout_s: float = 600.0
+    config: str = ""
+    report_only: bool = False
+    show_progress: bool = True
+    argv: tuple[str, ...] = field(default_factory=tuple)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any],
+               handler: Callable[[argparse.Namespace], int]) -> None:
+    """Register the ``eval`` subcommand with its options and ``handler``."""
+    evaluate = subparsers.add_parser(
+        "eval", help="compare memory methods over generated layouts (report with intervals, "
+        "paired tests, plots)")
+    evaluate.add_argument("--scenario", default="locked_unlocked",
+                          help="scenario name in config/scenarios or a scenario file")
+    evaluate.add_argument("--methods", default="full,sg_ia,sg_kf,sg",
+                          help="comma-separated methods of config/eval.yaml, or 'all'")
+    evaluate.add_argument("--trials", type=int, default=2,
+                          help="generated layouts per method (seeds --seed, --seed + 1, ...)")
+    evaluate.add_argument("--seed", type=int, default=-1,
+                          help="first layout seed (-1: eval.yaml's first_seed, apart from the "
+                               "tests' seeds)")
+    evaluate.add_argument("--profile", default="realistic", metavar="NAME",
+                          help="noise profile: ideal, realistic or a profile YAML path")
+    evaluate.add_argument("--noise-scale", type=float, nargs="+", default=[1.0], metavar="S",
+                          help="noise scale(s); several give a plot against noise")
+    evaluate.add_argument("--jobs", type=int, default=1,
+                          help="trials run at once (each in its own ROS domain)")
+    evaluate.add_argument("--out", default="",
+                          help="evaluation folder (default: evals/<scenario>-<profile>); an "
+                               "existing one is resumed")
+    evaluate.add_argument("--vlm", default="offline", choices=("offline", "openai", "transformers"),
+                          help="reasoning backend for the analyzer and the planner")
+    evaluate.add_argument("--instruction-timeout", type=float, default=600.0,
+                          help="wall-clock limit per instruction (s)")
+    evaluate.add_argument("--config", default="",
+                          help="evaluation file (default: the installed eval.yaml)")
+    evaluate.add_argument("--report-only", action="store_true",
+                          help="write the report from the trials already in --out")
+    evaluate.set_defaults(handler=handler)

@@ -1,0 +1,441 @@
+"""The evaluation report: tables, plots, per-trial lines and the story of every failure.
+
+``write_report`` reads the finished trials and writes, in ``<evaluation>/report/``:
+
+- ``report.md``: mean task progress with 95% bootstrap intervals per method and per task
+  family, paired comparisons between methods (sign-flip permutation tests over the layouts both
+  finished, Holm-adjusted), steps, memory sizes, keyframe retrieval (how many frames a planner
+  call got and how far into the past they reach), and the memory-free sanity baselines on the
+  same layouts;
+- ``trials.jsonl``: one line per trial;
+- ``progress.png``, ``tasks.png`` and, with several noise scales, ``noise.png``;
+- ``failures.md``: for every instruction judged not done, the judge's unmet criteria, the
+  planner calls with the first one that went wrong, and memory's verdicts meanwhile.
+
+A trial whose job failed (a node died, a time limit) has no judged progress: it is listed with
+its error and left out of the means and the pairs, never counted as zero or as success.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mimir.evaluation.methods import Method
+from mimir.evaluation.stats import Interval, bootstrap_interval, holm, paired_p_value
+from mimir.evaluation.trials import TrialResult
+
+#: Planner calls a memory-free robot spends per fixture it searches (move, open, inspect).
+CALLS_PER_FIXTURE = 3
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Keyframes retrieved by the planner calls of one trial."""
+
+    calls: int
+    frames: int
+    reach_s: tuple[float, ...]
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by a killed process; the rest is still worth reading
+    return rows
+
+
+def planner_calls(folder: Path) -> list[dict[str, Any]]:
+    """The planner's trace of a trial (one record per planner call)."""
+    return _json_lines(folder / "memory" / "planner_trace.jsonl")
+
+
+def retrieval(folder: Path) -> Retrieval:
+    """How many keyframes the trial's planner calls retrieved and how old they were then."""
+    from mimir_memory.errors import MemoryStoreError  # noqa: PLC0415 - report only
+    from mimir_memory.keyframes import KeyframeStore  # noqa: PLC0415
+
+    calls = planner_calls(folder)
+    frames = [(float(c.get("start", math.nan)), r.get("frame_id"))
+              for c in calls for r in c.get("retrieved", []) if isinstance(r, dict)]
+    reach: list[float] = []
+    if frames and (folder / "memory" / "keyframes").is_dir():
+        try:
+            store = KeyframeStore.open(folder / "memory" / "keyframes", readonly=True)
+        except MemoryStoreError:
+            store = None
+        if store is not None:
+            try:
+                for start, frame_id in frames:
+                    try:
+                        reach.append(start - store.get(str(frame_id)).timestamp)
+                    except MemoryStoreError:
+                        continue  # evicted by the budget since
+            finally:
+                store.close()
+    return Retrieval(len(calls), len(frames), tuple(r for r in reach if math.isfinite(r)))
+
+
+def family_progress(result: TrialResult) -> dict[str, float]:
+    """Mean judged progress per task family of one finished trial."""
+    by_family: dict[str, list[float]] = defaultdict(list)
+    for row in result.instructions:
+        by_family[str(row.get("family") or "other")].append(float(row["judged_progress"]))
+    return {family: float(np.mean(values)) for family, values in by_family.items()}
+
+
+def trial_line(result: TrialResult, root: Path) -> dict[str, Any]:
+    """One line of ``trials.jsonl``."""
+    spec = result.spec
+    line: dict[str, Any] = {
+        "trial": spec.key, "method": spec.method.name, "seed": spec.seed,
+        "noise_scale": spec.noise_scale, "profile": spec.profile,
+        "finished": result.finished, "error": result.error,
+    }
+    if result.finished:
+        got = retrieval(spec.folder(root))
+        line.update(
+            progress=result.progress, families=family_progress(result),
+            instructions=[{k: row.get(k) for k in ("index", "family", "success",
+                                                   "judged_progress", "steps", "error")}
+                          for row in result.instructions],
+            figures=result.results.get("figures", {}), wall_s=result.results.get("wall_s"),
+            planner_calls=got.calls, retrieved_frames=got.frames,
+            retrieval_reach_s=list(got.reach_s))
+    return line
+
+
+def _pairs_key(result: TrialResult) -> tuple[int, float]:
+    return (result.spec.seed, result.spec.noise_scale)
+
+
+def _mean(values: Iterable[float]) -> float:
+    data = list(values)
+    return float(np.mean(data)) if data else math.nan
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
+                 lines: Mapping[str, dict[str, Any]]) -> list[str]:
+    """The per-method table."""
+    rows = ["| method | trials (failed runs) | task progress [95% CI] | instructions done | "
+            "steps per instruction | keyframes stored | interaction properties | frames per "
+            "planner call | retrieved frames' age, median / max (s) | wall time per trial (s) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for method in methods:
+        own = [r for r in results if r.spec.method.name == method.name]
+        done = [r for r in own if r.finished]
+        interval = bootstrap_interval([r.progress for r in done])
+        instructions = [row for r in done for row in r.instructions]
+        figures = [r.results.get("figures", {}) for r in done]
+        own_lines = [lines[r.spec.key] for r in done]
+        calls = sum(int(line["planner_calls"]) for line in own_lines)
+        frames = sum(int(line["retrieved_frames"]) for line in own_lines)
+        ages = [a for line in own_lines for a in line["retrieval_reach_s"]]
+        rows.append(
+            f"| {method.label} | {len(done)} ({len(own) - len(done)}) | {interval.text()} | "
+            f"{sum(bool(row.get('success')) for row in instructions)}/{len(instructions)} | "
+            f"{_fmt(_mean(float(row.get('steps', 0)) for row in instructions))} | "
+            f"{_fmt(_mean(float(f.get('keyframes stored', 0)) for f in figures), 0)} | "
+            f"{_fmt(_mean(float(f.get('interaction-derived properties', 0)) for f in figures))}"
+            f" | {_fmt(frames / calls if calls else math.nan, 2)} | "
+            + (f"{np.median(ages):.0f} / {max(ages):.0f}" if ages else "-")
+            + f" | {_fmt(_mean(float(r.results.get('wall_s', 0)) for r in done), 0)} |")
+    return rows
+
+
+def family_table(results: Sequence[TrialResult], methods: Sequence[Method]) -> list[str]:
+    """Mean task progress per family (rows) and method (columns)."""
+    families = sorted({f for r in results if r.finished for f in family_progress(r)})
+    rows = ["| task family | " + " | ".join(m.label for m in methods) + " |",
+            "| --- |" + " --- |" * len(methods)]
+    for family in families:
+        cells = []
+        for method in methods:
+            values = [family_progress(r)[family] for r in results
+                      if r.finished and r.spec.method.name == method.name
+                      and family in family_progress(r)]
+            cells.append(bootstrap_interval(values).text())
+        rows.append(f"| {family} | " + " | ".join(cells) + " |")
+    return rows
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One paired comparison of two methods over the layouts both finished."""
+
+    first: Method
+    second: Method
+    pairs: int
+    difference: float
+    p_value: float
+    adjusted: float = math.nan
+
+
+def comparisons(results: Sequence[TrialResult], methods: Sequence[Method]) -> list[Comparison]:
+    """Every pair of methods, paired by layout (seed and noise scale), Holm-adjusted."""
+    progress: dict[str, dict[tuple[int, float], float]] = defaultdict(dict)
+    for r in results:
+        if r.finished:
+            progress[r.spec.method.name][_pairs_key(r)] = r.progress
+    found = []
+    for first, second in itertools.combinations(methods, 2):
+        keys = sorted(set(progress[first.name]) & set(progress[second.name]))
+        if not keys:
+            continue
+        a = [progress[first.name][k] for k in keys]
+        b = [progress[second.name][k] for k in keys]
+        found.append(Comparison(first, second, len(keys), float(np.mean(a) - np.mean(b)),
+                                paired_p_value(a, b)))
+    adjusted = holm([c.p_value for c in found])
+    return [Comparison(c.first, c.second, c.pairs, c.difference, c.p_value, p)
+            for c, p in zip(found, adjusted, strict=True)]
+
+
+def comparison_table(found: Sequence[Comparison]) -> list[str]:
+    """The paired comparisons as a table."""
+    rows = ["| method A | method B | layouts paired | mean difference A - B (points) | p | "
+            "p, Holm-adjusted |", "| --- | --- | --- | --- | --- | --- |"]
+    for c in found:
+        rows.append(f"| {c.first.label} | {c.second.label} | {c.pairs} | "
+                    f"{c.difference * 100:+.1f} | {c.p_value:.3g} | {c.adjusted:.3g} |")
+    return rows
+
+
+def baseline_table(scenario: str, seeds: Sequence[int], step_budget: int) -> list[str]:
+    """The memory-free sanity policies on the same generated layouts (finding instructions)."""
+    from mimir_sim.baselines import POLICIES, chance_levels, score  # noqa: PLC0415
+    from mimir_sim.layouts import generate_layout  # noqa: PLC0415
+    from mimir_sim.scenario import load_scenario  # noqa: PLC0415
+
+    openings = max(1, step_budget // CALLS_PER_FIXTURE)
+    template = load_scenario(scenario)
+    layouts = [generate_layout(template, seed) for seed in sorted(set(seeds))]
+    chance = [v for layout in layouts for v in chance_levels(layout, openings).values()]
+    rows = [f"Memory-free sanity baselines on the same layouts: each opens fixtures in an order "
+            f"fixed before it looks inside, and succeeds on a finding instruction when the "
+            f"target's fixture comes among its first {openings} openings (a budget of "
+            f"{step_budget} planner calls, {CALLS_PER_FIXTURE} per fixture searched) and no "
+            "fixture the instruction forbids comes before it. Scored without physics.", "",
+            "| policy | finding instructions done | chance level |", "| --- | --- | --- |"]
+    if not chance:
+        return [*rows, "| (no finding instruction behind a door in these layouts) | - | - |"]
+    for policy in POLICIES:
+        rng = np.random.default_rng(0)
+        hits = [float(h) for layout in layouts
+                for h in score(policy, layout, openings, rng).values()]
+        rows.append(f"| {policy} | {np.mean(hits):.0%} ({len(hits)}) | {np.mean(chance):.0%} |")
+    return rows
+
+
+def failure_story(result: TrialResult, root: Path) -> list[str]:
+    """For each instruction of a finished trial judged not done: what was unmet, the planner
+    calls (the first that went wrong marked), and the verdicts memory gave meanwhile."""
+    folder = result.spec.folder(root)
+    calls = planner_calls(folder)
+    trace = _json_lines(folder / "trace.jsonl")
+    lines: list[str] = []
+    for row in result.instructions:
+        if row.get("success"):
+            continue
+        index = int(row["index"])
+        text = str(row.get("instruction", ""))
+        lines += ["", f"### {result.spec.key}, instruction {index + 1} "
+                  f"({row.get('family') or 'other'}): {text}", ""]
+        unmet = [c for c in row.get("criteria", [])
+                 if isinstance(c, dict) and not c.get("satisfied", True)]
+        lines += [f"- unmet: {c.get('reason', c)}" for c in unmet] or [
+            "- the judge named no unmet criterion"]
+        if row.get("error"):
+            lines.append(f"- planner: {row['error']}")
+        own = [c for c in calls if c.get("instruction") == text]
+        wrong = next((c for c in own if c.get("success") is False), None)
+        for call in own:
+            mark = " **<- first to go wrong**" if call is wrong else ""
+            action = (f"{call['primitive']}({call.get('target')})" if call.get("primitive")
+                      else "no primitive")
+            lines.append(f"  - call {call.get('call')}: {action} {call.get('outcome')}, "
+                         f"{'ok' if call.get('success') else 'failed'}: "
+                         f"{str(call.get('detail', ''))[:200]}{mark}")
+        if own and wrong is None:
+            lines.append("  - no call failed: the budget ran out or the answer was wrong")
+        verdicts = [e for e in trace if e.get("kind") == "memory" and e.get("instruction") == index]
+        for entry in verdicts:
+            lines.append(f"  - memory [{entry.get('verdict')}] {entry.get('subject')}: "
+                         f"{str(entry.get('reason', ''))[:200]}")
+    return lines
+
+
+def _plot_progress(path: Path, methods: Sequence[Method],
+                   intervals: Mapping[str, Interval]) -> None:
+    import matplotlib  # noqa: PLC0415 - plotting only when a report is written
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(1.4 * len(methods) + 2, 3.6))
+    xs = np.arange(len(methods))
+    means = [intervals[m.name].mean * 100 for m in methods]
+    low = [max(0.0, intervals[m.name].mean - intervals[m.name].low) * 100
+           if not math.isnan(intervals[m.name].low) else 0.0 for m in methods]
+    high = [max(0.0, intervals[m.name].high - intervals[m.name].mean) * 100
+            if not math.isnan(intervals[m.name].high) else 0.0 for m in methods]
+    ax.bar(xs, np.nan_to_num(means), yerr=[low, high], capsize=4, color="#4c72b0")
+    ax.set_xticks(xs, [m.label for m in methods], rotation=20, ha="right")
+    ax.set_ylabel("task progress (%), 95% CI")
+    ax.set_ylim(0, 105)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_tasks(path: Path, results: Sequence[TrialResult], methods: Sequence[Method]) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+
+    count = max((len(r.instructions) for r in results if r.finished), default=0)
+    grid = np.full((count, len(methods)), np.nan)
+    for j, method in enumerate(methods):
+        for i in range(count):
+            values = [float(r.instructions[i]["judged_progress"]) for r in results
+                      if r.finished and r.spec.method.name == method.name
+                      and len(r.instructions) > i]
+            if values:
+                grid[i, j] = np.mean(values) * 100
+    fig, ax = plt.subplots(figsize=(1.3 * len(methods) + 2.5, 0.35 * count + 1.8))
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(len(methods)), [m.label for m in methods], rotation=20, ha="right")
+    ax.set_yticks(range(count), [f"instruction {i + 1}" for i in range(count)])
+    fig.colorbar(image, ax=ax, label="task progress (%)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_noise(path: Path, results: Sequence[TrialResult], methods: Sequence[Method]) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    scales = sorted({r.spec.noise_scale for r in results})
+    for method in methods:
+        points = []
+        for scale in scales:
+            interval = bootstrap_interval([r.progress for r in results if r.finished
+                                           and r.spec.method.name == method.name
+                                           and r.spec.noise_scale == scale])
+            if interval.n:
+                points.append((scale, interval))
+        if not points:
+            continue
+        xs = [p[0] for p in points]
+        ys = [p[1].mean * 100 for p in points]
+        lo = [(p[1].mean - p[1].low) * 100 if not math.isnan(p[1].low) else 0.0 for p in points]
+        hi = [(p[1].high - p[1].mean) * 100 if not math.isnan(p[1].high) else 0.0
+              for p in points]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=method.label)
+    ax.set_xlabel("noise scale")
+    ax.set_ylabel("task progress (%), 95% CI")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root: Path, *,
+                 command: str = "") -> Path:
+    """Write the report folder of an evaluation; returns the path of ``report.md``.
+
+    Raises:
+        ValueError: ``results`` is empty.
+    """
+    if not results:
+        raise ValueError("an evaluation report needs at least one trial")
+    out = root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    lines_by_key = {r.spec.key: trial_line(r, root) for r in results}
+    with (out / "trials.jsonl").open("w") as handle:
+        for r in results:
+            handle.write(json.dumps(lines_by_key[r.spec.key], sort_keys=True) + "\n")
+    first = results[0].spec
+    finished = [r for r in results if r.finished]
+    intervals = {m.name: bootstrap_interval([r.progress for r in finished
+                                             if r.spec.method.name == m.name])
+                 for m in methods}
+    scales = sorted({r.spec.noise_scale for r in results})
+    text = [f"# mimir eval: {first.scenario}", ""]
+    if command:
+        text += ["Command:", "", f"    {command}", ""]
+    text += [
+        f"Profile {first.profile} at noise scale(s) {', '.join(f'{s:g}' for s in scales)}; "
+        f"reasoning backend {first.vlm_backend}; {first.step_budget} planner calls per "
+        f"instruction; layouts of seeds {min(r.spec.seed for r in results)}.."
+        f"{max(r.spec.seed for r in results)}; {len(finished)} of {len(results)} trials "
+        "finished.",
+        "",
+        "Task progress is the judge's (simulator state), averaged over a trial's instructions; "
+        "intervals are 95% percentile bootstraps over layouts. A trial whose run failed is "
+        "counted under 'failed runs' and left out of the means.",
+        "",
+        *method_table(results, methods, lines_by_key),
+        "",
+        "## Per task family",
+        "",
+        *family_table(results, methods),
+        "",
+        "## Paired comparisons",
+        "",
+        "Sign-flip permutation tests of the per-layout differences in task progress, over the "
+        "layouts both methods finished; p-values adjusted for all pairs by Holm's method.",
+        "",
+        *comparison_table(comparisons(results, methods)),
+        "",
+        "## Sanity baselines",
+        "",
+        *baseline_table(first.scenario, [r.spec.seed for r in results], first.step_budget),
+    ]
+    failed_runs = [r for r in results if not r.finished]
+    if failed_runs:
+        text += ["", "## Failed runs", ""]
+        text += [f"- {r.spec.key}: {r.error or 'no results (see trial.log)'}"
+                 for r in failed_runs]
+    if finished:
+        _plot_progress(out / "progress.png", methods, intervals)
+        _plot_tasks(out / "tasks.png", results, methods)
+        text += ["", "![task progress per method](progress.png)", "",
+                 "![task progress per instruction and method](tasks.png)"]
+        if len(scales) > 1:
+            _plot_noise(out / "noise.png", results, methods)
+            text += ["", "![task progress against noise scale](noise.png)"]
+    stories = [line for r in finished for line in failure_story(r, root)]
+    (out / "failures.md").write_text("\n".join(
+        [f"# Instructions judged not done: {first.scenario}",
+         *(stories or ["", "Every instruction of every finished trial was judged done."])])
+        + "\n")
+    text += ["", f"Instructions judged not done, step by step: [failures.md](failures.md) "
+             f"({sum(1 for s in stories if s.startswith('### '))})."]
+    path = out / "report.md"
+    path.write_text("\n".join(text) + "\n")
+    return path

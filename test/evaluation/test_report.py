@@ -1,0 +1,113 @@
+"""The evaluation report from trial folders: tables, pairs, plots, trial lines, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from eval_helpers import finish_trial
+
+from mimir.evaluation.methods import Method
+from mimir.evaluation.report import comparisons, write_report
+from mimir.evaluation.trials import TrialResult, TrialSpec, read_trial
+
+FULL = Method(name="full", label="full")
+SG = Method(name="sg", label="SG", interaction=False, keyframes=False)
+SEEDS = (1000, 1001, 1002, 1003, 1004, 1005)
+
+
+def evaluation(root: Path) -> list[TrialResult]:
+    """Six layouts: full does every instruction; SG misses the third one on each layout and
+    its last layout's run failed."""
+    results = []
+    for seed in SEEDS:
+        full = TrialSpec("locked_unlocked", FULL, seed, "ideal")
+        finish_trial(full, root, (1.0, 1.0, 1.0))
+        results.append(read_trial(full, root))
+        sg = TrialSpec("locked_unlocked", SG, seed, "ideal")
+        if seed == SEEDS[-1]:
+            sg.folder(root).mkdir(parents=True)
+            (sg.folder(root) / "error.json").write_text('{"error": "node planner died"}')
+        else:
+            calls = [
+                {"call": 1, "instruction": "instruction 2", "primitive": "move_to",
+                 "target": "cabinet_1", "outcome": "executed", "success": True,
+                 "detail": "REACHED", "start": 50.0, "retrieved": []},
+                {"call": 2, "instruction": "instruction 2", "primitive": "open",
+                 "target": "cabinet_1", "outcome": "executed", "success": False,
+                 "detail": "NO_MOTION: the fixture did not move", "start": 60.0,
+                 "retrieved": []},
+            ]
+            trace = [{"kind": "memory", "instruction": 2, "verdict": "defer",
+                      "subject": "cabinet_1", "reason": "no mechanical evidence"}]
+            finish_trial(sg, root, (1.0, 1.0, 0.0), calls=calls, trace=trace)
+        results.append(read_trial(sg, root))
+    return results
+
+
+def test_the_report_gives_means_intervals_pairs_and_failed_runs(tmp_path: Path) -> None:
+    results = evaluation(tmp_path)
+    path = write_report(results, [FULL, SG], tmp_path, command="mimir eval --trials 6")
+    text = path.read_text()
+    assert "    mimir eval --trials 6" in text
+    assert "| full | 6 (0) | 100.0% [100.0, 100.0] | 18/18 |" in text
+    # SG: 5 finished layouts at 2/3 each; the failed run is listed, not averaged as zero
+    assert "| SG | 5 (1) | 66.7% [66.7, 66.7] | 10/15 |" in text
+    assert "- sg/scale-1/seed-1005: node planner died" in text
+    # per family: the third instruction is the memory family
+    assert "| memory | 100.0% [100.0, 100.0] | 0.0% [0.0, 0.0] |" in text
+    # five layouts paired, all in favour of full: exact p = 2/32
+    assert "| full | SG | 5 | +33.3 | 0.0625 | 0.0625 |" in text
+    assert "Sanity baselines" in text and "fixed_order" in text
+    for plot in ("progress.png", "tasks.png"):
+        assert (tmp_path / "report" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "report" / "noise.png").exists()
+
+
+def test_failures_name_the_unmet_criterion_the_first_wrong_call_and_the_verdicts(
+        tmp_path: Path) -> None:
+    write_report(evaluation(tmp_path), [FULL, SG], tmp_path)
+    failures = (tmp_path / "report" / "failures.md").read_text()
+    assert failures.count("### sg/scale-1/seed-") == 5
+    assert "- unmet: target 2 discovered: False" in failures
+    assert ("call 2: open(cabinet_1) executed, failed: NO_MOTION: the fixture did not move "
+            "**<- first to go wrong**") in failures
+    assert "memory [defer] cabinet_1: no mechanical evidence" in failures
+    assert "seed-1000, instruction 1" not in failures
+
+
+def test_trial_lines_carry_every_trial(tmp_path: Path) -> None:
+    write_report(evaluation(tmp_path), [FULL, SG], tmp_path)
+    lines = [json.loads(line) for line in
+             (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
+    assert len(lines) == 12
+    failed = [line for line in lines if not line["finished"]]
+    assert [line["trial"] for line in failed] == ["sg/scale-1/seed-1005"]
+    sg = next(line for line in lines if line["trial"] == "sg/scale-1/seed-1000")
+    assert sg["families"] == {"finding": 1.0, "memory": 0.0}
+    assert sg["planner_calls"] == 2 and sg["figures"]["keyframes stored"] == 40
+
+
+def test_several_noise_scales_give_a_noise_plot(tmp_path: Path) -> None:
+    results = []
+    for scale, outcome in ((0.0, 1.0), (2.0, 0.0)):
+        for seed in (1000, 1001):
+            spec = TrialSpec("locked_unlocked", FULL, seed, "realistic", scale)
+            finish_trial(spec, tmp_path, (outcome, outcome))
+            results.append(read_trial(spec, tmp_path))
+    write_report(results, [FULL], tmp_path)
+    assert (tmp_path / "report" / "noise.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_methods_with_no_shared_layout_are_not_paired(tmp_path: Path) -> None:
+    a = TrialSpec("locked_unlocked", FULL, 1000)
+    b = TrialSpec("locked_unlocked", SG, 1001)
+    finish_trial(a, tmp_path, (1.0,))
+    finish_trial(b, tmp_path, (0.0,))
+    assert comparisons([read_trial(a, tmp_path), read_trial(b, tmp_path)], [FULL, SG]) == []
+
+
+def test_an_empty_evaluation_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least one trial"):
+        write_report([], [FULL], tmp_path)
