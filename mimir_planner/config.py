@@ -180,6 +180,25 @@ class GateConfig(settings.Checked, section="gate", error=PlannerConfigError,
 
 
 @dataclass(frozen=True)
+class ClutterConfig(settings.Checked, section="clutter", error=PlannerConfigError,
+                    positive=("finger_gap_m", "neighbour_radius_m"),
+                    non_negative=("min_difference_m",)):
+    """Free space beside a pick candidate (:mod:`mimir_planner.clutter`), in metres.
+
+    Attributes:
+        finger_gap_m: room a gripper finger needs beside the object; a candidate with less on
+            some side counts as cluttered.
+        neighbour_radius_m: objects whose centres lie farther (horizontally) are not neighbours.
+        min_difference_m: the roomiest candidate is chosen only when it has this much more room
+            than the next; closer gaps are within the boxes' depth noise.
+    """
+
+    finger_gap_m: float = 0.03
+    neighbour_radius_m: float = 0.35
+    min_difference_m: float = 0.03
+
+
+@dataclass(frozen=True)
 class PlannerConfig:
     """Everything the planning core reads from ``config/planner.yaml``.
 
@@ -189,6 +208,7 @@ class PlannerConfig:
         categories: Category -> its members (fruit, condiment, dry goods ...), the offline
             planner's knowledge of which things go together.
         attributes: Colour and pattern words the offline planner checks against memory.
+        clutter: Free space a pick candidate needs beside it.
         primitive_descriptions: Abstract primitive -> one line shown to the planner.
         embodiments: Embodiment name -> abstract primitive -> legal action name.
         aliases: Other names a plan may use for an abstract primitive.
@@ -200,6 +220,7 @@ class PlannerConfig:
     loop: LoopConfig = field(default_factory=LoopConfig)
     gate: GateConfig = field(default_factory=GateConfig)
     attributes: AttributeConfig = field(default_factory=AttributeConfig)
+    clutter: ClutterConfig = field(default_factory=ClutterConfig)
     fixture_labels: tuple[str, ...] = ("cabinet", "cab", "drawer", "fridge", "refrigerator",
                                        "microwave", "oven", "dishwasher", "shelf", "counter",
                                        "table", "box", "bin", "basket")
@@ -285,7 +306,7 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
     """
     cfg_path = Path(path) if path is not None else DEFAULT_PLANNER_CONFIG
     raw = settings.read_mapping(cfg_path, "planner config", PlannerConfigError)
-    sections = {"recall", "retrieval", "planner", "gate", "attributes", "fixture_labels",
+    sections = {"recall", "retrieval", "planner", "gate", "attributes", "clutter", "fixture_labels",
                 "openable_labels", "synonyms", "categories", "primitives", "embodiments",
                 "aliases"}
     settings.refuse_unknown(raw, sections, str(cfg_path), PlannerConfigError)
@@ -309,6 +330,7 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
         loop=_section(LoopConfig, "planner", raw.get("planner")),
         gate=_section(GateConfig, "gate", raw.get("gate")),
         attributes=_section(AttributeConfig, "attributes", raw.get("attributes")),
+        clutter=_section(ClutterConfig, "clutter", raw.get("clutter")),
         synonyms=_string_lists("synonyms", raw.get("synonyms")),
         categories=_string_lists("categories", raw.get("categories")),
         aliases=_string_lists("aliases", raw.get("aliases")),

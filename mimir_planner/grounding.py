@@ -25,17 +25,12 @@ import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-import cv2
-
-from mimir_memory.errors import MemoryStoreError
 from mimir_memory.graph import AT_LAST_PLACE, SceneGraphState, SceneNode
-from mimir_memory.keyframes import KeyframeStore, Trigger
 from mimir_memory.task import FailedBinding
 from mimir_planner.errors import RecallError
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
 from mimir_planner.recall import Candidate, EvidenceItem, GoalRecall, RecallQuery, canon
-from mimir_planner.retrieval import edge_density
 
 LOG = logging.getLogger(__name__)
 
@@ -509,46 +504,6 @@ class Grounder:
         if skipped:
             reason += " (skipping " + ", ".join(sorted(skipped)) + ")"
         return Exploration(goal_id, spec, order[0], reason, order, dropped)
-
-
-def clutter_chooser(store: KeyframeStore) -> Chooser:
-    """A model-free chooser for pick goals from keyframe evidence (Clutter-Aware Pick).
-
-    Among the pick candidates tied for the best recall score, it prefers the one whose holder
-    (remembered parent) has the least cluttered newest interior keyframe, measured as the edge
-    density of that frame's thumbnail (the whole thumbnail, not the object's region). It
-    abstains (None) for other goals, for a single candidate, or when fewer than two holders
-    have an interior keyframe to compare.
-    """
-    triggers = (Trigger.INTERACTION_PEAK, Trigger.INTERACTION_POST)
-
-    def choose(spec: GoalSpec, candidates: Sequence[Candidate]) -> str | None:
-        if spec.kind is not GoalKind.PICK or len(candidates) < 2:
-            return None
-        best = max(c.score for c in candidates)
-        densities: dict[str, float] = {}
-        for cand in candidates:
-            if cand.score < best or cand.content_item is not None:
-                continue
-            holder = cand.parent or cand.node_id
-            try:
-                frames = store.query(node_ids=[holder], trigger=triggers, limit=1)
-                if not frames:
-                    continue
-                thumb = store.load_image(frames[0].frame_id, thumbnail=True)
-            except MemoryStoreError as err:
-                LOG.warning("no interior keyframe of %s to compare: %s", holder, err)
-                continue
-            code = cv2.COLOR_GRAY2RGB if thumb.ndim == 2 else cv2.COLOR_BGR2RGB
-            densities[cand.node_id] = edge_density(cv2.cvtColor(thumb, code))
-        if len(densities) < 2:
-            return None
-        choice = min(densities, key=lambda nid: (densities[nid], nid))
-        LOG.info("clutter cue picks %s (edge densities %s)", choice,
-                 {k: round(v, 3) for k, v in densities.items()})
-        return choice
-
-    return choose
 
 
 def _choose(spec: GoalSpec, admissible: Sequence[Candidate], chooser: Chooser | None) -> Candidate:

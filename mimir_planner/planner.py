@@ -85,6 +85,7 @@ from mimir_planner.answers import (
     mentioned_entities,
     question_entities,
 )
+from mimir_planner.clutter import clearance_chooser
 from mimir_planner.config import PlannerConfig
 from mimir_planner.errors import (
     ActionRefusedError,
@@ -102,7 +103,6 @@ from mimir_planner.grounding import (
     GroundedGoal,
     Grounder,
     GroundingResult,
-    clutter_chooser,
     history_primitive,
 )
 from mimir_planner.instructions import GoalKind, GoalSpec, parse_instruction
@@ -199,7 +199,8 @@ class PlannerSession:
         if keyframes is not None:
             self._see_with(keyframes)
         self.gate = gate or OperatorGate(config.gate)
-        self.chooser = chooser or (clutter_chooser(keyframes) if keyframes is not None else None)
+        self.chooser = chooser or clearance_chooser(lambda: self.world.state, config.clutter,
+                                                    config.is_fixture_label)
         counter = itertools.count(1)
         self._clock = clock or (lambda: float(next(counter)))
         self.history: list[HistoryEntry] = []

@@ -298,11 +298,7 @@ def test_bad_instructions_are_typed_errors(kitchen) -> None:
     assert task.agenda() == []
 
 
-def test_clutter_aware_pick_uses_interior_keyframes(tmp_path: Path) -> None:
-    import numpy as np
-
-    from mimir_memory.keyframes import KeyframeStore, Trigger
-
+def test_clutter_aware_pick_takes_the_ketchup_with_room_beside_it(tmp_path: Path) -> None:
     world, task, kit = build_kitchen(tmp_path, [
         ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
         ("cabinet_1", Fixture("cabinet", (1.1, 0.4, 1.6), contents=("ketchup",))),
@@ -313,29 +309,21 @@ def test_clutter_aware_pick_uses_interior_keyframes(tmp_path: Path) -> None:
         admit_property(world, cab, "openable", True, is_opened=True, stamp=2.0)
         see(world, "ketchup", (1.1, 0.4 if cab == "cabinet_1" else -0.4, 1.55), stamp=2.0)
         admit_contents(world, cab, ["ketchup"], stamp=2.0)
-    kf = KeyframeStore.open(tmp_path / "kf")
-    rng = np.random.default_rng(3)
-    cluttered = np.repeat(np.repeat(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8), 8, 0),
-                          8, 1)
-    tidy = np.full((96, 128, 3), 60, dtype=np.uint8)
-    tidy[40:60, 50:70] = 220  # one bottle with free space around it
-    kf.save(cluttered, timestamp=3.0, camera="wrist", trigger=Trigger.INTERACTION_PEAK,
-            node_ids=["cabinet_1", "ketchup_1"], action="inspect")
-    kf.save(tidy, timestamp=4.0, camera="wrist", trigger=Trigger.INTERACTION_PEAK,
-            node_ids=["cabinet_2", "ketchup_2"], action="inspect")
-    # Without keyframes the first-ranked (cluttered) ketchup is taken.
+    # With nothing beside either bottle the first-ranked one is taken.
     plain_session = session_for(world, task)
     probe = plain_session.submit("Pick up the ketchup from a cabinet")
     assert task.agenda()[-1].postcondition.args == ("ketchup_1",)
     task.set_status(probe.goal_ids[0], GoalStatus.BLOCKED, stamp=5.0)
-    session = session_for(world, task, keyframes=kf)
+    # The cameras saw a jar tight against either side of the first bottle (1 cm to spare).
+    see(world, "mustard", (1.1, 0.49, 1.55), stamp=3.0, half=0.04)
+    see(world, "mayonnaise", (1.1, 0.31, 1.55), stamp=3.0, half=0.04)
+    session = session_for(world, task)
     _arrive(session, "cabinet_1", 5.0)  # ends in front of the cluttered cabinet
     session.submit("Pick up the ketchup from a cabinet and place it on the counter.")
     report = session.run(kit)
     assert ("pick", "ketchup_2") in _steps(report)
     assert ("pick", "ketchup_1") not in _steps(report)
     assert world.node("ketchup_2").parent == "counter_1"
-    kf.close()
     world.close()
     task.close()
 

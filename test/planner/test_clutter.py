@@ -1,0 +1,98 @@
+"""Clutter per object: free space beside a pick candidate from memory's 3D boxes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from planner_kitchen import admit_property, see
+
+from mimir_memory.graph import AT_LAST_PLACE, HAND_PARENT
+from mimir_memory.world import WorldMemory
+from mimir_planner.clutter import clearance_chooser, side_gap
+from mimir_planner.config import ClutterConfig, PlannerConfigError, load_planner_config
+from mimir_planner.instructions import GoalKind, GoalSpec
+from mimir_planner.recall import Candidate
+
+CONFIG = ClutterConfig()
+IS_FIXTURE = load_planner_config().is_fixture_label
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    memory = WorldMemory.open(tmp_path / "world.db")
+    yield memory
+    memory.close()
+
+
+def gap(world: WorldMemory, node_id: str) -> float | None:
+    return side_gap(world.state.nodes[node_id], world.state, CONFIG, IS_FIXTURE)
+
+
+def test_the_narrowest_gap_to_a_neighbour_on_the_same_level(world: WorldMemory) -> None:
+    bottle = see(world, "ketchup", (1.0, 0.0, 1.5), stamp=1.0, half=0.04)
+    assert gap(world, bottle) == math.inf
+    see(world, "mustard", (1.0, 0.20, 1.5), stamp=1.0, half=0.04)  # 12 cm to spare
+    assert gap(world, bottle) == pytest.approx(0.12)
+    see(world, "mayonnaise", (1.0, -0.09, 1.5), stamp=1.0, half=0.04)  # 1 cm to spare
+    assert gap(world, bottle) == pytest.approx(0.01)
+
+
+def test_diagonal_and_overlapping_neighbours(world: WorldMemory) -> None:
+    bottle = see(world, "ketchup", (1.0, 0.0, 1.5), stamp=1.0, half=0.04)
+    see(world, "mustard", (1.11, 0.11, 1.5), stamp=1.0, half=0.04)  # 3 cm apart on both axes
+    assert gap(world, bottle) == pytest.approx(math.hypot(0.03, 0.03))
+    see(world, "mayonnaise", (0.95, -0.06, 1.5), stamp=1.0, half=0.04)  # boxes overlap 2 cm
+    assert gap(world, bottle) == pytest.approx(-0.02)
+
+
+def test_what_does_not_count_as_a_neighbour(world: WorldMemory) -> None:
+    bottle = see(world, "ketchup", (1.0, 0.0, 1.5), stamp=1.0, half=0.04)
+    see(world, "cabinet", (1.0, 0.0, 1.6), stamp=1.0, half=0.25)  # a fixture around it
+    see(world, "mug", (1.0, 0.1, 1.9), stamp=1.0, half=0.04)  # on the shelf above
+    see(world, "lemon", (1.0, 0.6, 1.5), stamp=1.0, half=0.04)  # beyond the radius
+    stale = see(world, "mustard", (1.0, 0.09, 1.5), stamp=1.0, half=0.04)
+    admit_property(world, stale, AT_LAST_PLACE, False, stamp=2.0)
+    held = see(world, "sponge", (1.0, -0.09, 1.5), stamp=1.0, half=0.04)
+    world.set_parent(held, HAND_PARENT, "hand", stamp=3.0)
+    assert gap(world, bottle) == math.inf
+
+
+def spec() -> GoalSpec:
+    return GoalSpec(kind=GoalKind.PICK, obj="ketchup")
+
+
+def candidates(*ids: str, scores: tuple[float, ...] = ()) -> list[Candidate]:
+    return [Candidate(node_id, "ketchup", None, None, scores[i] if scores else 1.0, ())
+            for i, node_id in enumerate(ids)]
+
+
+def test_the_chooser_takes_the_roomy_bottle_over_the_wedged_one(world: WorldMemory) -> None:
+    wedged = see(world, "ketchup", (1.0, 0.4, 1.5), stamp=1.0, half=0.04)
+    see(world, "mustard", (1.0, 0.49, 1.5), stamp=1.0, half=0.04)
+    roomy = see(world, "ketchup", (1.0, -0.4, 1.5), stamp=1.0, half=0.04)
+    choose = clearance_chooser(lambda: world.state, CONFIG, IS_FIXTURE)
+    assert choose(spec(), candidates(wedged, roomy)) == roomy
+    # a lower-ranked candidate is not considered, nor a goal that is no pick
+    assert choose(spec(), candidates(wedged, roomy, scores=(2.0, 1.0))) is None
+    assert choose(GoalSpec(kind=GoalKind.FIND, obj="ketchup"),
+                  candidates(wedged, roomy)) is None
+    assert choose(spec(), candidates(wedged)) is None
+
+
+def test_the_chooser_abstains_when_room_does_not_tell_them_apart(world: WorldMemory) -> None:
+    first = see(world, "ketchup", (1.0, 0.4, 1.5), stamp=1.0, half=0.04)
+    second = see(world, "ketchup", (1.0, -0.4, 1.5), stamp=1.0, half=0.04)
+    choose = clearance_chooser(lambda: world.state, CONFIG, IS_FIXTURE)
+    assert choose(spec(), candidates(first, second)) is None  # both have room
+    see(world, "mustard", (1.0, 0.49, 1.5), stamp=1.0, half=0.04)  # 1 cm beside the first
+    see(world, "mustard", (1.0, -0.485, 1.5), stamp=1.0, half=0.04)  # 0.5 cm beside the second
+    assert choose(spec(), candidates(first, second)) is None  # both wedged, within the noise
+
+
+@pytest.mark.parametrize("bad", [{"finger_gap_m": 0.0}, {"neighbour_radius_m": -1.0},
+                                 {"min_difference_m": math.nan}])
+def test_bad_clutter_settings_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(PlannerConfigError, match="clutter"):
+        ClutterConfig(**bad)
