@@ -560,10 +560,17 @@ def match(reference: Appearance, candidates: Mapping[str, Appearance],
           config: AppearanceConfig) -> Match:
     """The candidate that looks most like ``reference``, or an abstention when none is close
     enough or the best two are within ``matching.margin`` of each other."""
+    return match_distances({key: distance(reference, app, config)
+                            for key, app in candidates.items()}, config)
+
+
+def match_distances(distances: Mapping[str, float], config: AppearanceConfig) -> Match:
+    """:func:`match` over distances already measured (candidate -> distance to the reference,
+    for instance pooled over several views of each)."""
     cfg = config.matching
-    if not candidates:
+    if not distances:
         return Match(None, math.inf, None, math.inf, "no candidate has been seen")
-    ranked = sorted((distance(reference, app, config), key) for key, app in candidates.items())
+    ranked = sorted((d, key) for key, d in distances.items())
     best_d, best = ranked[0]
     runner_d, runner = ranked[1] if len(ranked) > 1 else (math.inf, None)
     if best_d > cfg.max_distance:

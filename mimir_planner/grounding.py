@@ -23,10 +23,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mimir_memory.graph import AT_LAST_PLACE, SceneGraphState, SceneNode
 from mimir_memory.task import FailedBinding
+from mimir_perception.appearance import Match
 from mimir_planner.errors import RecallError
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
@@ -78,6 +79,9 @@ class Blocked:
 
 GroundingResult = GroundedGoal | Exploration | Blocked
 
+#: (reference node, candidate nodes) -> the matcher's answer (its ``best`` None to abstain).
+Likeness = Callable[[SceneNode, Sequence[SceneNode]], Match]
+
 
 def _prop(node: SceneNode, name: str) -> object:
     prop = node.properties.get(name)
@@ -120,6 +124,9 @@ class Grounder:
     def __init__(self, recall: GoalRecall, registry: PrimitiveRegistry) -> None:
         self.recall = recall
         self.registry = registry
+        self.likeness: Likeness | None = None
+        """Judges which remembered node looks most like a reference (``looks like`` goals);
+        None while no keyframes are there to look at."""
 
     # ------------------------------------------------------------------ helpers
     def mention_of(self, spec: GoalSpec) -> str | None:
@@ -336,6 +343,20 @@ class Grounder:
                            found.misses)
         admissible, dropped, content_hints = self._admissible(
             spec, recalled, world, failed, mention=mention, source=source)
+        if spec.like is not None and spec.kind is GoalKind.FIND:
+            def explore_more(why: str) -> GroundingResult:
+                found = self.explore(goal_id, spec, world, failed, robot, visited=visited,
+                                     dropped=tuple(dropped), inspected=inspected,
+                                     inspected_now=inspected_now)
+                if isinstance(found, Exploration):
+                    return replace(found, reason=f"{why}; {found.reason}")
+                return Blocked(goal_id, spec, f"{why}; {found.reason}", tuple(dropped))
+
+            liked = self._alike(goal_id, spec, world, admissible, dropped,
+                                require_attributes=require_attributes, explore_more=explore_more)
+            if not isinstance(liked, list):
+                return liked
+            admissible = liked
         if not admissible:
             if mention in world.nodes:
                 why = "; ".join(f"{n}: {r}" for n, r in dropped) or "contradicted by feedback"
@@ -382,6 +403,46 @@ class Grounder:
             dropped=tuple(dropped),
             holder=self.holder_of(world, chosen) if spec.kind is GoalKind.FIND else None,
         )
+
+    def _alike(self, goal_id: str, spec: GoalSpec, world: SceneGraphState,
+               admissible: Sequence[Candidate], dropped: list[tuple[str, str]], *,
+               require_attributes: bool, explore_more: Callable[[str], GroundingResult]
+               ) -> list[Candidate] | GroundingResult:
+        """The admissible candidates of a ``looks like`` goal: the one that looks most like
+        the reference (never the reference itself). A planner that judges appearance itself
+        (``require_attributes`` False) gets every other candidate. Otherwise, when no other
+        candidate is remembered or the matcher abstains, ``explore_more`` says where to look
+        next (or blocks); a reference memory does not hold, or holds several of, blocks."""
+        like = spec.like or ""
+        refs = self.recall.resolve(world, like)
+        if spec.like_at is not None:
+            places = set(self.recall.resolve(world, spec.like_at))
+            refs = [r for r in refs if world.nodes[r].parent in places]
+        where = f"'{like}'" + (f" on or in the {spec.like_at}" if spec.like_at else "")
+        if len(refs) != 1:
+            why = ("is not in memory" if not refs else
+                   f"is ambiguous: memory holds {', '.join(refs)}")
+            return Blocked(goal_id, spec, f"the reference {where} {why}", tuple(dropped))
+        reference = refs[0]
+        others = [c for c in admissible if c.node_id != reference]
+        for cand in others:
+            if cand.content_item is not None:
+                dropped.append((cand.node_id, f"'{cand.content_item}' is only listed; its "
+                                "look was not recorded"))
+        others = [c for c in others if c.content_item is None and c.node_id in world.nodes]
+        if not require_attributes:
+            return others
+        if not others:
+            return explore_more(f"no other '{spec.obj}' than the reference {reference} is "
+                                "remembered")
+        if self.likeness is None:
+            return explore_more("likeness cannot be judged without keyframes")
+        answer = self.likeness(world.nodes[reference],
+                               [world.nodes[c.node_id] for c in others])
+        if answer.best is None:
+            dropped.extend((c.node_id, f"not known to look like {reference}") for c in others)
+            return explore_more(f"compared with {reference}: {answer.reason}")
+        return [c for c in others if c.node_id == answer.best]
 
     def _admissible(
         self, spec: GoalSpec, recalled: Sequence[Candidate], world: SceneGraphState,

@@ -48,6 +48,9 @@ class GoalSpec:
         text: The instruction fragment this goal came from.
         near: What the object is kept with (a name or a category such as ``fruit``).
         avoid: A place the object must not be taken from (``not the one on the counter``).
+        like: A reference thing the object must look like (``the cup on the counter`` gives
+            ``cup``); the reference itself is not the object.
+        like_at: Where that reference is (``counter``), when the instruction says.
     """
 
     kind: GoalKind
@@ -59,6 +62,8 @@ class GoalSpec:
     text: str = ""
     near: str | None = None
     avoid: str | None = None
+    like: str | None = None
+    like_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ _DESCRIBED = re.compile(
 _PATTERN_NOUNS = {"check": "checked", "checks": "checked", "checker": "checked",
                   "stripe": "striped", "stripes": "striped", "dot": "dotted", "dots": "dotted",
                   "spots": "dotted"}
+#: ``the cup that looks like the cup on the counter`` / ``... like the one on the counter``.
+_LOOKS_LIKE = re.compile(r"^(?P<obj>.+?)\s+that\s+looks?\s+(?:just\s+|exactly\s+)?like\s+"
+                         r"(?P<ref>.+)$")
 _DESCRIPTION_FILLER = {"pattern", "patterned", "print", "and", "one"}
 _KEPT_VERB = r"(?:stored|kept|placed|put|sitting|standing|lying|sat|sits|stood|stands|lay|lies)"
 _REL_IN = re.compile(
@@ -214,6 +222,28 @@ def relative(phrase: str) -> tuple[str, str | None, str | None] | None:
     return None
 
 
+def looks_like(phrase: str) -> tuple[str, str, str | None] | None:
+    """``(object, reference, where the reference is)`` of ``cup that looks like the cup on the
+    counter`` (``("cup", "cup", "counter")``; ``the one`` is the object's name), or None."""
+    match = _LOOKS_LIKE.match(phrase)
+    if match is None:
+        return None
+    obj = noun(match.group("obj"))
+    ref_phrase = match.group("ref").strip()
+    place = None
+    at = _AT_PLACE.match(ref_phrase)
+    if at is not None:
+        ref_phrase, place = at.group("obj"), noun(at.group("place"))
+    ref = noun(ref_phrase)
+    if ref in ("one", "ones"):
+        if place is None:
+            return None  # "looks like the one": which one is not said
+        ref = obj
+    if not obj or not ref:
+        return None
+    return obj, ref, place
+
+
 def described(phrase: str) -> str | None:
     """A mention with its description moved in front of its name, or None when ``phrase`` has
     no ``, the ... one`` description: ``froot loops box, the red one with the blue check
@@ -265,6 +295,8 @@ def _question(text: str) -> GoalSpec | None:
 def _clause(text: str, held: str | None) -> list[GoalSpec] | None:
     """Goal specs of one clause; ``held`` is the object of an earlier pick (for "place it")."""
     head = _FIND_HEAD.match(text)
+    if head and (like := looks_like(head.group("rest"))) is not None:
+        return [GoalSpec(GoalKind.FIND, like[0], like=like[1], like_at=like[2], text=text)]
     if head and re.search(r"\bthat\b", head.group("rest")):
         rel = relative(head.group("rest"))
         if rel is None:

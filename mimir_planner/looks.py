@@ -11,12 +11,18 @@ surroundings (the thing has moved since, or is hidden), are left out and said so
 
 The offline planner asks :meth:`NodeLooks.words` whether a remembered apple is known to be
 green; a word below the planner's ``attributes.min_confidence`` counts as unknown, which makes
-the planner look again or block rather than guess.
+the planner look again or block rather than guess. :meth:`NodeLooks.likeness` answers "the cup
+that looks like the cup on the counter": each candidate's distance to the reference is the
+median over every pair of their measured views, and the matcher of
+:mod:`mimir_perception.appearance` picks the closest or abstains (too far from everything, or
+two too close to tell apart).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,8 +33,11 @@ from mimir_memory.keyframes import KeyframeRecord, KeyframeStore, box_corners
 from mimir_perception.appearance import (
     Appearance,
     AppearanceConfig,
+    Match,
     colour_words,
     describe,
+    distance,
+    match_distances,
     object_mask,
     pattern_word,
 )
@@ -164,3 +173,26 @@ class NodeLooks:
         found = sorted(w for w, c in look.words.get(kind, {}).items() if c >= min_confidence)
         return frozenset(found), " and ".join(look.why(kind, w) for w in found)
 
+
+    def likeness(self, reference: SceneNode, candidates: Sequence[SceneNode]) -> Match:
+        """The candidate that looks most like ``reference``, or an abstention that says why
+        (the reference or every candidate without a measured view included)."""
+        ours = self.look(reference).appearances
+        if not ours:
+            return Match(None, math.inf, None, math.inf,
+                         f"no keyframe shows {reference.node_id} well enough to compare with")
+        distances: dict[str, float] = {}
+        unseen: list[str] = []
+        for node in candidates:
+            theirs = self.look(node).appearances
+            if not theirs:
+                unseen.append(node.node_id)
+                continue
+            distances[node.node_id] = float(np.median(
+                [distance(a, b, self.config) for a in ours for b in theirs]))
+        found = match_distances(distances, self.config)
+        if unseen:
+            found = Match(found.best, found.distance, found.runner_up, found.runner_distance,
+                          f"{found.reason}; not compared (no usable keyframe): "
+                          f"{', '.join(unseen)}")
+        return found

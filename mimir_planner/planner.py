@@ -990,6 +990,7 @@ class PlannerSession:
         """Let attribute words be checked against what the nodes' keyframes show."""
         looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
         self.recall.attributes.appearance = looks.words
+        self.grounder.likeness = looks.likeness
 
     def run_instruction(self, instruction: str, executor: Executor, *,
                         budget: int | None = None,

@@ -93,7 +93,7 @@ def test_relative_clauses_and_new_question_forms(text: str, expected: tuple) -> 
 @pytest.mark.parametrize("text", [
     "Find the water bottle that has clear space around it for grasping.",
     "Find the Froot Loops box, the one my sister likes.",
-    "Find the cup that looks like the cup on the counter.",
+    "Find the cup that smells like the coffee on the counter.",
     "Choose the cabinet where.",
 ])
 def test_clauses_the_parser_cannot_check_go_to_the_model(text: str) -> None:

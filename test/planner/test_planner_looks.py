@@ -177,3 +177,85 @@ def test_a_described_box_is_the_one_whose_keyframes_show_that_pattern(pantry,
     assert report.completed == ["g001_find"], task.state.status_reason
     assert [e.node_id for e in report.answer_entities["g001_find"]] == [boxes["cabinet_2"]]
     store.close()
+
+
+@pytest.fixture
+def cups(kitchen_of):
+    return kitchen_of([
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.6, 1.6), contents=("cup",))),
+        ("cabinet_2", Fixture("cabinet", (1.1, -0.6, 1.6), contents=("cup",))),
+    ])
+
+
+def _cup_on_counter(world: WorldMemory, kit: Any, store: KeyframeStore | None,
+                    colour_bgr: tuple[int, int, int]) -> str:
+    """The reference: a cup standing on the counter, seen from 0.6 m three times."""
+    x, y, z = kit.fixtures["counter_1"].position
+    centre = (x, y, z + 0.05)
+    node = str(world.add_node("cup", centre, stamp=2.0, bbox_min=[c - 0.045 for c in centre],
+                              bbox_max=[c + 0.045 for c in centre]).payload["node_id"])
+    world.set_parent(node, "counter_1", "surface", stamp=2.5)
+    if store is not None:
+        for k in range(3):
+            store.save(_frame(colour_bgr, 17, seed=20 + k), timestamp=5.0 + k, camera="pole",
+                       trigger=Trigger.NEW_NODE, node_ids=[node],
+                       camera_view=_view((x - 0.6, y, z + 0.05)))
+    return node
+
+
+def _stored_cup(world: WorldMemory, kit: Any, store: KeyframeStore, holder: str,
+                colour_bgr: tuple[int, int, int], *, seed: int) -> str:
+    x, y, z = kit.fixtures[holder].position
+    node = _remember(world, kit, holder, "cup")
+    for k in range(3):
+        store.save(_frame(colour_bgr, 17, seed=seed + k), timestamp=10.0 + seed + k,
+                   camera="wrist", trigger=Trigger.INTERACTION_POST, node_ids=[node],
+                   camera_view=_view((x - 0.6, y, z - 0.05)))
+    return node
+
+
+def test_the_cup_that_looks_like_the_one_on_the_counter(cups, tmp_path: Path) -> None:
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    reference = _cup_on_counter(world, kit, store, GREEN)
+    red = _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    session.submit("Find the cup that looks like the cup on the counter.")
+    report = session.run(kit)
+    assert report.completed == ["g001_find"], task.state.status_reason
+    assert [e.node_id for e in report.answer_entities["g001_find"]] == [green]
+    assert {reference, red}.isdisjoint(s.target for s in kit.executed)
+    store.close()
+
+
+def test_two_cups_alike_to_the_reference_block_and_say_so(cups, tmp_path: Path) -> None:
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    _cup_on_counter(world, kit, store, GREEN)
+    _stored_cup(world, kit, store, "cabinet_1", GREEN, seed=1)
+    _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the cup that looks like the one on the counter.",
+                                     kit)
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+    assert "too much alike" in result.reason
+    store.close()
+
+
+def test_likeness_without_keyframes_or_reference_blocks(cups, tmp_path: Path) -> None:
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.",
+                                     kit)
+    assert "the reference 'cup' on or in the counter is not in memory" in result.reason
+    _cup_on_counter(world, kit, None, GREEN)
+    blind = session_for(world, task)
+    result = blind.run_instruction("Find the cup that looks like the cup on the counter.", kit)
+    assert "likeness cannot be judged without keyframes" in result.reason
+    assert task.status("g002_find") is GoalStatus.BLOCKED
+    store.close()

@@ -72,10 +72,26 @@ def test_place_relation_and_questions() -> None:
         assert (goal.question_kind, goal.obj, goal.source) == (kind, obj, source), text
 
 
+@pytest.mark.parametrize(("text", "obj", "like", "like_at"), [
+    ("Find the cup that looks like the cup on the counter.", "cup", "cup", "counter"),
+    ("Find the coffee tin that looks like the one on the counter.", "coffee tin", "coffee tin",
+     "counter"),
+    ("find the mug that looks just like the red mug", "mug", "red mug", None),
+    ("locate the bowl that look like the ones in the sink", "bowl", "bowl", "sink"),
+])
+def test_looks_like_names_a_reference(text: str, obj: str, like: str,
+                                      like_at: str | None) -> None:
+    (goal,) = parse_instruction(text).goals
+    assert goal.kind is GoalKind.FIND
+    assert (goal.obj, goal.like, goal.like_at) == (obj, like, like_at)
+
+
 @pytest.mark.parametrize("text", ["dance a little jig", "what is the meaning of life",
                                   "find the mug and then juggle", "close it",
                                   "asdf qwer zxcv", "123 456", "find the box, the one",
-                                  "find the box, the red one with", "find , the red one"])
+                                  "find the box, the red one with", "find , the red one",
+                                  "find the mug that looks like",
+                                  "find the mug that looks like the one"])
 def test_garbage_goes_to_the_vlm_path(text: str) -> None:
     parsed = parse_instruction(text)
     assert not parsed.symbolic and parsed.goals == () and parsed.reason
