@@ -73,6 +73,16 @@ class Look:
                 f"{len(self.frames)} keyframe(s) of {self.node_id}")
 
 
+@dataclass(frozen=True)
+class FrameLook:
+    """What one keyframe shows of a node: its box's size in pixels and the colour and
+    pattern words its crop carries with enough confidence."""
+
+    node_id: str
+    size_px: tuple[int, int]
+    words: frozenset[str]
+
+
 class NodeLooks:
     """Appearance of remembered nodes from their linked keyframes (cached per frame set).
 
@@ -143,11 +153,7 @@ class NodeLooks:
         measured: list[Appearance] = []
         for record, box in boxes:
             try:
-                image = np.asarray(self.store.load_image(record.frame_id))
-                if image.ndim != 3:
-                    raise AppearanceError("a grey keyframe has no colour to read")
-                bgr = np.ascontiguousarray(image, dtype=np.uint8)
-                appearance = describe(bgr, object_mask(bgr, box, self.config), self.config)
+                appearance = self._measure(record.frame_id, box)
             except (AppearanceError, MemoryStoreError) as err:
                 skipped.append((record.frame_id, str(err)))
                 continue
@@ -164,6 +170,41 @@ class NodeLooks:
         look = Look(node.node_id, words, tuple(used), tuple(measured), tuple(skipped))
         self._cache[node.node_id] = (key, look)
         return look
+
+    def _measure(self, frame_id: str, box: tuple[int, int, int, int]) -> Appearance:
+        """The appearance of what stands out inside ``box`` of a keyframe.
+
+        Raises:
+            AppearanceError: a grey frame, or nothing in the box stands out.
+            MemoryStoreError: the image cannot be read.
+        """
+        image = np.asarray(self.store.load_image(frame_id))
+        if image.ndim != 3:
+            raise AppearanceError("a grey keyframe has no colour to read")
+        bgr = np.ascontiguousarray(image, dtype=np.uint8)
+        return describe(bgr, object_mask(bgr, box, self.config), self.config)
+
+    def in_frame(self, frame_id: str, node: SceneNode, min_confidence: float
+                 ) -> FrameLook | str:
+        """What one keyframe shows of ``node`` (its words of ``min_confidence`` or more), or
+        why it shows nothing to measure."""
+        try:
+            record = self.store.get(frame_id)
+        except MemoryStoreError as err:
+            return str(err)
+        box = self.box_in(record, node)
+        if isinstance(box, str):
+            return box
+        try:
+            appearance = self._measure(frame_id, box)
+        except (AppearanceError, MemoryStoreError) as err:
+            return str(err)
+        words = {a.word for a in colour_words(appearance, self.config)
+                 if a.confidence >= min_confidence}
+        pattern = pattern_word(appearance, self.config)
+        if pattern.confidence >= min_confidence:
+            words.add(pattern.word)
+        return FrameLook(node.node_id, (box[2] - box[0], box[3] - box[1]), frozenset(words))
 
     def words(self, node: SceneNode, kind: str, min_confidence: float
               ) -> tuple[frozenset[str], str]:

@@ -106,7 +106,7 @@ from mimir_planner.grounding import (
     history_primitive,
 )
 from mimir_planner.instructions import GoalKind, GoalSpec, parse_instruction
-from mimir_planner.looks import NodeLooks
+from mimir_planner.looks import FrameLook, NodeLooks
 from mimir_planner.outcomes import fixture_opens
 from mimir_planner.overlay import Mark, draw_set_of_marks
 from mimir_planner.plan_schema import PlanAnswer, parse_plan_answer
@@ -128,7 +128,13 @@ from mimir_planner.recall import (
     TextEmbedder,
     canon,
 )
-from mimir_planner.retrieval import KeyframeRetriever, RetrievalQuery, RetrievedFrame, task_terms
+from mimir_planner.retrieval import (
+    KeyframeRetriever,
+    OfflineRetrievalReasoner,
+    RetrievalQuery,
+    RetrievedFrame,
+    task_terms,
+)
 from mimir_planner.runs import (
     CLOSED_CODES,
     ExecutionOutcome,
@@ -991,6 +997,17 @@ class PlannerSession:
         looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
         self.recall.attributes.appearance = looks.words
         self.grounder.likeness = looks.likeness
+        if self.retriever is not None and isinstance(self.retriever.reasoner,
+                                                     OfflineRetrievalReasoner):
+            min_confidence = self.config.attributes.min_confidence
+
+            def viewer(frame_id: str, node_id: str) -> FrameLook | str:
+                node = self.world.state.nodes.get(node_id)
+                if node is None:
+                    return f"{node_id} is not in memory"
+                return looks.in_frame(frame_id, node, min_confidence)
+
+            self.retriever.reasoner.viewer = viewer
 
     def run_instruction(self, instruction: str, executor: Executor, *,
                         budget: int | None = None,

@@ -23,7 +23,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -292,17 +292,35 @@ def edge_density(rgb: np.ndarray) -> float:
     return float(np.count_nonzero(edges)) / float(edges.size)
 
 
+class FrameView(Protocol):
+    """What a keyframe shows of a node (see :class:`mimir_planner.looks.FrameLook`)."""
+
+    @property
+    def size_px(self) -> tuple[int, int]: ...
+
+    @property
+    def words(self) -> frozenset[str]: ...
+
+
+#: (frame id, node id) -> what the frame shows of the node, or why it shows nothing.
+FrameViewer = Callable[[str, str], "FrameView | str"]
+
+
 class OfflineRetrievalReasoner:
-    """Model-free stages: metadata ranking, then thumbnail sharpness/distinctness with edge density.
+    """Model-free stages: metadata ranking, then what the thumbnails and frames show.
 
     Stage one scores each catalog row by links to the relevant nodes (earlier nodes weigh more),
     matched task words, interaction triggers (peak and after frames first) and recency. Stage two
-    keeps the shortlist order, drops thumbnails whose difference hash is within
-    ``duplicate_bits`` of an already kept one, and states each kept frame's edge density.
+    drops thumbnails whose difference hash is within ``duplicate_bits`` of an already kept one
+    and states each kept frame's edge density. With a ``viewer`` (the planner's keyframe looks)
+    it first puts the frames that show the most relevant node measurably (its remembered box in
+    view and its crop standing out) ahead of the others, those whose crop carries a colour or
+    pattern word of the task first, and says what each shows.
     """
 
-    def __init__(self, duplicate_bits: int = 5) -> None:
+    def __init__(self, duplicate_bits: int = 5, viewer: FrameViewer | None = None) -> None:
         self.duplicate_bits = duplicate_bits
+        self.viewer = viewer
 
     @property
     def name(self) -> str:
@@ -347,10 +365,33 @@ class OfflineRetrievalReasoner:
             })
         return json.dumps({"chosen": chosen})
 
+    def _seen(self, request: StageTwoRequest) -> dict[int, tuple[int, str]]:
+        """Per shortlisted frame: its rank key (0: shows the target with a task word, 1: shows
+        it, 2: does not) and what it shows."""
+        target = request.query.node_ids[0] if request.query.node_ids else None
+        if self.viewer is None or target is None:
+            return {}
+        terms = set(request.query.terms)
+        out: dict[int, tuple[int, str]] = {}
+        for choice in request.shortlist:
+            view = self.viewer(request.pool[choice.idx - 1].frame_id, target)
+            if isinstance(view, str):
+                out[choice.idx] = (2, f"{target} not measurable here ({view})")
+                continue
+            wanted = sorted(view.words & terms)
+            width, height = view.size_px
+            said = f"shows {target} at {width}x{height} px"
+            if view.words:
+                said += f", looking {', '.join(sorted(view.words))}"
+            out[choice.idx] = (0 if wanted else 1, said)
+        return out
+
     def stage_two(self, request: StageTwoRequest) -> str:
+        seen = self._seen(request)
+        shortlist = sorted(request.shortlist, key=lambda c: seen.get(c.idx, (1, ""))[0])
         kept: list[tuple[int, int]] = []
         selected: list[dict[str, object]] = []
-        for choice in request.shortlist:
+        for choice in shortlist:
             if len(selected) >= request.max_k:
                 break
             thumb = request.thumbnails.get(choice.idx)
@@ -362,9 +403,11 @@ class OfflineRetrievalReasoner:
                 continue
             kept.append((choice.idx, frame_hash))
             density = edge_density(thumb)
+            shows = f"; {seen[choice.idx][1]}" if choice.idx in seen else ""
             selected.append({
                 "idx": choice.idx,
-                "reason": f"{choice.reason}; distinct thumbnail, edge density {density:.3f}",
+                "reason": f"{choice.reason}; distinct thumbnail, edge density {density:.3f}"
+                          f"{shows}",
             })
         return json.dumps({"selected": selected})
 

@@ -17,7 +17,14 @@ from mimir_memory.keyframes import KeyframeStore, Trigger
 from mimir_memory.task import GoalStatus
 from mimir_memory.world import WorldMemory
 from mimir_perception.appearance import load_appearance_config
+from mimir_planner.config import load_planner_config
 from mimir_planner.looks import NodeLooks
+from mimir_planner.retrieval import (
+    KeyframeRetriever,
+    OfflineRetrievalReasoner,
+    RetrievalQuery,
+    task_terms,
+)
 
 WIDTH, HEIGHT, F = 320, 240, 250.0
 CABINET_INSIDE = (205, 200, 190)  # BGR
@@ -258,4 +265,40 @@ def test_likeness_without_keyframes_or_reference_blocks(cups, tmp_path: Path) ->
     result = blind.run_instruction("Find the cup that looks like the cup on the counter.", kit)
     assert "likeness cannot be judged without keyframes" in result.reason
     assert task.status("g002_find") is GoalStatus.BLOCKED
+    store.close()
+
+
+def test_offline_stage_two_puts_frames_that_show_the_target_first(kitchen,
+                                                                  tmp_path: Path) -> None:
+    world, _task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    green = _apple_seen(world, kit, store, "cabinet_2", GREEN, stamp=10.0)
+    measured = {r.frame_id for r in store.query(node_ids=[green])}
+    # newer frames linked to the apple that recorded no camera view: nothing to measure
+    for k in range(2):
+        store.save(_frame(GREEN, 17, seed=40 + k), timestamp=50.0 + k, camera="pole",
+                   trigger=Trigger.INTERACTION_POST, node_ids=[green])
+    config = load_planner_config().retrieval
+    query = RetrievalQuery("find the green apple", node_ids=(green,),
+                           terms=task_terms(["find the green apple"]))
+    blind = KeyframeRetriever(store, config).retrieve(query)
+    assert blind.frames[0].frame_id not in measured  # recency alone: the newest first
+    looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+    viewer = OfflineRetrievalReasoner(viewer=lambda fid, nid: looks.in_frame(
+        fid, world.state.nodes[nid], 0.5))
+    seeing = KeyframeRetriever(store, config, viewer).retrieve(query)
+    first = seeing.frames[0]
+    assert first.frame_id in measured
+    assert f"shows {green} at" in first.reason and "looking green" in first.reason
+    store.close()
+
+
+def test_a_frame_view_says_why_it_shows_nothing(kitchen, tmp_path: Path) -> None:
+    world, _task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    apple = _apple_seen(world, kit, store, "cabinet_1", RED, stamp=10.0, with_view=False)
+    looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+    frame = store.query(node_ids=[apple])[0].frame_id
+    assert looks.in_frame(frame, world.state.nodes[apple], 0.5) == "no camera view"
+    assert "unknown keyframe" in str(looks.in_frame("nope", world.state.nodes[apple], 0.5))
     store.close()
