@@ -150,6 +150,35 @@ def test_localizes_publishes_and_holds(
         lambda: drv.count("size_mismatch") > 0, timeout=0.5))[1], timeout=20.0)
 
 
+def test_an_image_ahead_of_its_odometry_waits_for_it(
+    ros_context: Context, ros_executor: MultiThreadedExecutor, spin_node: Node,
+    tag_file: Path, wait_for: Callable[..., bool],
+) -> None:
+    """TF can trail the images: the image is kept and localised once odometry reaches it."""
+    params = {"fiducial_map": str(tag_file), "diagnostics_period": 0.2, "max_rate_hz": 20.0,
+              "tf_wait_s": 5.0}
+    node = LocalizationNode(context=ros_context,
+                            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+    ros_executor.add_node(node)
+    TransformPublisher(spin_node, static=True).send(
+        [matrix_to_transform(BASE_FROM_CAMERA, "base_link", OPTICAL, 0.0)])
+    odom = TransformPublisher(spin_node)
+    drv = Driver(spin_node)
+    assert wait_for(lambda: drv.image.get_subscription_count() > 0
+                    and drv.info.get_subscription_count() > 0)
+    view = render_tags(parse_fiducial_map(TAGS), TRUTH @ BASE_FROM_CAMERA, INTR)
+    now = node.get_clock().now().nanoseconds * 1e-9
+    odom.send([matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", now - 2.0),
+               matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", now - 1.0)])
+    assert wait_for(lambda: (drv.send(view.image, now), wait_for(
+        lambda: drv.count("tf_wait") > 0, timeout=0.5))[1], timeout=10.0)
+    assert not drv.poses  # odometry has not reached the image yet
+    odom.send([matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", now + 0.5)])
+    assert wait_for(lambda: bool(drv.poses), timeout=5.0), "the kept image was not localised"
+    assert to_seconds(drv.poses[0].header.stamp) == pytest.approx(now)
+    assert drv.count("odom_unavailable") == 0
+
+
 @pytest.mark.parametrize(
     ("params", "match"),
     [({"fiducial_map": "/nonexistent/tags.yaml"}, "fiducial map"),

@@ -15,9 +15,11 @@ at the image stamp; the known tags come from ``fiducial_map`` (a file under ``co
 The last transform is held when no tag is seen: it is re-sent every ``1 / publish_rate_hz`` s
 with a fresh stamp (node clock + ``transform_tolerance``), as AMCL does, until a new estimate
 replaces it. Images are processed at most ``max_rate_hz`` (newest frame wins) in their own
-callback group. Bad input (no camera info yet, size mismatch, unsupported encoding, missing
-mounting or odometry transform) is skipped with a rate-limited warning and counted on
-``/diagnostics``.
+callback group. An image whose mounting or odometry transform has not arrived yet (TF trails
+the images) is tried again at the next tick while it is younger than ``tf_wait_s`` and no newer
+image has come (counted as ``tf_wait``). Bad input (no camera info yet, size mismatch,
+unsupported encoding, missing mounting or odometry transform) is skipped with a rate-limited
+warning and counted on ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -111,6 +113,11 @@ class LocalizationNodeConfig:
     position_stddev: float = param(0.05, "reported position standard deviation (m)", read_only=True)
     yaw_stddev: float = param(0.03, "reported orientation standard deviation (rad)", read_only=True)
     tf_cache: float = shared.tf_cache()
+    tf_wait_s: float = param(
+        1.0,
+        "an image newer than the newest transform it needs is tried again at the next work "
+        "tick while it is younger than this (node clock, s); TF can trail the images",
+        read_only=True)
     diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
@@ -118,9 +125,10 @@ class LocalizationNodeConfig:
             raise ValueError(f"camera must be a plain non-empty name, got {self.camera!r}")
         if self.publish not in PUBLISH_MODES:
             raise ValueError(f"publish must be one of {PUBLISH_MODES}, got {self.publish!r}")
-        rates = (self.publish_rate_hz, self.max_rate_hz, self.diagnostics_period, self.tf_cache)
+        rates = (self.publish_rate_hz, self.max_rate_hz, self.diagnostics_period, self.tf_cache,
+                 self.tf_wait_s)
         if any(not (math.isfinite(r) and r > 0.0) for r in rates):
-            raise ValueError("rates, periods and tf_cache must be positive")
+            raise ValueError("rates, periods, tf_cache and tf_wait_s must be positive")
         if not (self.position_stddev > 0.0 and self.yaw_stddev > 0.0):
             raise ValueError("standard deviations must be positive")
         if self.transform_tolerance < 0.0:
@@ -249,7 +257,9 @@ class LocalizationNode(Node):
         try:
             mount = self._tf.lookup(cfg.base_frame, optical, stamp)
         except tfm.TransformError as err:
-            self._skip("mount_unavailable", f"no {cfg.base_frame} <- {optical} transform: {err}")
+            if not self._retry_later(msg, stamp, err):
+                self._skip("mount_unavailable",
+                           f"no {cfg.base_frame} <- {optical} transform: {err}")
             return
         localizer = self._localizer_for(mount)
         distortion = None if camera.distortion.size == 0 else camera.distortion
@@ -265,6 +275,8 @@ class LocalizationNode(Node):
             try:
                 odom_from_base = self._tf.lookup(cfg.odom_frame, cfg.base_frame, stamp)
             except tfm.TransformError as err:
+                if self._retry_later(msg, stamp, err):
+                    return
                 self._skip("odom_unavailable",
                            f"no {cfg.odom_frame} <- {cfg.base_frame} transform at {stamp:.3f}: "
                            f"{err}")
@@ -280,6 +292,19 @@ class LocalizationNode(Node):
                          cfg.yaw_stddev**2)
         )
         self._republish()
+
+    def _retry_later(self, msg: Image, stamp: float, err: tfm.TransformError) -> bool:
+        """Keep an image whose transform has not arrived yet for the next work tick (unless a
+        newer image came meanwhile or it is older than ``tf_wait_s``); True when kept."""
+        now = self.get_clock().now().nanoseconds * 1e-9
+        if not isinstance(err, tfm.ExtrapolationError) or now - stamp > self.config.tf_wait_s:
+            return False
+        with self._lock:
+            if self._pending is not None:
+                return False
+            self._pending = msg
+        self.counters.add("tf_wait")
+        return True
 
     def _localizer_for(self, mount: npt.NDArray[np.float64]) -> FiducialLocalizer:
         """The localiser for the current mounting (rebuilt when the mounting moves)."""
