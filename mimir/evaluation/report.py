@@ -278,8 +278,9 @@ def failure_story(result: TrialResult, root: Path) -> list[str]:
             lines.append("  - no call failed: the budget ran out or the answer was wrong")
         verdicts = [e for e in trace if e.get("kind") == "memory" and e.get("instruction") == index]
         for entry in verdicts:
+            why = str(entry.get("reason") or entry.get("event_kind") or "")
             lines.append(f"  - memory [{entry.get('verdict')}] {entry.get('subject')}: "
-                         f"{str(entry.get('reason', ''))[:200]}")
+                         f"{why[:200]}")
     return lines
 
 
