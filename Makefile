@@ -70,7 +70,7 @@ eval-short: setup
 
 EVAL_LH_TRIALS ?= 10
 eval-long-horizon: setup
-	.venv/bin/mimir eval --scenario long_horizon --methods full,sg_ia,sg,sg_kf \
+	.venv/bin/mimir eval --scenario long_horizon --methods full,sg_ia,sg,sg_kf,roboexp,memer \
 		--trials $(EVAL_LH_TRIALS) --jobs $(EVAL_JOBS) --instruction-timeout 900 \
 		--out $(EVAL_RUNS)/long_horizon $(EVAL_ARGS)
 

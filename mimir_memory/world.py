@@ -43,6 +43,7 @@ from mimir_memory.graph import (
 from mimir_memory.locking import synchronized
 from mimir_memory.observations import ObjectObservation
 from mimir_memory.render import render_graph
+from mimir_memory.representation import MemoryView
 from mimir_memory.schema import DatabaseHandle, Store, open_database
 from mimir_memory.updates import NodeUpdate
 
@@ -86,14 +87,21 @@ class WorldMemory(Store):
         config: MemoryConfig | None = None,
         *,
         map_frame: str = "map",
+        view: MemoryView | None = None,
     ) -> None:
+        if view is not None and not handle.readonly:
+            raise ValueError("a memory view narrows what a reader sees; a writer sees all")
         self.handle = handle
+        self.view = view
         self.lock = threading.RLock()
         self.config = config or MemoryConfig()
         self.map_frame = map_frame
         self.log = EventLog(handle)
         self.bounds = self.config.bounds
-        self.state = SceneGraphState(self.config.association, self.bounds)
+        # every event folded (for a writer, or a reader without a view, the graph itself)
+        self._folded = SceneGraphState(self.config.association, self.bounds)
+        self.state = self._folded
+        """The graph as this memory shows it: with a view, what that view lets a reader see."""
         self._last_seq = 0
         # interaction id -> (fixture, start stamp) of the opens and closes under way
         self._operations: dict[str, tuple[str, float]] = {}
@@ -108,10 +116,13 @@ class WorldMemory(Store):
         readonly: bool = False,
         map_frame: str = "map",
         snapshot: bool = False,
+        view: MemoryView | None = None,
     ) -> WorldMemory:
         """Open (or create) a world database and rebuild the graph from its log.
 
         ``snapshot`` (with ``readonly``): see :func:`~mimir_memory.schema.open_database`.
+        ``view`` (with ``readonly``): show only what this representation keeps (see
+        :mod:`mimir_memory.representation`).
 
         Raises:
             SchemaVersionError: The database is of a newer schema version or another kind.
@@ -122,7 +133,7 @@ class WorldMemory(Store):
         handle = open_database(path, "world", readonly=readonly, storage=config.storage,
                                snapshot=snapshot)
         try:
-            return cls(handle, config, map_frame=map_frame)
+            return cls(handle, config, map_frame=map_frame, view=view)
         except BaseException:
             handle.close()
             raise
@@ -140,14 +151,17 @@ class WorldMemory(Store):
             Number of events applied.
         """
         count = 0
+        folded = self._folded
         for event in self.log.iter_events(after_seq=self._last_seq):
-            if not self.state.apply_stored(event):
+            if not folded.apply_stored(event):
                 LOG.warning("world memory %s: event %s (seq %s, %s) does not apply and is "
                             "kept out of the graph: %s", self.handle.path, event.event_id,
                             event.seq, event.kind.value,
-                            self.state.skipped[event.event_id].reason)
+                            folded.skipped[event.event_id].reason)
             self._last_seq = event.seq or self._last_seq
             count += 1
+        if self.view is not None:
+            self.state = self.view.project(folded)
         return count
 
     @property

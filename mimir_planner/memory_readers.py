@@ -8,12 +8,19 @@ build the keyframe retriever a store needs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mimir_memory.config import MemoryConfig
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.keyframes import KeyframeStore
+from mimir_memory.representation import (
+    CandidateFrame,
+    MemoryView,
+    Representation,
+    keyframe_source,
+)
 from mimir_memory.world import WorldMemory
 from mimir_planner.config import PlannerConfig
 from mimir_planner.errors import PlannerError
@@ -41,19 +48,48 @@ class MemoryReaders:
 
 
 def open_world_reader(memory_dir: Path, config: MemoryConfig, *,
-                      map_frame: str) -> WorldMemory:
-    """World memory of ``memory_dir``, read-only.
+                      map_frame: str, view: MemoryView | None = None) -> WorldMemory:
+    """World memory of ``memory_dir``, read-only (through ``view`` when given).
 
     Raises:
         MemoryUnavailableError: It does not exist yet or cannot be read.
     """
     path = memory_dir / "world.db"
     try:
-        return WorldMemory.open(path, config=config, readonly=True, map_frame=map_frame)
+        return WorldMemory.open(path, config=config, readonly=True, map_frame=map_frame,
+                                view=view)
     except MemoryStoreError as err:
         raise MemoryUnavailableError(
             f"world memory {path} cannot be read (is the scene graph node running on this "
             f"memory_dir?): {err}") from err
+
+
+class _KeyframesWhenThere:
+    """Candidate frames of the keyframe store, opened read-only once it exists (none before)."""
+
+    def __init__(self, memory_dir: Path, config: MemoryConfig) -> None:
+        self.memory_dir, self.config = memory_dir, config
+        self.store: KeyframeStore | None = None
+
+    def __call__(self, limit: int) -> Sequence[CandidateFrame]:
+        if self.store is None:
+            try:
+                self.store = open_keyframe_reader(self.memory_dir, self.config)
+            except MemoryStoreError:
+                return []
+        return keyframe_source(self.store)(limit)
+
+
+def memory_view(representation: Representation, memory_dir: Path, memory: MemoryConfig,
+                planner: PlannerConfig, pinned: Callable[[], Iterable[str]]
+                ) -> MemoryView | None:
+    """The view a planner reads world memory through: None for the whole memory; an episodic
+    representation reads its frames from the keyframe store of ``memory_dir``."""
+    if representation.complete:
+        return None
+    frames = _KeyframesWhenThere(memory_dir, memory) if representation.episodic else None
+    return MemoryView(representation, frames, is_fixture=planner.is_fixture_label,
+                      pinned=pinned)
 
 
 def open_keyframe_reader(memory_dir: Path, config: MemoryConfig) -> KeyframeStore:

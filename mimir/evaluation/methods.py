@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from mimir import settings
-from mimir.paths import config_file
+from mimir.paths import ConfigFileNotFoundError, config_file
+from mimir_memory.errors import MemoryStoreError
+from mimir_memory.representation import load_representations
 from mimir_planner.reasoning.config import VERIFIERS
 
 
@@ -31,6 +33,8 @@ class Method(settings.Checked, section="methods", error=EvalConfigError):
         interaction: the interaction analyzer verifies primitives and writes what they revealed.
         keyframes: the planner reads the keyframe store.
         verifiers_off: comma-separated verdict kinds switched off, or ``all``.
+        representation: what the planner reads of memory (``config/representations.yaml``):
+            ``scene_graph`` for the system's own methods, a narrower one for the baselines.
     """
 
     name: str = "full"
@@ -38,6 +42,7 @@ class Method(settings.Checked, section="methods", error=EvalConfigError):
     interaction: bool = True
     keyframes: bool = True
     verifiers_off: str = ""
+    representation: str = "scene_graph"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -52,7 +57,8 @@ class Method(settings.Checked, section="methods", error=EvalConfigError):
     def node_params(self) -> dict[str, dict[str, Any]]:
         """Parameters of the simulation graph's nodes that this method sets."""
         return {
-            "planner": {"analyze": self.interaction, "use_keyframes": self.keyframes},
+            "planner": {"analyze": self.interaction, "use_keyframes": self.keyframes,
+                        "representation": self.representation},
             "analyzer": {"auto_analyze": self.interaction},
         }
 
@@ -116,4 +122,13 @@ def load_eval_config(path: str | Path | None = None) -> EvalConfig:
         methods[str(name)] = settings.section(
             Method, f"methods.{name}", {"name": str(name), "label": str(name), **body},
             EvalConfigError)
+    try:
+        known = load_representations(config_file("representations.yaml"))
+    except (MemoryStoreError, ConfigFileNotFoundError) as err:
+        raise EvalConfigError(f"cannot read the memory representations: {err}") from err
+    for method in methods.values():
+        if method.representation not in known:
+            raise EvalConfigError(
+                f"method {method.name}: unknown representation {method.representation!r}; "
+                f"known: {', '.join(known)}")
     return EvalConfig(first_seed, int(budget), methods)

@@ -11,24 +11,32 @@ from mimir.evaluation.methods import EvalConfigError, Method, load_eval_config
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_shipped_file_holds_the_four_graph_methods_and_a_harness_ablation() -> None:
+def test_the_shipped_file_holds_the_graph_methods_an_ablation_and_the_baselines() -> None:
     config = load_eval_config(REPO / "config" / "eval.yaml")
-    assert list(config.methods) == ["full", "sg_ia", "sg_kf", "sg", "full_harness_off"]
+    assert list(config.methods) == ["full", "sg_ia", "sg_kf", "sg", "full_harness_off",
+                                    "roboexp", "memer", "memer_fixtures"]
     assert config.step_budget == 12
     assert config.first_seed >= 100  # apart from the seeds the tests use
-    switches = {m.name: (m.interaction, m.keyframes) for m in config.methods.values()}
-    assert switches == {"full": (True, True), "sg_ia": (True, False), "sg_kf": (False, True),
-                        "sg": (False, False), "full_harness_off": (True, True)}
+    switches = {m.name: (m.interaction, m.keyframes, m.representation)
+                for m in config.methods.values()}
+    graph = "scene_graph"
+    assert switches == {"full": (True, True, graph), "sg_ia": (True, False, graph),
+                        "sg_kf": (False, True, graph), "sg": (False, False, graph),
+                        "full_harness_off": (True, True, graph),
+                        "roboexp": (True, False, "action_graph"),
+                        "memer": (False, False, "episodic"),
+                        "memer_fixtures": (False, False, "episodic_fixtures")}
     assert config.methods["full_harness_off"].verifiers_off == "all"
 
 
 def test_switches_become_the_nodes_parameters() -> None:
     config = load_eval_config(REPO / "config" / "eval.yaml")
     assert config.methods["sg"].node_params() == {
-        "planner": {"analyze": False, "use_keyframes": False},
+        "planner": {"analyze": False, "use_keyframes": False, "representation": "scene_graph"},
         "analyzer": {"auto_analyze": False}}
-    assert config.methods["sg_kf"].node_params()["planner"] == {"analyze": False,
-                                                                "use_keyframes": True}
+    assert config.methods["sg_kf"].node_params()["planner"] == {
+        "analyze": False, "use_keyframes": True, "representation": "scene_graph"}
+    assert config.methods["memer"].node_params()["planner"]["representation"] == "episodic"
     assert config.methods["full"].node_params()["analyzer"] == {"auto_analyze": True}
 
 
@@ -39,7 +47,7 @@ def test_pick_keeps_the_order_given_and_all_gives_every_method() -> None:
 
 
 @pytest.mark.parametrize(("names", "message"), [
-    ("full,memer", "unknown methods"), ("full,full", "named twice"), (" , ", "no method")])
+    ("full,memer_v2", "unknown methods"), ("full,full", "named twice"), (" , ", "no method")])
 def test_pick_refuses_bad_lists(names: str, message: str) -> None:
     config = load_eval_config(REPO / "config" / "eval.yaml")
     with pytest.raises(EvalConfigError, match=message):
@@ -57,6 +65,8 @@ def test_pick_refuses_bad_lists(names: str, message: str) -> None:
     ("step_budget: 0\nmethods:\n  a: {}\n", "step_budget"),
     ("trials: 5\nmethods:\n  a: {}\n", "unknown keys"),
     ("methods: [\n", "not valid YAML"),
+    ("methods:\n  a: {representation: telepathy}\n", "unknown representation 'telepathy'"),
+    ("methods:\n  a: {representation: 3}\n", "must be a string"),
 ])
 def test_bad_files_are_refused_with_what_is_wrong(tmp_path: Path, text: str,
                                                   message: str) -> None:

@@ -21,7 +21,8 @@ def test_a_trial_runs_in_its_own_folder_with_its_methods_switches(tmp_path: Path
     options = spec.options(tmp_path)
     assert options.run_root / options.run_name == spec.folder(tmp_path)
     assert options.seed == 1003 and options.noise_profile == "ideal"
-    assert options.extra_params["planner"] == {"analyze": False, "use_keyframes": False}
+    assert options.extra_params["planner"] == {"analyze": False, "use_keyframes": False,
+                                               "representation": "scene_graph"}
     assert options.quiet
 
 

@@ -605,6 +605,23 @@ def test_tasks_use_and_grow_memory(tmp_path: Path, ros_context: Context,
     assert marked.shape == (48, 64, 3) and marked.any()  # marks drawn on a black frame
 
 
+def test_a_baseline_planner_reads_memory_through_its_representation(
+        tmp_path: Path, ros_context: Context, executor: MultiThreadedExecutor, driver: Node,
+        wait_for: Wait) -> None:
+    ns = driver.get_namespace()
+    _seed_memory(ros_context, executor, driver, tmp_path, cabinets=kitchen(), wait_for=wait_for)
+    # an episodic memory holds only what its frames show; no frame was saved, so it knows no
+    # cabinet to search and blocks without moving (the whole memory would try to move)
+    _planner(ros_context, executor, tmp_path, ns, representation="episodic",
+             memory_wait_s=1.0)
+    tasks = TaskClient(driver, wait_for)
+    result = tasks.run("find the banana")
+    assert result.error_code == RunTask.Result.BLOCKED, result.error_msg
+    assert [g.status for g in result.goals] == ["blocked"]
+    assert "nothing left to explore" in result.goals[0].reason
+    assert "executor unavailable" not in result.error_msg
+
+
 def approve_cli(*argv: str, answers: str = "") -> subprocess.CompletedProcess[str]:
     """``mimir approve`` in its own process (its own DDS participant), answering the prompts
     from ``answers``; generous discovery timeouts for a loaded two-core machine."""
@@ -734,9 +751,11 @@ def test_bad_instructions_and_missing_services(
         tmp_path: Path, ros_context: Context, executor: MultiThreadedExecutor, driver: Node,
         wait_for: Wait) -> None:
     ns = driver.get_namespace()
-    for name, value in (("vlm_backend", "magic"), ("embodiment", "hexapod"),
-                        ("step_budget", 0)):
-        with pytest.raises(PlannerNodeError, match=name if name != "embodiment" else "hexapod"):
+    for name, value, words in (("vlm_backend", "magic", "vlm_backend"),
+                               ("embodiment", "hexapod", "hexapod"),
+                               ("step_budget", 0, "step_budget"),
+                               ("representation", "telepathy", "unknown representation")):
+        with pytest.raises(PlannerNodeError, match=words):
             PlannerNode(context=ros_context, namespace=ns, parameter_overrides=[
                 Parameter("memory_dir", value=str(tmp_path)), Parameter(name, value=value)])
     # the planner starts before any memory exists: tasks fail clearly, nothing is created

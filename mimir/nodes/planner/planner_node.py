@@ -82,6 +82,7 @@ from mimir.ros.time import from_seconds
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.keyframes import KeyframeStore
+from mimir_memory.representation import load_representations
 from mimir_memory.task import TaskMemory
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent, PlanStep
@@ -92,6 +93,7 @@ from mimir_planner.hosting import RecordingPolicy
 from mimir_planner.memory_readers import (
     MemoryReaders,
     make_retriever,
+    memory_view,
     open_keyframe_reader,
     open_world_reader,
 )
@@ -159,6 +161,15 @@ class PlannerNode(Node):
             raise PlannerNodeError(f"cannot load the configuration: {err}") from err
         self.planner_config: PlannerConfig = dataclasses.replace(
             base, gate=GateConfig(enabled=cfg.operator_gate, timeout_s=cfg.gate_timeout_s))
+        try:
+            self.representation = load_representations(
+                config_file("representations.yaml"))[cfg.representation]
+        except KeyError as err:
+            raise PlannerNodeError(
+                f"unknown representation {cfg.representation!r}; config/representations.yaml "
+                "defines the known ones") from err
+        except (MemoryStoreError, ConfigFileNotFoundError) as err:
+            raise PlannerNodeError(f"cannot load the representations: {err}") from err
         self.embodiment = cfg.embodiment or self.planner_config.loop.embodiment
         if self.embodiment not in self.planner_config.embodiments:
             raise PlannerNodeError(
@@ -265,8 +276,10 @@ class PlannerNode(Node):
 
     # ------------------------------------------------------------------ memory, session
     def _open_readers(self) -> MemoryReaders:
+        view = memory_view(self.representation, self.memory_dir, self.memory_config,
+                           self.planner_config, pinned=lambda: [self.task.hand or ""])
         world = open_world_reader(self.memory_dir, self.memory_config,
-                                  map_frame=self.config.map_frame)
+                                  map_frame=self.config.map_frame, view=view)
         return MemoryReaders(world, self._open_keyframes())
 
     def _open_keyframes(self) -> KeyframeStore | None:

@@ -72,6 +72,11 @@ class PlannerNodeConfig:
         "plan with the keyframe store (retrieval, clutter, appearance); false plans from the "
         "scene graph and task memory alone (an evaluation ablation)",
         read_only=True)
+    representation: str = param(
+        "scene_graph",
+        "what the planner may read of memory, by name in config/representations.yaml: "
+        "scene_graph (all of it) or a narrower one (an evaluation baseline)",
+        read_only=True)
     analyzed_primitives: tuple[str, ...] = param(
         ("open", "close", "inspect", "pick", "place"),
         "primitives whose outcome the analyzer verifies (move_to is judged by the executor)",
