@@ -15,7 +15,9 @@ of the graph after each refresh.
   candidate frames; candidates closer in time than ``merge_s`` to the previous one form one
   group, represented by its middle frame; memory holds the newest ``memory_length``
   representatives plus the ``recent_window`` newest frames. A node is visible only while one of
-  those frames shows it (fixtures too, unless ``fixtures`` is set), with its label and position
+  those frames is linked to it in the keyframe store (fixtures too, unless ``fixtures`` is set;
+  a frame is linked to the nodes that made it be saved, not to everything in view), with its
+  label and position
   and nothing learned about it. Positions come from the scene graph's estimate of the node the
   frame shows, which is more than the frame alone would say; the README states this.
 
