@@ -207,14 +207,24 @@ class LocalisationAudit:
     still_speed: float = 0.02
     errors: list[float] = field(default_factory=list)
     yaw_errors: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
 
-    def add(self, estimate: Sequence[float], truth: Sequence[float], speed: float) -> bool:
-        """Record one comparison; whether it was taken (the base stood still)."""
+    def add(self, estimate: Sequence[float], truth: Sequence[float], speed: float,
+            sim_time: float = math.nan) -> bool:
+        """Record one comparison (at ``sim_time``, s); whether it was taken (the base stood
+        still)."""
         if speed > self.still_speed:
             return False
         self.errors.append(math.hypot(estimate[0] - truth[0], estimate[1] - truth[1]))
         self.yaw_errors.append(abs(math.remainder(estimate[2] - truth[2], math.tau)))
+        self.times.append(float(sim_time))
         return True
+
+    def series(self) -> list[list[float]]:
+        """Every sample as ``[sim time s, position error m, yaw error deg]`` (3 decimals), so a
+        run shows when its localisation went wrong, not only how far."""
+        return [[round(t, 3), round(e, 3), round(math.degrees(y), 3)]
+                for t, e, y in zip(self.times, self.errors, self.yaw_errors, strict=True)]
 
     def summary(self) -> dict[str, float | int]:
         """Samples, mean, 95th percentile and largest position error (m) and yaw error (deg)."""

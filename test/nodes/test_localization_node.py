@@ -179,12 +179,41 @@ def test_an_image_ahead_of_its_odometry_waits_for_it(
     assert drv.count("odom_unavailable") == 0
 
 
+def test_a_fix_waits_for_the_base_to_stand_still(
+    ros_context: Context, ros_executor: MultiThreadedExecutor, spin_node: Node,
+    tag_file: Path, wait_for: Callable[..., bool],
+) -> None:
+    """An image taken while odometry moved (or jumped) gives no fix; one taken standing does."""
+    params = {"fiducial_map": str(tag_file), "diagnostics_period": 0.2, "max_rate_hz": 20.0}
+    node = LocalizationNode(context=ros_context,
+                            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+    ros_executor.add_node(node)
+    TransformPublisher(spin_node, static=True).send(
+        [matrix_to_transform(BASE_FROM_CAMERA, "base_link", OPTICAL, 0.0)])
+    odom = TransformPublisher(spin_node)
+    drv = Driver(spin_node)
+    assert wait_for(lambda: drv.image.get_subscription_count() > 0
+                    and drv.info.get_subscription_count() > 0)
+    view = render_tags(parse_fiducial_map(TAGS), TRUTH @ BASE_FROM_CAMERA, INTR)
+    # odometry says the base came 0.3 m in the second before the image, then stood
+    odom.send([matrix_to_transform(planar(0.2, -0.4, 0.3), "odom", "base_link", 19.0),
+               matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", 20.0),
+               matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", 22.0)])
+    assert wait_for(lambda: (drv.send(view.image, 20.0), wait_for(
+        lambda: drv.count("moving") > 0, timeout=0.5))[1], timeout=20.0)
+    assert not drv.poses and not drv.tf
+    assert wait_for(lambda: (drv.send(view.image, 21.0), wait_for(
+        lambda: bool(drv.poses), timeout=0.5))[1], timeout=20.0)
+    assert to_seconds(drv.poses[0].header.stamp) == pytest.approx(21.0)
+
+
 @pytest.mark.parametrize(
     ("params", "match"),
     [({"fiducial_map": "/nonexistent/tags.yaml"}, "fiducial map"),
-     ({"publish": "odom_to_map"}, "publish")],
+     ({"publish": "odom_to_map"}, "publish"),
+     ({"still_window_s": -1.0}, "still_window_s")],
 )
-def test_bad_parameters(ros_context: Context, tag_file: Path, params: dict[str, str],
+def test_bad_parameters(ros_context: Context, tag_file: Path, params: dict[str, object],
                         match: str) -> None:
     values = {"fiducial_map": str(tag_file), **params}
     with pytest.raises(PerceptionNodeError, match=match):

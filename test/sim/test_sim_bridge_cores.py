@@ -455,8 +455,11 @@ def test_localisation_audit_counts_only_a_standing_base() -> None:
     audit = LocalisationAudit(still_speed=0.02)
     assert audit.summary() == {"samples": 0}
     assert not audit.add((1.0, 0.0, 0.0), (0.0, 0.0, 0.0), speed=0.3)  # moving: lag, not error
-    assert audit.add((0.03, 0.04, 0.02), (0.0, 0.0, 0.0), speed=0.0)
-    assert audit.add((1.0, 1.0, math.pi - 0.01), (1.0, 1.0, -math.pi + 0.01), speed=0.01)
+    assert audit.add((0.03, 0.04, 0.02), (0.0, 0.0, 0.0), speed=0.0, sim_time=4.0)
+    assert audit.add((1.0, 1.0, math.pi - 0.01), (1.0, 1.0, -math.pi + 0.01), speed=0.01,
+                     sim_time=5.5)
+    assert audit.series() == [[4.0, 0.05, round(math.degrees(0.02), 3)],
+                              [5.5, 0.0, round(math.degrees(0.02), 3)]]
     summary = audit.summary()
     assert summary["samples"] == 2
     assert summary["max_m"] == pytest.approx(0.05)

@@ -17,9 +17,10 @@ with a fresh stamp (node clock + ``transform_tolerance``), as AMCL does, until a
 replaces it. Images are processed at most ``max_rate_hz`` (newest frame wins) in their own
 callback group. An image whose mounting or odometry transform has not arrived yet (TF trails
 the images) is tried again at the next tick while it is younger than ``tf_wait_s`` and no newer
-image has come (counted as ``tf_wait``). Bad input (no camera info yet, size mismatch,
-unsupported encoding, missing mounting or odometry transform) is skipped with a rate-limited
-warning and counted on ``/diagnostics``.
+image has come (counted as ``tf_wait``). A fix is used only when odometry says the base stood
+still for ``still_window_s`` before the image (counted as ``moving`` otherwise). Bad input (no
+camera info yet, size mismatch, unsupported encoding, missing mounting or odometry transform) is
+skipped with a rate-limited warning and counted on ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -118,6 +119,16 @@ class LocalizationNodeConfig:
         "an image newer than the newest transform it needs is tried again at the next work "
         "tick while it is younger than this (node clock, s); TF can trail the images",
         read_only=True)
+    still_window_s: float = param(
+        0.5,
+        "a tag fix is used only when odometry says the base stood still over this window "
+        "before the image (map_to_odom; 0 takes every fix): a moving camera blurs the tags and "
+        "puts the image between odometry samples (s)",
+        read_only=True)
+    still_translation_m: float = param(
+        0.02, "most the base may have moved over still_window_s (m)", read_only=True)
+    still_rotation_rad: float = param(
+        0.02, "most the base may have turned over still_window_s (rad)", read_only=True)
     diagnostics_period: float = shared.diagnostics_period()
 
     def __post_init__(self) -> None:
@@ -133,6 +144,10 @@ class LocalizationNodeConfig:
             raise ValueError("standard deviations must be positive")
         if self.transform_tolerance < 0.0:
             raise ValueError("transform_tolerance must be >= 0")
+        still = (self.still_window_s, self.still_translation_m, self.still_rotation_rad)
+        if any(not (math.isfinite(v) and v >= 0.0) for v in still):
+            raise ValueError("still_window_s, still_translation_m and still_rotation_rad must "
+                             "be finite and >= 0")
 
     def localization(self) -> LocalizationConfig:
         """The core localiser settings."""
@@ -281,6 +296,9 @@ class LocalizationNode(Node):
                            f"no {cfg.odom_frame} <- {cfg.base_frame} transform at {stamp:.3f}: "
                            f"{err}")
                 return
+            if not self._stood_still(odom_from_base, stamp):
+                self.counters.add("moving")
+                return
             estimate = (map_to_odom(result.map_from_base, odom_from_base), cfg.odom_frame)
         else:
             estimate = (result.map_from_base, cfg.base_frame)
@@ -292,6 +310,25 @@ class LocalizationNode(Node):
                          cfg.yaw_stddev**2)
         )
         self._republish()
+
+    def _stood_still(self, odom_from_base: npt.NDArray[np.float64], stamp: float) -> bool:
+        """Whether odometry moved the base at most the still limits over the window before
+        ``stamp`` (True when the window is off or odometry does not reach that far back).
+
+        Between two odometry samples TF interpolates, so an image taken while the base moved
+        (or jumped, as a put-down robot does) would pair the tags with a pose the base never had
+        at that instant; the fix would hold a wrong ``map -> odom`` until the next one."""
+        cfg = self.config
+        if cfg.still_window_s <= 0.0:
+            return True
+        try:
+            before = self._tf.lookup(cfg.odom_frame, cfg.base_frame, stamp - cfg.still_window_s)
+        except tfm.TransformError:
+            return True
+        step = np.linalg.inv(before) @ odom_from_base
+        turn = abs(math.atan2(step[1, 0], step[0, 0]))
+        return (float(np.linalg.norm(step[:2, 3])) <= cfg.still_translation_m
+                and turn <= cfg.still_rotation_rad)
 
     def _retry_later(self, msg: Image, stamp: float, err: tfm.TransformError) -> bool:
         """Keep an image whose transform has not arrived yet for the next work tick (unless a

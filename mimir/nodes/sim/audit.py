@@ -93,7 +93,8 @@ class LocalisationAuditSink:
 
     Args:
         node: the bridge node (the TF subscription and the timer live on it).
-        read_truth: runs in the simulation thread: ``((x, y, yaw), speed)`` of the base.
+        read_truth: runs in the simulation thread: ``((x, y, yaw), speed, sim time)`` of the
+            base.
         run_in_sim: runs a callable in the simulation thread and returns its result.
         path: the JSON file :meth:`write` writes.
         frames: ``(map_frame, base_frame)``.
@@ -120,16 +121,18 @@ class LocalisationAuditSink:
             self.unavailable += 1  # no localisation yet (or the chain is broken): not an error
             return
         try:
-            truth, speed = self._run(self._read_truth)
+            truth, speed, sim_time = self._run(self._read_truth)
         except SimThreadStoppedError:
             return
         x, y = float(pose[0, 3]), float(pose[1, 3])
         yaw = math.atan2(float(pose[1, 0]), float(pose[0, 0]))
         with self._lock:
-            self.audit.add((x, y, yaw), truth, speed)
+            self.audit.add((x, y, yaw), truth, speed, sim_time)
 
     def write(self) -> None:
-        """Write the summary (samples, mean, p95, max in m and deg) to the file."""
+        """Write the summary (samples, mean, p95, max in m and deg) and every sample (sim time,
+        errors) to the file."""
         with self._lock:
-            summary = {**self.audit.summary(), "unavailable": self.unavailable}
+            summary = {**self.audit.summary(), "unavailable": self.unavailable,
+                       "series": self.audit.series()}
         self._path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

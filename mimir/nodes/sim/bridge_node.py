@@ -161,7 +161,8 @@ class SimBridgeNode(Node):
         if cfg.localisation_file:
             body = self.sim.body
             self.localisation = LocalisationAuditSink(
-                self, lambda: (body.base_pose(), body.base_speed()), self._thread.submit,
+                self, lambda: (body.base_pose(), body.base_speed(), self.sim.time),
+                self._thread.submit,
                 cfg.localisation_file, (cfg.map_frame, cfg.base_frame))
         self.create_timer(cfg.diagnostics_period, self._report)
         self._thread.start()
