@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -150,23 +151,31 @@ def test_localizes_publishes_and_holds(
         lambda: drv.count("size_mismatch") > 0, timeout=0.5))[1], timeout=20.0)
 
 
-def test_an_image_ahead_of_its_odometry_waits_for_it(
-    ros_context: Context, ros_executor: MultiThreadedExecutor, spin_node: Node,
-    tag_file: Path, wait_for: Callable[..., bool],
-) -> None:
-    """TF can trail the images: the image is kept and localised once odometry reaches it."""
-    params = {"fiducial_map": str(tag_file), "diagnostics_period": 0.2, "max_rate_hz": 20.0,
-              "tf_wait_s": 5.0}
-    node = LocalizationNode(context=ros_context,
-                            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-    ros_executor.add_node(node)
+def _mounted_node(ctx: Context, executor: MultiThreadedExecutor, spin_node: Node,
+                  wait_for: Callable[..., bool], **params: object
+                  ) -> tuple[LocalizationNode, TransformPublisher, Driver, Any]:
+    """A localization node (fast diagnostics and images) with the camera mounted on the base,
+    an odometry publisher, the driver and a rendered view of the tags from TRUTH."""
+    values = {"diagnostics_period": 0.2, "max_rate_hz": 20.0, **params}
+    node = LocalizationNode(context=ctx,
+                            parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+    executor.add_node(node)
     TransformPublisher(spin_node, static=True).send(
         [matrix_to_transform(BASE_FROM_CAMERA, "base_link", OPTICAL, 0.0)])
     odom = TransformPublisher(spin_node)
     drv = Driver(spin_node)
     assert wait_for(lambda: drv.image.get_subscription_count() > 0
                     and drv.info.get_subscription_count() > 0)
-    view = render_tags(parse_fiducial_map(TAGS), TRUTH @ BASE_FROM_CAMERA, INTR)
+    return node, odom, drv, render_tags(parse_fiducial_map(TAGS), TRUTH @ BASE_FROM_CAMERA, INTR)
+
+
+def test_an_image_ahead_of_its_odometry_waits_for_it(
+    ros_context: Context, ros_executor: MultiThreadedExecutor, spin_node: Node,
+    tag_file: Path, wait_for: Callable[..., bool],
+) -> None:
+    """TF can trail the images: the image is kept and localised once odometry reaches it."""
+    node, odom, drv, view = _mounted_node(ros_context, ros_executor, spin_node, wait_for,
+                                          fiducial_map=str(tag_file), tf_wait_s=5.0)
     now = node.get_clock().now().nanoseconds * 1e-9
     odom.send([matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", now - 2.0),
                matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", now - 1.0)])
@@ -184,17 +193,8 @@ def test_a_fix_waits_for_the_base_to_stand_still(
     tag_file: Path, wait_for: Callable[..., bool],
 ) -> None:
     """An image taken while odometry moved (or jumped) gives no fix; one taken standing does."""
-    params = {"fiducial_map": str(tag_file), "diagnostics_period": 0.2, "max_rate_hz": 20.0}
-    node = LocalizationNode(context=ros_context,
-                            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-    ros_executor.add_node(node)
-    TransformPublisher(spin_node, static=True).send(
-        [matrix_to_transform(BASE_FROM_CAMERA, "base_link", OPTICAL, 0.0)])
-    odom = TransformPublisher(spin_node)
-    drv = Driver(spin_node)
-    assert wait_for(lambda: drv.image.get_subscription_count() > 0
-                    and drv.info.get_subscription_count() > 0)
-    view = render_tags(parse_fiducial_map(TAGS), TRUTH @ BASE_FROM_CAMERA, INTR)
+    _, odom, drv, view = _mounted_node(ros_context, ros_executor, spin_node, wait_for,
+                                       fiducial_map=str(tag_file))
     # odometry says the base came 0.3 m in the second before the image, then stood
     odom.send([matrix_to_transform(planar(0.2, -0.4, 0.3), "odom", "base_link", 19.0),
                matrix_to_transform(ODOM_FROM_BASE, "odom", "base_link", 20.0),
