@@ -475,8 +475,10 @@ class Harness:
         """Said to be unlocked, but the pull held the handle and nothing gave way: where the
         lock check itself admits a lock, the claim corrected to locked; else None."""
         if claim.name != "locked" or check.decision is not Decision.DEFER \
-                or ctx.intent not in ("open", "close") \
-                or moved(ev.displacements.get(claim.object_id), self._percepts) is not False:
+                or ctx.intent not in ("open", "close"):
+            return None
+        if moved(ev.displacements.get(claim.object_id), self._percepts) is not False \
+                and not self._depth_against_the_hand(claim.object_id, ev):
             return None
         lock = self._check_locked(claim.object_id, ev)
         if lock.decision is not Decision.ADMIT:
@@ -497,13 +499,21 @@ class Harness:
             f"the fixture moved in the {ctx.intent}", claim.old_value,
             is_opened=ctx.intent == "open", source=claim.source))
 
-    def _held_back_against_depth(self, fixture_id: str, ev: Evidence) -> _Check | None:
-        """A depth change the held hand contradicts: the hand was held back from its pull, so
-        the change is likelier the arm in front of the door than the door; held for more."""
+    def _depth_against_the_hand(self, fixture_id: str, ev: Evidence) -> bool:
+        """Whether the fixture's motion is a depth change the held hand contradicts: the jaws
+        held the part, the hand was held back from its pull by at least ``held_back_m`` and its
+        own travel stayed below ``open_hand_travel_m``. A part that gives way moves with the
+        hand, so such a change is likelier the arm in front of the fixture than the fixture."""
         measure = ev.displacements.get(fixture_id)
         pull = ev.pull
-        if (measure is None or measure.source != "depth" or pull is None
-                or pull.held_back_m < self._percepts.held_back_m):
+        return (measure is not None and measure.source == "depth" and pull is not None
+                and pull.held_back_m >= self._percepts.held_back_m
+                and pull.achieved_m < self._percepts.open_hand_travel_m)
+
+    def _held_back_against_depth(self, fixture_id: str, ev: Evidence) -> _Check | None:
+        """A depth change the held hand contradicts, said of an open: held for more."""
+        measure = ev.displacements.get(fixture_id)
+        if measure is None or not self._depth_against_the_hand(fixture_id, ev):
             return None
         return _Check(Decision.DEFER, "depth changed but the hand was held back from its pull, "
                       "so the change may be the arm, not the door; "
@@ -552,13 +562,22 @@ class Harness:
             return _Check(Decision.DEFER, f"contact seen but no measured motion of "
                           f"'{fixture_id}'; {signals}")
         refs = _refs_of_contact(summary) + measure.refs
+        pull = ev.pull
+        if state and pull is not None and self._depth_against_the_hand(fixture_id, ev):
+            # the hand decides: it held the part and the part did not let it through
+            return _Check(
+                Decision.ADMIT,
+                f"locked: the depth change of {measure.magnitude:.3f} m is the arm, not the "
+                f"part: the hand held it and was held back {pull.held_back_m:.3f} m of "
+                f"{pull.commanded_m:.3f} m commanded; " + signals,
+                refs + pull.refs,
+            )
         if state:
             return _Check(
                 Decision.REJECT,
                 f"fixture moved {measure.magnitude:.3f} {measure.unit}: not locked; {signals}",
                 refs,
             )
-        pull = ev.pull
         if pull is not None and pull.held_back_m < self._percepts.held_back_m:
             return _Check(
                 Decision.DEFER,

@@ -723,3 +723,28 @@ def test_depth_motion_against_a_held_back_hand_is_held() -> None:
     verdicts = harness.evaluate([opened, success], _ctx(), ev).verdicts
     assert [v.decision for v in verdicts] == [Decision.DEFER, Decision.DEFER]
     assert all("held back" in v.reason for v in verdicts)
+    # the same signals decide a lock: the hand held the part and the part did not let it
+    # through (recorded in an end-to-end run: 4.4 cm of depth change, the hand 4.1 cm of 11.6 cm)
+    recorded = DisplacementMeasurement("drawer_3", 0.044, "m", "depth")
+    held = Evidence(gripper=window.robot_states, displacements={"drawer_3": recorded},
+                    depth_changes={"drawer_3": recorded}, pull=PullTracking(0.116, 0.041, 36),
+                    target_id="drawer_3")
+    for evidence in (ev, held):
+        (lock,) = _harness().evaluate(
+            [PropertyClaim("drawer_3", "locked", True, 0.9, "it held")], _ctx(), evidence).verdicts
+        assert lock.decision is Decision.ADMIT and "is the arm" in lock.reason, lock.reason
+        # ... and "unlocked" said of it is corrected to locked
+        (unlocked,) = _harness().evaluate(
+            [PropertyClaim("drawer_3", "locked", False, 0.9, "it gave")], _ctx(), evidence).verdicts
+        assert unlocked.decision is Decision.CORRECT and unlocked.corrected is not None
+        assert unlocked.corrected.new_value is True
+    # a hand that was not held back leaves the depth change standing: the part moved
+    free = replace(held, pull=PullTracking(0.116, 0.110, 36))
+    (lock,) = _harness().evaluate(
+        [PropertyClaim("drawer_3", "locked", True, 0.9, "it held")], _ctx(), free).verdicts
+    assert lock.decision is Decision.CORRECT and "not locked" in lock.reason
+    # nor does a hand that travelled as far as an opening part goes, held back or not
+    far = replace(held, pull=PullTracking(0.30, 0.13, 36))
+    (lock,) = _harness().evaluate(
+        [PropertyClaim("drawer_3", "locked", True, 0.9, "it held")], _ctx(), far).verdicts
+    assert lock.decision is Decision.CORRECT and "not locked" in lock.reason
