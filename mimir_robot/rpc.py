@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from multiprocessing import AuthenticationError, get_context
 from multiprocessing.managers import BaseManager
@@ -490,6 +491,24 @@ class RobotLink:
                         if time.monotonic() + max(wait, 0.0) > deadline:
                             raise
                 time.sleep(max(wait, 0.0))
+
+    def settle(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for calls that outlived their deadline to be answered.
+
+        A server that stalls (a loaded computer) answers late; until it does, every call on its
+        channel is refused at once (no second controller is opened beside the stuck one). A
+        caller about to start something long (a primitive) waits here first, instead of
+        failing at once on a link that is about to come back. Makes no call and takes no
+        channel lock. True when no call is outstanding any more.
+        """
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        for ch in (self._base, self._arm):
+            s = ch.session
+            pending = s.pending if s is not None else None
+            if pending is not None and not pending.done():
+                wait_futures([pending], timeout=max(0.0, deadline - time.monotonic()))
+        return all(s is None or s.pending is None or s.pending.done()
+                   for s in (self._base.session, self._arm.session))
 
     def status(self) -> tuple[LinkStatus, LinkStatus]:
         """Diagnostics of the (base, arm) channels."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from typing import Any
 
@@ -96,7 +97,17 @@ def test_hanging_server_is_bounded_and_opens_no_second_controller(robot: Robot) 
         link.send_base_pose(0.2, 0.0, 0.0)
     assert time.monotonic() - t1 < 0.1  # refused at once, nothing queued behind the stuck call
     assert base_ctl.counts()["Base"] == 1
-    base_ctl.set_hang(False)
+    # settling waits for the late answer and no longer: still hung, it gives up at its bound
+    t2 = time.monotonic()
+    assert link.settle(0.3) is False
+    assert 0.25 < time.monotonic() - t2 < 0.6
+    released = threading.Timer(0.5, base_ctl.set_hang, (False,))
+    released.start()
+    t3 = time.monotonic()
+    assert link.settle(5.0) is True  # answered once released, well before the bound
+    assert time.monotonic() - t3 < 3.0
+    released.join()
+    assert link.settle(0.0) is True  # nothing outstanding: at once
     assert wait_for(lambda: link.status()[0].connected, 2.0)
     state = link.base_state()  # the same controller answers again: no reconnect, no new reset
     assert state.x > 0.0

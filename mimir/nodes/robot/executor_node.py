@@ -22,6 +22,7 @@ import json
 import math
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, TextIO
@@ -255,6 +256,9 @@ class ExecutorNode(Node):
         if not self._ready.is_set():
             return self._refused(RuntimeError(
                 "the robot is not connected and reset yet (see /diagnostics; robot/reset)"))
+        if not self._settle_link():
+            self._warn("link_error", "a server call is still unanswered after "
+                       f"{cfg.link_settle_s:.1f} s; the primitive starts on a stalled link")
         interaction_id = uuid.uuid4().hex[:12]
         start = self._now()
         self._events_pub.publish(conv.interaction_event(goal, interaction_id, start,
@@ -284,6 +288,20 @@ class ExecutorNode(Node):
             f"{request.primitive} {request.target.describe()}: {out.code} {out.message}"
             + (f" [{figures}]" if figures else ""))
         return conv.outcome_result(out, interaction_id, start, end)
+
+    def _settle_link(self) -> bool:
+        """Let a stalled server answer its late call before the primitive starts (counted as
+        link_settled when one was waited for); False when it is still unanswered."""
+        t0 = time.monotonic()
+        settled = self.link.settle(0.0)
+        if not settled:
+            settled = self.link.settle(self.config.link_settle_s)
+            if settled:
+                self.counters.add("link_settled")
+                self.get_logger().info(
+                    f"a stalled robot server answered after {time.monotonic() - t0:.2f} s; "
+                    "the primitive starts")
+        return settled
 
     def _refused(self, err: Exception) -> ExecutePrimitive.Result:
         result = conv.refusal(err)

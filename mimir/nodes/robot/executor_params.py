@@ -22,6 +22,10 @@ class ExecutorNodeConfig(RobotProfile):
     connect_timeout_s: float = param(2.0, "deadline of one connect attempt (s)", read_only=True)
     call_timeout_s: float = param(1.0, "deadline of one server call (s)", read_only=True)
     reset_timeout_s: float = param(60.0, "deadline of a reset call (s)", read_only=True)
+    link_settle_s: float = param(
+        10.0, "how long a primitive waits at its start for a server call that outlived its "
+        "deadline to be answered, before it fails with LINK_LOST (s; 0: not at all)",
+        read_only=True)
     reset_on_start: bool = param(
         False, "reset base and arm once connected (the arm moves; off on the robot: reset through "
         "the robot/reset service instead)", read_only=True)
@@ -56,6 +60,8 @@ class ExecutorNodeConfig(RobotProfile):
         for name in ("connect_timeout_s", "call_timeout_s", "reset_timeout_s", "state_rate_hz",
                      "view_timeout_s", "target_tolerance", "diagnostics_period"):
             positive(name, getattr(self, name), ProfileError)
+        if not self.link_settle_s >= 0.0:
+            raise ProfileError(f"link_settle_s {self.link_settle_s} must be zero or positive")
         if not self.pointing_cameras:
             raise ProfileError("pointing_cameras is empty")
 
