@@ -404,6 +404,19 @@ class Grounder:
             holder=self.holder_of(world, chosen) if spec.kind is GoalKind.FIND else None,
         )
 
+    def _at(self, world: SceneGraphState, node_id: str, places: Collection[str]) -> bool:
+        """Whether a remembered object stands at one of ``places`` now: its parent is one,
+        or (for one without a remembered parent, as perception alone leaves an object on a
+        counter) the fixture :meth:`holder_of` places it in is; not when memory holds that it
+        left its last place."""
+        node = world.nodes[node_id]
+        if _prop(node, AT_LAST_PLACE) is False:
+            return False
+        if node.parent in places:
+            return True
+        cand = Candidate(node_id, node.label, node.parent, node.parent_relation, 0.0, ())
+        return self.holder_of(world, cand) in places
+
     def _alike(self, goal_id: str, spec: GoalSpec, world: SceneGraphState,
                admissible: Sequence[Candidate], dropped: list[tuple[str, str]], *,
                require_attributes: bool, explore_more: Callable[[str], GroundingResult]
@@ -417,7 +430,7 @@ class Grounder:
         refs = self.recall.resolve(world, like)
         if spec.like_at is not None:
             places = set(self.recall.resolve(world, spec.like_at))
-            refs = [r for r in refs if world.nodes[r].parent in places]
+            refs = [r for r in refs if self._at(world, r, places)]
         where = f"'{like}'" + (f" on or in the {spec.like_at}" if spec.like_at else "")
         if len(refs) != 1:
             why = ("is not in memory" if not refs else

@@ -196,13 +196,16 @@ def cups(kitchen_of):
 
 
 def _cup_on_counter(world: WorldMemory, kit: Any, store: KeyframeStore | None,
-                    colour_bgr: tuple[int, int, int]) -> str:
-    """The reference: a cup standing on the counter, seen from 0.6 m three times."""
+                    colour_bgr: tuple[int, int, int], *, parent: bool = True,
+                    dy: float = 0.0) -> str:
+    """The reference: a cup standing on the counter, seen from 0.6 m three times; with its
+    parent set (an interaction put it there) or, ``parent`` False, only seen there."""
     x, y, z = kit.fixtures["counter_1"].position
-    centre = (x, y, z + 0.05)
+    centre = (x, y + dy, z + 0.05)
     node = str(world.add_node("cup", centre, stamp=2.0, bbox_min=[c - 0.045 for c in centre],
                               bbox_max=[c + 0.045 for c in centre]).payload["node_id"])
-    world.set_parent(node, "counter_1", "surface", stamp=2.5)
+    if parent:
+        world.set_parent(node, "counter_1", "surface", stamp=2.5)
     if store is not None:
         for k in range(3):
             store.save(_frame(colour_bgr, 17, seed=20 + k), timestamp=5.0 + k, camera="pole",
@@ -222,10 +225,15 @@ def _stored_cup(world: WorldMemory, kit: Any, store: KeyframeStore, holder: str,
     return node
 
 
-def test_the_cup_that_looks_like_the_one_on_the_counter(cups, tmp_path: Path) -> None:
+@pytest.mark.parametrize("parent", [True, False], ids=["parent", "seen-only"])
+def test_the_cup_that_looks_like_the_one_on_the_counter(cups, tmp_path: Path,
+                                                         parent: bool) -> None:
+    """The reference is on the counter whether an interaction put it there (its parent) or
+    perception alone saw it there (no parent: found by its position on the counter's box)."""
     world, task, kit = cups
     store = KeyframeStore.open(tmp_path / "keyframes")
-    reference = _cup_on_counter(world, kit, store, GREEN)
+    reference = _cup_on_counter(world, kit, store, GREEN, parent=parent)
+    assert (world.state.nodes[reference].parent is None) is not parent
     red = _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
     green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
     session = session_for(world, task, keyframes=store)
@@ -234,6 +242,26 @@ def test_the_cup_that_looks_like_the_one_on_the_counter(cups, tmp_path: Path) ->
     assert report.completed == ["g001_find"], task.state.status_reason
     assert [e.node_id for e in report.answer_entities["g001_find"]] == [green]
     assert {reference, red}.isdisjoint(s.target for s in kit.executed)
+    store.close()
+
+
+def test_a_reference_memory_holds_gone_is_no_reference(cups, tmp_path: Path) -> None:
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    seen = _cup_on_counter(world, kit, store, GREEN, parent=False)
+    gone = _cup_on_counter(world, kit, store, RED, parent=False, dy=0.3)
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    # two cups on the counter: the reference is ambiguous, and the planner says which
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
+    assert f"is ambiguous: memory holds {seen}, {gone}" in result.reason
+    # once the cameras missed one of them enough times, the other is the reference
+    for k in range(3):
+        world.record_miss(gone, stamp=30.0 + k, camera="pole", reason="expected in view")
+    assert world.state.nodes[gone].properties["at_last_place"].value is False
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
+    assert task.status("g002_find") is GoalStatus.COMPLETED, result.reason
     store.close()
 
 
