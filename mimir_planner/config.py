@@ -92,6 +92,10 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
             target could show how it behaves (the handle slipped out early, the fingers
             closed on nothing); such a step stays within the retry allowance even when the
             failure text names a lasting property (a reasoner may read a slip as a lock).
+        robot_faults: Executor outcome codes that say the robot failed, not the target (the
+            link to its servers was lost): such a step neither counts against the target's
+            retry allowance nor records a failed binding; the step budget still bounds the
+            instruction.
         find_requires_inspection: A ``find`` goal completes only after the fixture that holds
             the object was inspected during the current instruction (so the object is
             discovered, not just remembered); when false it completes from memory at once.
@@ -119,6 +123,7 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
     max_retries: int = 1
     persistent_failures: tuple[str, ...] = ("NO_MOTION", "LOCKED")
     retried_failures: tuple[str, ...] = ("SLIPPED", "MISSED_GRASP")
+    robot_faults: tuple[str, ...] = ("LINK_LOST",)
     find_requires_inspection: bool = True
     find_accepts_sighting: bool = False
     sighting_min_observations: int = 2
@@ -131,10 +136,17 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
         object.__setattr__(self, "persistent_failures", tuple(p.upper() for p in persistent))
         retried = _strings("planner.retried_failures", self.retried_failures)
         object.__setattr__(self, "retried_failures", tuple(r.upper() for r in retried))
-        both = set(self.persistent_failures) & set(self.retried_failures)
-        if both:
-            raise PlannerConfigError(f"planner: {sorted(both)} cannot be both persistent and "
-                                     "retried")
+        faults = _strings("planner.robot_faults", self.robot_faults)
+        object.__setattr__(self, "robot_faults", tuple(f.upper() for f in faults))
+        groups = {"persistent": self.persistent_failures, "retried": self.retried_failures,
+                  "robot_faults": self.robot_faults}
+        names = list(groups)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                both = set(groups[a]) & set(groups[b])
+                if both:
+                    raise PlannerConfigError(f"planner: {sorted(both)} cannot be both {a} "
+                                             f"and {b}")
 
 
 @dataclass(frozen=True)

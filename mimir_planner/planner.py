@@ -261,10 +261,13 @@ class PlannerSession:
         return any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in words)
 
     def failures_now(self) -> dict[tuple[str, str], list[HistoryEntry]]:
-        """Failed executions per (primitive, target) in this instruction since its last success."""
+        """Failed executions per (primitive, target) in this instruction since its last success;
+        a step that failed on a robot fault (``robot_faults``) says nothing of its target and is
+        left out."""
         out: dict[tuple[str, str], list[HistoryEntry]] = {}
+        faults = self.config.loop.robot_faults
         for entry in self.instruction_history():
-            if not entry.executed:
+            if not entry.executed or (not entry.success and failure_kind(entry) in faults):
                 continue
             key = (entry.primitive, entry.target)
             if entry.success:

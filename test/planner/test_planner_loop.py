@@ -356,25 +356,27 @@ def mugs(tmp_path: Path):
     task.close()
 
 
-def _slippery(kit, misses: dict[str, int]):
-    """Executor whose picks of the named mugs miss the given number of times."""
+def _slippery(kit, misses: dict[str, int], code: str = "MISSED_GRASP",
+              detail: str = "jaws closed on nothing"):
+    """Executor whose picks of the named mugs fail (``code``) the given number of times."""
     real_execute = kit.execute
 
     def execute(step):
         if step.primitive == "pick" and misses.get(step.target, 0) > 0:
             misses[step.target] -= 1
             kit.executed.append(step)
-            return ExecutionOutcome(Feedback(False), "MISSED_GRASP: jaws closed on nothing",
-                                    kit._tick(), code="MISSED_GRASP", reported=False)
+            return ExecutionOutcome(Feedback(False), f"{code}: {detail}",
+                                    kit._tick(), code=code, reported=False)
         return real_execute(step)
 
     return execute
 
 
-def _pick_up_a_mug(mugs, misses: dict[str, int]):
-    """Ask to pick up a mug while the named mugs' picks miss; the session and its report."""
+def _pick_up_a_mug(mugs, misses: dict[str, int], code: str = "MISSED_GRASP",
+                   detail: str = "jaws closed on nothing"):
+    """Ask to pick up a mug while the named mugs' picks fail; the session and its report."""
     world, task, kit = mugs
-    kit.execute = _slippery(kit, misses)
+    kit.execute = _slippery(kit, misses, code, detail)
     session = session_for(world, task)
     session.submit("pick up the mug")
     return session, session.run(kit)
@@ -384,6 +386,17 @@ def test_missed_grasp_is_retried_once(mugs) -> None:
     _, task, kit = mugs
     _, report = _pick_up_a_mug(mugs, {"mug_1": 1})
     assert [(s.primitive, s.target) for s in kit.executed].count(("pick", "mug_1")) == 2
+    assert report.completed == ["g001_pick"] and task.hand == "mug_1"
+    assert task.failed_bindings == []
+
+
+def test_a_lost_robot_link_spends_no_retry_on_the_target(mugs) -> None:
+    """LINK_LOST says the robot failed, not the mug: three lost links in a row use none of
+    the mug's retry allowance and record no failed binding; the fourth try picks it."""
+    _, task, kit = mugs
+    _, report = _pick_up_a_mug(mugs, {"mug_1": 3}, "LINK_LOST",
+                               "robot link lost: arm: get_state() unanswered after 5.00 s")
+    assert [(s.primitive, s.target) for s in kit.executed].count(("pick", "mug_1")) == 4
     assert report.completed == ["g001_pick"] and task.hand == "mug_1"
     assert task.failed_bindings == []
 

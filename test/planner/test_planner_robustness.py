@@ -357,6 +357,11 @@ def test_a_slip_is_retried_even_when_the_analyzer_calls_it_locked(run1) -> None:
     # with SLIPPED configured as persistent instead, the word "locked" stops it at once
     with pytest.raises(PlannerConfigError, match="both persistent and retried"):
         LoopConfig(persistent_failures=("SLIPPED",))
+    # a robot fault cannot also be a property of the target or a lost grasp
+    with pytest.raises(PlannerConfigError, match="both retried and robot_faults"):
+        LoopConfig(robot_faults=("link_lost", "missed_grasp"))
+    with pytest.raises(PlannerConfigError, match="both persistent and robot_faults"):
+        LoopConfig(robot_faults=("NO_MOTION",))
 
 
 def test_open_fixtures_are_inspected_not_reopened(run1) -> None:
