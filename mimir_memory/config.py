@@ -69,6 +69,12 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             move the fixture like any view.
         operation_timeout_s: An operation whose outcome never reaches memory stops anchoring
             its fixture this long (s, by observation stamps) after it started.
+        no_start_cameras: Per label (normalised), the cameras whose views may fuse into a
+            node of that label but may not start one. A camera that works centimetres from a
+            large fixture (the wrist at a cabinet front) sees a corner or a door edge of it
+            from an angle; such a view, when it matches no node, is a piece of a fixture
+            already mapped, not a new one. Its observation is held back (see
+            ``WorldMemory.ingest``). Empty: every camera may start every label.
     """
 
     default_radius_m: float = 0.30
@@ -83,9 +89,21 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     open_swing: bool = True
     anchor_open: bool = True
     operation_timeout_s: float = 300.0
+    no_start_cameras: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not isinstance(self.no_start_cameras, dict):
+            raise ConfigError("association.no_start_cameras must be a mapping of label to "
+                              "camera names")
+        cameras: dict[str, tuple[str, ...]] = {}
+        for k, v in self.no_start_cameras.items():
+            if isinstance(v, str) or not isinstance(v, (list, tuple)) or not all(
+                    isinstance(c, str) and c.strip() for c in v):
+                raise ConfigError(f"association.no_start_cameras.{k} must be a list of camera "
+                                  f"names, got {v!r}")
+            cameras[label_key(str(k))] = tuple(c.strip() for c in v)
+        object.__setattr__(self, "no_start_cameras", cameras)
         if not isinstance(self.label_radius_m, dict):
             raise ConfigError("association.label_radius_m must be a mapping")
         cleaned = {
@@ -110,6 +128,10 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     def radius(self, label: str) -> float:
         """Association radius of ``label`` (m)."""
         return self.label_radius_m.get(label_key(label), self.default_radius_m)
+
+    def may_start(self, label: str, camera: str) -> bool:
+        """Whether a view from ``camera`` may start a node of ``label``."""
+        return camera not in self.no_start_cameras.get(label_key(label), ())
 
     def fade_of(self, label: str) -> float:
         """Least weight of a new observation of ``label`` in its position estimate."""

@@ -67,6 +67,9 @@ class Association:
             it (a door): a sighting that does not move the node.
         anchored: ``node_id`` is a fixture memory holds open or the robot is operating: the
             observation may widen its box but does not move its centroid.
+        held_back: Why the observation is not stored (it matches no node and its camera may
+            not start a node of its label, ``AssociationConfig.no_start_cameras``); empty when
+            it is stored. ``node_id`` is then empty.
     """
 
     index: int
@@ -76,6 +79,7 @@ class Association:
     alternatives: tuple[str, ...] = ()
     part: bool = False
     anchored: bool = False
+    held_back: str = ""
 
 
 class WorldMemory(Store):
@@ -325,6 +329,14 @@ class WorldMemory(Store):
             if holder is not None:
                 result.append(Association(index, holder[1], False, holder[0], part=True))
                 continue
+            if not assoc.may_start(obs.label, obs.camera):
+                near = f"; nearest {nearby[index][0][1]} at {nearby[index][0][0]:.2f} m" \
+                    if nearby[index] else ""
+                result.append(Association(
+                    index, "", False, 0.0,
+                    held_back=f"a {obs.camera} view may not start a {obs.label.strip()} node "
+                              f"and it matches none{near}"))
+                continue
             prefix = node_id_prefix(obs.label)
             number = counters.get(prefix, self.state.label_counters.get(prefix, 0)) + 1
             while f"{prefix}_{number}" in self.state.reserved_ids:
@@ -392,6 +404,7 @@ class WorldMemory(Store):
         keyframe_ids: Sequence[str] = (),
         now: float | None = None,
         refused: list[tuple[ObjectObservation, str]] | None = None,
+        held_back: list[tuple[ObjectObservation, str]] | None = None,
     ) -> list[MemoryEvent]:
         """Check, associate and store a batch of observations (one transaction).
 
@@ -405,6 +418,10 @@ class WorldMemory(Store):
                 stamps are not compared with a clock).
             refused: When given, an observation that breaks a bound is left out and appended
                 here with the reason, and the rest is stored; when None, it refuses the batch.
+            held_back: When given, receives each valid observation that is not stored because
+                it matches no node and its camera may not start one of its label
+                (``AssociationConfig.no_start_cameras``), with the reason. Such observations
+                are left out whether or not it is given.
 
         Returns:
             One ``node_created`` or ``observation_fused`` event per stored observation; an
@@ -437,6 +454,11 @@ class WorldMemory(Store):
         events: list[MemoryEvent] = []
         for assoc in associations:
             obs = observations[assoc.index]
+            if assoc.held_back:
+                LOG.debug("observation held back: %s", assoc.held_back)
+                if held_back is not None:
+                    held_back.append((obs, assoc.held_back))
+                continue
             payload: dict[str, Any] = {
                 "node_id": assoc.node_id,
                 "centroid": obs.centroid.tolist(),
@@ -478,7 +500,8 @@ class WorldMemory(Store):
                     stamp=float(obs.stamp), source=source, evidence=evidence, verdict=None))
         stored = self.append(events)
         if self.config.association.merge_converged:
-            fused = [a.node_id for a in associations if not a.created and not a.part]
+            fused = [a.node_id for a in associations
+                     if not a.created and not a.part and not a.held_back]
             stamp = max(float(o.stamp) for o in observations)
             merges = self._converged(fused, stamp=stamp, source=source)
             if merges:

@@ -593,6 +593,45 @@ def test_a_sliver_of_a_door_being_opened_is_a_sighting_of_its_cabinet(tmp_path: 
         world.operation_started("cabinet_9", 2.0, "open-2")
 
 
+def test_a_wrist_view_fuses_into_a_cabinet_but_does_not_start_one(tmp_path: Path) -> None:
+    """A Long Horizon run ended with an eleventh cabinet, started by a wrist view between two
+    upper cabinets that matched neither. With the wrist listed in ``no_start_cameras`` for
+    cabinets, such a view is held back with its reason; a wrist view that matches a cabinet
+    still fuses, other cameras still start cabinets, and the wrist still starts other labels."""
+    def seen(camera: str, lo: list[float], hi: list[float], stamp: float,
+             label: str = "cabinet") -> ObjectObservation:
+        centre = (np.asarray(lo) + np.asarray(hi)) / 2.0
+        return ObjectObservation(label=label, centroid=centre, bbox_min=np.asarray(lo),
+                                 bbox_max=np.asarray(hi), stamp=stamp, camera=camera)
+
+    upper = ([0.9, -0.3, 1.4], [1.25, 0.3, 1.9])
+    apart = ([0.9, 1.4, 0.2], [1.25, 1.9, 0.7])  # 2 m off, matches nothing
+    config = _config(no_start_cameras={"Cabinet": ["wrist"]})
+    with WorldMemory.open(tmp_path / "w.db", config=config) as world:
+        world.ingest([seen("pole", *upper, stamp=1.0)])
+        held: list[tuple[ObjectObservation, str]] = []
+        events = world.ingest([seen("wrist", *apart, stamp=2.0),
+                               seen("wrist", [0.9, -0.2, 1.5], [0.95, 0.2, 1.8], stamp=2.0),
+                               seen("wrist", [0.2, 1.5, 0.8], [0.3, 1.6, 0.9], 2.0, "mug")],
+                              held_back=held)
+        assert [(e.kind, e.payload["node_id"]) for e in events] == [
+            (EventKind.OBSERVATION_FUSED, "cabinet_1"), (EventKind.NODE_CREATED, "mug_1")]
+        ((obs_held, reason),) = held
+        assert obs_held.camera == "wrist" and "may not start a cabinet node" in reason
+        assert sorted(world.state.nodes) == ["cabinet_1", "mug_1"]
+        # a batch of held-back views alone writes nothing and fails nothing
+        assert world.ingest([seen("wrist", *apart, stamp=3.0)]) == []
+        (made,) = world.ingest([seen("base", *apart, stamp=4.0)])
+        assert made.kind is EventKind.NODE_CREATED and made.payload["node_id"] == "cabinet_2"
+        assert world.config.association.no_start_cameras == {"cabinet": ("wrist",)}
+    with WorldMemory.open(tmp_path / "off.db", config=_config()) as world:
+        (event,) = world.ingest([seen("wrist", *apart, stamp=1.0)])
+        assert event.kind is EventKind.NODE_CREATED
+    for bad in ("wrist", {"cabinet": "wrist"}, {"cabinet": [""]}, {"cabinet": [3]}):
+        with pytest.raises(ConfigError, match="no_start_cameras"):
+            memory_config_from_dict({"association": {"no_start_cameras": bad}})
+
+
 def test_an_operated_or_open_fixture_keeps_its_centroid_while_its_box_widens(
         tmp_path: Path) -> None:
     """Views recorded while the robot opens a wall cabinet (front at x = 0.9, wall at 1.25)

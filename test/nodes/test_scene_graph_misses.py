@@ -185,3 +185,29 @@ def test_a_broken_view_message_is_refused() -> None:
     short.depth_cols = 31
     with pytest.raises(MessageValueError, match="768 values"):
         view_from_msg(short)
+
+
+def test_a_wrist_view_that_may_not_start_a_cabinet_is_counted_and_missed_for_nothing(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    """The installed memory file lists the wrist among the cameras that may not start a
+    cabinet: a wrist array whose cabinet matches no node stores nothing for it, counts it as
+    held back, and still stores the mug beside it; the pole camera then starts the cabinet."""
+    node = start(ros_context, ros_executor, tmp_path)
+    assert "wrist" in node.world.config.association.no_start_cameras["cabinet"]
+    pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
+    assert wait_for(lambda: pub.get_subscription_count() > 0)
+    cabinet = observation_msg("cabinet", (2.5, 0.5, 1.2), detection_id="cab@5", half=0.25,
+                              stamp=5.0, camera="wrist")
+    wrist_mug = observation_msg("mug", MUG_AT, detection_id="mug@5", half=0.06, stamp=5.0,
+                                camera="wrist")
+    pub.publish(observation_batch(cabinet, wrist_mug, camera="wrist", stamp=5.0))
+    assert wait_for(lambda: node.counters.get("observations_held_back.wrist") == 1)
+    with node._lock:
+        assert sorted(node.world.state.nodes) == ["mug_1"]
+    pole_cabinet = observation_msg("cabinet", (2.5, 0.5, 1.2), detection_id="cab@6",
+                                   half=0.25, stamp=6.0)
+    pub.publish(frame(6.0, pole_cabinet))
+    assert wait_for(lambda: "cabinet_1" in node.world.state.nodes)
+    assert node.counters.get("observations_held_back.wrist") == 1

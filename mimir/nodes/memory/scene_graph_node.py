@@ -17,6 +17,11 @@ outcome (:meth:`WorldMemory.operation_started`): the swinging door and the inter
 fixture's box but do not walk its centroid off the front. Starts naming an unknown node are
 counted (``operations_refused.*``).
 
+Views that may not start a node: a camera listed for a label in the memory file's
+``association.no_start_cameras`` (the wrist, for large fixtures) fuses into a node of that label
+but does not create one; such an observation is held back and counted
+(``observations_held_back.<camera>``), and its label is left out of that frame's misses.
+
 Negative evidence (``record_misses``): when an array carries a valid ``view``, the writer
 records a miss for each remembered node that frame should have shown and did not
 (:class:`mimir_memory.misses.MissRecorder`; the ``miss_*`` parameters are its thresholds).
@@ -271,9 +276,10 @@ class SceneGraphNode(Node):
         events: list[MemoryEvent] = []
         if observations:
             refused: list[tuple[CoreObservation, str]] = []
+            held_back: list[tuple[CoreObservation, str]] = []
             try:
                 events = self.world.ingest(observations, source=Source.PERCEPTION, now=now,
-                                           refused=refused)
+                                           refused=refused, held_back=held_back)
             except MemoryStoreError as err:
                 self.counters.add("storage_errors")
                 self._drop(failure_class(err).lower(), f"could not store them: {err}",
@@ -281,6 +287,10 @@ class SceneGraphNode(Node):
                 return  # what the frame matched is unknown: no misses either
             for obs, reason in refused:
                 self._drop("invalid", reason)
+                unsure.add(obs.label)
+            for obs, _ in held_back:
+                # a piece of a fixture memory could not place: no start, and no miss either
+                self.counters.add(f"observations_held_back.{obs.camera or 'unknown'}")
                 unsure.add(obs.label)
         if events:
             self.counters.add("observations_stored",
