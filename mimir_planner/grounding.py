@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from mimir_memory.graph import AT_LAST_PLACE, SceneGraphState, SceneNode
 from mimir_memory.task import FailedBinding
 from mimir_perception.appearance import Match
+from mimir_planner.clutter import side_gap
 from mimir_planner.errors import RecallError
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
@@ -343,20 +344,21 @@ class Grounder:
                            found.misses)
         admissible, dropped, content_hints = self._admissible(
             spec, recalled, world, failed, mention=mention, source=source)
-        if spec.like is not None and spec.kind is GoalKind.FIND:
-            def explore_more(why: str) -> GroundingResult:
-                found = self.explore(goal_id, spec, world, failed, robot, visited=visited,
-                                     dropped=tuple(dropped), inspected=inspected,
-                                     inspected_now=inspected_now)
-                if isinstance(found, Exploration):
-                    return replace(found, reason=f"{why}; {found.reason}")
-                return Blocked(goal_id, spec, f"{why}; {found.reason}", tuple(dropped))
 
-            liked = self._alike(goal_id, spec, world, admissible, dropped,
-                                require_attributes=require_attributes, explore_more=explore_more)
-            if not isinstance(liked, list):
-                return liked
-            admissible = liked
+        def explore_more(why: str) -> GroundingResult:
+            found = self.explore(goal_id, spec, world, failed, robot, visited=visited,
+                                 dropped=tuple(dropped), inspected=inspected,
+                                 inspected_now=inspected_now)
+            if isinstance(found, Exploration):
+                return replace(found, reason=f"{why}; {found.reason}")
+            return Blocked(goal_id, spec, f"{why}; {found.reason}", tuple(dropped))
+
+        narrowed = self._as_described(goal_id, spec, world, admissible, dropped,
+                                      require_attributes=require_attributes,
+                                      explore_more=explore_more)
+        if not isinstance(narrowed, list):
+            return narrowed
+        admissible = narrowed
         if not admissible:
             if mention in world.nodes:
                 why = "; ".join(f"{n}: {r}" for n, r in dropped) or "contradicted by feedback"
@@ -425,12 +427,19 @@ class Grounder:
         the reference (never the reference itself). A planner that judges appearance itself
         (``require_attributes`` False) gets every other candidate. Otherwise, when no other
         candidate is remembered or the matcher abstains, ``explore_more`` says where to look
-        next (or blocks); a reference memory does not hold, or holds several of, blocks."""
+        next (or blocks); a reference memory does not hold, or holds several of equally well
+        named (a label beats a synonym), blocks."""
         like = spec.like or ""
         refs = self.recall.resolve(world, like)
         if spec.like_at is not None:
             places = set(self.recall.resolve(world, spec.like_at))
             refs = [r for r in refs if self._at(world, r, places)]
+        if len(refs) > 1:
+            # the thing the reference names beats what only a synonym names: "the cup on the
+            # counter" is the cup there, not the mug beside it
+            scores = {r: (ev.score if (ev := self.recall.matches(like, world.nodes[r]))
+                          is not None else 0.0) for r in refs}
+            refs = [r for r in refs if scores[r] >= max(scores.values())]
         where = f"'{like}'" + (f" on or in the {spec.like_at}" if spec.like_at else "")
         if len(refs) != 1:
             why = ("is not in memory" if not refs else
@@ -456,6 +465,55 @@ class Grounder:
             dropped.extend((c.node_id, f"not known to look like {reference}") for c in others)
             return explore_more(f"compared with {reference}: {answer.reason}")
         return [c for c in others if c.node_id == answer.best]
+
+    def _as_described(self, goal_id: str, spec: GoalSpec, world: SceneGraphState,
+                      admissible: list[Candidate], dropped: list[tuple[str, str]], *,
+                      require_attributes: bool,
+                      explore_more: Callable[[str], GroundingResult]
+                      ) -> list[Candidate] | GroundingResult:
+        """The admissible candidates that also fit what the goal says of the object beyond
+        its name: that it looks like a reference (:meth:`_alike`), that it has room to grasp
+        (:meth:`_roomy`); or where to look next when none does."""
+        if spec.like is not None and spec.kind is GoalKind.FIND:
+            liked = self._alike(goal_id, spec, world, admissible, dropped,
+                                require_attributes=require_attributes, explore_more=explore_more)
+            if not isinstance(liked, list):
+                return liked
+            admissible = liked
+        if spec.clear and spec.kind in (GoalKind.FIND, GoalKind.PICK) and admissible:
+            admissible = self._roomy(world, admissible, dropped)
+            if not admissible:
+                return explore_more(f"no remembered '{self.mention_of(spec)}' is known to have "
+                                    "room beside it for the fingers "
+                                    f"({self.registry.config.clutter.finger_gap_m:.2f} m)")
+        return admissible
+
+    def _roomy(self, world: SceneGraphState, admissible: Sequence[Candidate],
+               dropped: list[tuple[str, str]]) -> list[Candidate]:
+        """The candidates of a goal that asks for room to grasp: those whose remembered box has
+        ``clutter.finger_gap_m`` or more to every neighbour on its level
+        (:func:`mimir_planner.clutter.side_gap`), roomiest first. The others go to ``dropped``
+        with their gap; an item only listed in a fixture's contents, or a node without a usable
+        box, cannot be judged and is dropped too (fail closed)."""
+        config = self.registry.config
+        needed = config.clutter.finger_gap_m
+        roomy: list[tuple[float, int, Candidate]] = []
+        for order, cand in enumerate(admissible):
+            node = world.nodes.get(cand.node_id)
+            if cand.content_item is not None or node is None:
+                dropped.append((cand.node_id, f"'{cand.content_item or cand.node_id}' is only "
+                                "listed; the space around it was not seen"))
+                continue
+            gap = side_gap(node, world, config.clutter, config.is_fixture_label)
+            if gap is None:
+                dropped.append((cand.node_id, "no remembered box to judge the space around it"))
+            elif gap < needed:
+                dropped.append((cand.node_id, f"only {gap:.3f} m beside it to a neighbour "
+                                f"(the fingers need {needed:.2f} m)"))
+            else:
+                roomy.append((-gap, order, cand))
+        roomy.sort(key=lambda item: (item[0], item[1]))
+        return [cand for _, _, cand in roomy]
 
     def _admissible(
         self, spec: GoalSpec, recalled: Sequence[Candidate], world: SceneGraphState,

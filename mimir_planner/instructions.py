@@ -5,7 +5,9 @@ find/locate/look for X [in S]; open Y; close Y; go to Y; pick X [from S] [and pl
 put/place X on/in T; bring X [from S] [to T]; choose the F where X belongs; questions starting
 with what/where/which/how many/is/are/does. An object may carry a relative clause naming where
 it is kept (``that is stored in a cabinet``) or what it is kept with (``that is kept with the
-fruit``), and a find may exclude a place (``, not the one on the counter``). Anything else is
+fruit``), a find may exclude a place (``, not the one on the counter``), ask for room to grasp
+(``that has clear space around it for grasping``) or describe the thing after its name (``the
+Froot Loops box, the red one with the blue check pattern``). Anything else is
 returned with ``symbolic=False`` and goes to the VLM planner. The parser never guesses: an
 unknown verb or an unrecognised clause makes the whole instruction non-symbolic.
 """
@@ -51,6 +53,8 @@ class GoalSpec:
         like: A reference thing the object must look like (``the cup on the counter`` gives
             ``cup``); the reference itself is not the object.
         like_at: Where that reference is (``counter``), when the instruction says.
+        clear: The object must have room beside it for the gripper's fingers (``that has
+            clear space around it for grasping``), judged from memory's 3D boxes.
     """
 
     kind: GoalKind
@@ -64,6 +68,7 @@ class GoalSpec:
     avoid: str | None = None
     like: str | None = None
     like_at: str | None = None
+    clear: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,7 @@ _FIND_HEAD = re.compile(r"^(?:find|locate|look for|search for|identify|spot)\s+(
 #: ``find the froot loops box, the red one with the blue check pattern``: a name, then what it
 #: looks like (``the <words> one [with <words>]``).
 _DESCRIBED = re.compile(
-    r"^(?P<name>.+?),\s*(?:the|a)\s+(?P<first>[a-z][a-z \-]*?)\s+one"
+    r"^(?P<name>.+?),\s*(?:the|a)\s+(?P<first>[a-z][a-z \-]*?)\s+(?P<one>[a-z]+)"
     r"(?:\s+with\s+(?:the\s+|a\s+|an\s+)?(?P<rest>[a-z][a-z \-]*))?$")
 #: Pattern nouns of a description as the adjectives the attribute table knows.
 _PATTERN_NOUNS = {"check": "checked", "checks": "checked", "checker": "checked",
@@ -142,7 +147,17 @@ _PATTERN_NOUNS = {"check": "checked", "checks": "checked", "checker": "checked",
 #: ``the cup that looks like the cup on the counter`` / ``... like the one on the counter``.
 _LOOKS_LIKE = re.compile(r"^(?P<obj>.+?)\s+that\s+looks?\s+(?:just\s+|exactly\s+)?like\s+"
                          r"(?P<ref>.+)$")
-_DESCRIPTION_FILLER = {"pattern", "patterned", "print", "and", "one"}
+_DESCRIPTION_FILLER = {"pattern", "patterned", "print", "and", "one", "label", "labels", "lid",
+                       "cap", "band"}
+#: ``the water bottle that has clear space around it for grasping``, ``the mug that is not
+#: cluttered``: an object the gripper can reach between its neighbours.
+_CLEAR = re.compile(
+    r"^(?P<obj>.+?)\s+(?:that|which)\s+(?:"
+    r"(?:has|have)\s+(?:(?:enough|clear|free|open|some|plenty of)\s+)*(?:space|room)\s+"
+    r"(?:all\s+)?(?:around|beside|round|about)\s+(?:it|them)"
+    r"(?:\s+(?:for|to)\s+(?:grasping|grasp|gripping|grip|picking it up|picking up|pick it up|"
+    r"pick up|the gripper))?"
+    r"|(?:is|are)\s+(?:not cluttered|uncluttered|free of clutter|easy to grasp|easiest to grasp))$")
 _KEPT_VERB = r"(?:stored|kept|placed|put|sitting|standing|lying|sat|sits|stood|stands|lay|lies)"
 _REL_IN = re.compile(
     rf"^(?P<obj>.+?)\s+that\s+(?:is|was|are|were)\s+(?:{_KEPT_VERB}\s+)?"
@@ -248,12 +263,14 @@ def described(phrase: str) -> str | None:
     """A mention with its description moved in front of its name, or None when ``phrase`` has
     no ``, the ... one`` description: ``froot loops box, the red one with the blue check
     pattern`` gives ``red blue checked froot loops box`` (which words are colours or patterns
-    is the planner's attribute table's business)."""
+    is the planner's attribute table's business). The description may repeat the name's last
+    word instead of ``one`` (``tomato soup can, the red can with the white label``), and the
+    part a colour is said of (label, lid, cap, band) is one of the thing's colours."""
     match = _DESCRIBED.match(phrase)
     if match is None:
         return None
     name = noun(match.group("name"))
-    if not name:
+    if not name or match.group("one") not in ("one", name.split()[-1]):
         return None
     words = [_PATTERN_NOUNS.get(w, w) for part in ("first", "rest") if match.group(part)
              for w in match.group(part).split() if w not in _DESCRIPTION_FILLER]
@@ -295,6 +312,9 @@ def _question(text: str) -> GoalSpec | None:
 def _clause(text: str, held: str | None) -> list[GoalSpec] | None:
     """Goal specs of one clause; ``held`` is the object of an earlier pick (for "place it")."""
     head = _FIND_HEAD.match(text)
+    if head and (clear := _CLEAR.match(head.group("rest"))) is not None:
+        obj = noun(clear.group("obj"))
+        return [GoalSpec(GoalKind.FIND, obj, clear=True, text=text)] if obj else None
     if head and (like := looks_like(head.group("rest"))) is not None:
         return [GoalSpec(GoalKind.FIND, like[0], like=like[1], like_at=like[2], text=text)]
     if head and re.search(r"\bthat\b", head.group("rest")):
@@ -403,7 +423,7 @@ def _parse(cleaned: str) -> ParsedInstruction:
                 text = re.sub(rf"\b{spec.obj}\b", last_obj, spec.text, count=1)
                 spec = replace(spec, obj=last_obj, text=text)
             if spec.kind is GoalKind.FIND and spec.source is None and look_source is not None:
-                spec = GoalSpec(spec.kind, spec.obj, source=look_source, text=spec.text)
+                spec = replace(spec, source=look_source)
             if spec.obj is None:
                 return ParsedInstruction(cleaned, (), False, f"no object in {clause!r}")
             specs.append(spec)

@@ -6,9 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
-from planner_kitchen import admit_property, see
+from planner_kitchen import Fixture, admit_property, see, session_for
 
 from mimir_memory.graph import AT_LAST_PLACE, HAND_PARENT
+from mimir_memory.task import GoalStatus
 from mimir_memory.world import WorldMemory
 from mimir_planner.clutter import clearance_chooser, side_gap
 from mimir_planner.config import ClutterConfig, PlannerConfigError, load_planner_config
@@ -96,3 +97,63 @@ def test_the_chooser_abstains_when_room_does_not_tell_them_apart(world: WorldMem
 def test_bad_clutter_settings_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(PlannerConfigError, match="clutter"):
         ClutterConfig(**bad)
+
+
+# ------------------------------------------------ finds that ask for room to grasp
+@pytest.fixture
+def counter(kitchen_of):
+    return kitchen_of([
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.8, 1.6), contents=("water bottle",))),
+    ])
+
+
+ROOMY = "Find the water bottle that has clear space around it for grasping."
+
+
+def _bottle(world: WorldMemory, y: float, *, neighbour_gap: float | None) -> str:
+    """A water bottle on the counter at ``y``; with a sponge ``neighbour_gap`` m beside it."""
+    bottle = see(world, "water bottle", (1.0, y, 0.95), stamp=2.0, half=0.04)
+    if neighbour_gap is not None:
+        see(world, "sponge", (1.0, y + 0.08 + neighbour_gap, 0.95), stamp=2.0, half=0.04)
+    return bottle
+
+
+def test_a_find_for_room_to_grasp_names_the_bottle_with_space_beside_it(counter) -> None:
+    world, task, kit = counter
+    wedged = _bottle(world, -0.4, neighbour_gap=0.005)
+    roomy = _bottle(world, 0.3, neighbour_gap=0.1)
+    session = session_for(world, task)
+    session.submit(ROOMY)
+    report = session.run(kit)
+    assert report.completed == ["g001_find"], task.state.status_reason
+    assert [e.node_id for e in report.answer_entities["g001_find"]] == [roomy]
+    assert wedged not in {s.target for s in kit.executed}
+
+
+def test_wedged_bottles_send_the_robot_to_look_for_another(counter) -> None:
+    world, task, kit = counter
+    first = _bottle(world, -0.4, neighbour_gap=0.005)
+    second = _bottle(world, 0.3, neighbour_gap=0.01)
+    session = session_for(world, task)
+    session.submit(ROOMY)
+    report = session.run(kit)
+    assert report.completed == ["g001_find"], task.state.status_reason
+    stored = kit.object_nodes[("cabinet_1", "water bottle")]
+    assert [e.node_id for e in report.answer_entities["g001_find"]] == [stored]
+    assert "cabinet_1" in {s.target for s in kit.executed}
+    assert {first, second}.isdisjoint(s.target for s in kit.executed)
+
+
+def test_with_every_bottle_wedged_and_nowhere_to_look_the_find_blocks(kitchen_of) -> None:
+    world, task, kit = kitchen_of([
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False))])
+    first = _bottle(world, -0.4, neighbour_gap=0.005)
+    second = _bottle(world, 0.3, neighbour_gap=-0.02)  # boxes overlap
+    session = session_for(world, task)
+    result = session.run_instruction(ROOMY, kit)
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+    assert "no remembered 'water bottle' is known to have room beside it" in result.reason
+    assert "nothing left to explore" in result.reason, result.reason
+    assert "g001_find" not in session.answer_entities
+    assert {first, second}.isdisjoint(s.target for s in kit.executed)

@@ -91,7 +91,7 @@ def test_relative_clauses_and_new_question_forms(text: str, expected: tuple) -> 
 
 
 @pytest.mark.parametrize("text", [
-    "Find the water bottle that has clear space around it for grasping.",
+    "Find the water bottle that is closest to the window.",
     "Find the Froot Loops box, the one my sister likes.",
     "Find the cup that smells like the coffee on the counter.",
     "Choose the cabinet where.",

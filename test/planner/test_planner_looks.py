@@ -265,6 +265,27 @@ def test_a_reference_memory_holds_gone_is_no_reference(cups, tmp_path: Path) -> 
     store.close()
 
 
+def test_the_cup_on_the_counter_is_the_cup_not_the_mug_beside_it(cups,
+                                                                   tmp_path: Path) -> None:
+    """A mug is a synonym of a cup; with a cup and a mug on the counter, the cup is the
+    reference the instruction names."""
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    reference = _cup_on_counter(world, kit, store, GREEN, parent=False)
+    x, y, z = kit.fixtures["counter_1"].position
+    centre = (x, y + 0.3, z + 0.05)
+    mug = str(world.add_node("mug", centre, stamp=2.0, bbox_min=[c - 0.045 for c in centre],
+                             bbox_max=[c + 0.045 for c in centre]).payload["node_id"])
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+    assert {reference, mug}.isdisjoint(s.target for s in kit.executed)
+    store.close()
+
+
 def test_two_cups_alike_to_the_reference_block_and_say_so(cups, tmp_path: Path) -> None:
     world, task, kit = cups
     store = KeyframeStore.open(tmp_path / "keyframes")

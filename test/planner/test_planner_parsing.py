@@ -48,6 +48,9 @@ def _kinds(text: str) -> list[tuple[str, str | None, str | None, str | None]]:
         ("Find the reusable water bottle, the blue one with dark stripes.",
          [("find", "blue dark striped reusable water bottle", None, None)]),
         ("find the mug, the white one", [("find", "white mug", None, None)]),
+        # the description may repeat the name's noun, and a part's colour is the thing's
+        ("Find the tomato soup can, the red can with the white label.",
+         [("find", "red white tomato soup can", None, None)]),
     ],
 )
 def test_instruction_forms(text: str, expected: list[tuple[str, ...]]) -> None:
@@ -86,12 +89,28 @@ def test_looks_like_names_a_reference(text: str, obj: str, like: str,
     assert (goal.obj, goal.like, goal.like_at) == (obj, like, like_at)
 
 
+@pytest.mark.parametrize(("text", "obj", "source"), [
+    ("Find the water bottle that has clear space around it for grasping.", "water bottle", None),
+    ("find the mug that has enough room around it", "mug", None),
+    ("locate the bowl which is not cluttered", "bowl", None),
+    ("look into the cabinets and find the cup that has free space around it to grasp",
+     "cup", "cabinets"),
+])
+def test_room_to_grasp_is_asked_of_the_object(text: str, obj: str, source: str | None) -> None:
+    (goal,) = parse_instruction(text).goals
+    assert goal.kind is GoalKind.FIND
+    assert (goal.obj, goal.source, goal.clear) == (obj, source, True)
+    assert parse_instruction("find the water bottle").goals[0].clear is False
+
+
 @pytest.mark.parametrize("text", ["dance a little jig", "what is the meaning of life",
                                   "find the mug and then juggle", "close it",
                                   "asdf qwer zxcv", "123 456", "find the box, the one",
                                   "find the box, the red one with", "find , the red one",
                                   "find the mug that looks like",
-                                  "find the mug that looks like the one"])
+                                  "find the mug that looks like the one",
+                                  "find the box, the red cat",
+                                  "find the mug that has clear space around the sink"])
 def test_garbage_goes_to_the_vlm_path(text: str) -> None:
     parsed = parse_instruction(text)
     assert not parsed.symbolic and parsed.goals == () and parsed.reason
