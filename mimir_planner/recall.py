@@ -513,15 +513,26 @@ class GoalRecall:
                   itself: str | None = None) -> list[str]:
         """Names of the things ``holder`` holds that ``mention`` names (``itself`` aside).
 
-        Looks at the holder's listed contents and at the nodes remembered inside it.
+        Looks at the holder's listed contents and at the nodes remembered inside it. ``itself``
+        is a node id or a listed name; a node is left out both as a node and as the listed
+        item that names it (by its node id, else one item of its name), so a ketchup is not
+        "kept with the other condiments" because the listing names the ketchup itself.
         """
         node = world.nodes.get(holder)
         if node is None:
             return []
-        names = [str(i.get("name", "")) for i in node.contents]
+        items = [i for i in node.contents if not (itself and i.get("node_id") == itself)]
+        names = [str(i.get("name", "")) for i in items]
+        own = world.nodes.get(itself) if itself is not None else None
+        if own is not None and len(items) == len(node.contents):
+            # the listing does not say which item is ``itself``: one item of its name is
+            for index, name in enumerate(names):
+                if name and self.same_thing(name, own.label):
+                    del names[index]
+                    break
         names += [n.label for n in world.nodes.values()
                   if n.parent == holder and n.node_id != itself]
-        skip = canon(itself) if itself is not None and itself not in world.nodes else None
+        skip = canon(itself) if itself is not None and own is None else None
         return [n for n in names if n and canon(n) != skip and self.names_thing(n, mention)]
 
     def _source_ok(self, world: SceneGraphState, node: SceneNode, source: str) -> bool:

@@ -127,6 +127,38 @@ def test_near_and_avoid_choose_among_same_named_things(kitchen) -> None:
         ids["mug"], ids["condiments"]]
 
 
+def test_the_other_condiments_are_not_the_ketchup_itself(tmp_path: Path) -> None:
+    """As the live pipeline writes it: each ketchup a node inside its cabinet and listed in
+    the cabinet's contents. The ketchup among the fruit is not kept with other condiments
+    because the listing names that ketchup."""
+    world = WorldMemory.open(tmp_path / "world.db")
+    fruit = see(world, "cabinet", (1.0, -0.4, 1.3), stamp=1.0, half=FIXTURE_HALF_SIZE)
+    condiments = see(world, "cabinet", (1.0, 1.0, 1.3), stamp=2.0, half=FIXTURE_HALF_SIZE)
+    among_fruit = see(world, "ketchup", (1.0, -0.4, 1.25), stamp=3.0)
+    among_condiments = see(world, "ketchup", (1.0, 1.0, 1.25), stamp=3.0)
+    admit_contents(world, fruit, ["ketchup", "banana", "apple"], stamp=10.0)
+    admit_contents(world, condiments, ["ketchup", "mustard"], stamp=11.0)
+    state = world.state
+    assert state.nodes[among_fruit].parent == fruit
+    assert {i.get("node_id") for i in state.nodes[fruit].contents} >= {among_fruit}
+    recall = _recall()
+    found = recall.recall(state, RecallQuery(obj="ketchup", near="condiments"))
+    assert [c.node_id for c in found] == [among_condiments]
+    assert recall.held_with(state, fruit, "condiments", among_fruit) == []
+    assert recall.held_with(state, condiments, "condiments", among_condiments) == ["mustard"]
+    # a listing that does not say which item is the node: one item of its name is
+    pantry = see(world, "cabinet", (1.0, 2.4, 1.3), stamp=4.0, half=FIXTURE_HALF_SIZE)
+    admit_contents(world, pantry, ["ketchup", "pasta box"], stamp=12.0)
+    stray = see(world, "ketchup", (0.5, 2.4, 0.5), stamp=13.0)
+    world.set_parent(stray, pantry, "container", stamp=14.0)
+    state = world.state
+    assert not any(i.get("node_id") for i in state.nodes[pantry].contents)
+    assert recall.held_with(state, pantry, "condiments", stray) == []
+    admit_contents(world, pantry, ["ketchup", "ketchup", "pasta box"], stamp=15.0)
+    assert recall.held_with(world.state, pantry, "condiments", stray) == ["ketchup"]
+    world.close()
+
+
 def test_memory_questions_and_what_they_name(kitchen) -> None:
     world, ids = kitchen
     recall = _recall()
