@@ -190,7 +190,7 @@ def _answer_what(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall) -> 
         return None
     parts = []
     for node in known:
-        items = [str(i.get("name")) for i in node.contents]
+        items = [str(i.get("name")) for i in recall.listed(world, node)]
         parts.append(f"{node.node_id}: " + (", ".join(items) if items else "empty"))
     return "; ".join(parts) + "."
 
@@ -204,7 +204,7 @@ def _answer_what_with(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall
         return None
     parts = []
     for node in holders:
-        others = [str(i.get("name")) for i in node.contents
+        others = [str(i.get("name")) for i in recall.listed(world, node)
                   if not recall.same_thing(str(i.get("name", "")), mention)]
         parts.append(f"in {node.node_id}: " + (", ".join(others) if others else "nothing else"))
     return f"With the {mention}: " + "; ".join(parts) + "."
@@ -326,11 +326,11 @@ def question_entities(spec: GoalSpec, world: SceneGraphState,
     elif kind == "what" and spec.source:
         for fixture in _resolve(recall, world, spec.source):
             out.extend(item_entity(world, fixture, str(i.get("name")), str(i.get("node_id") or ""))
-                       for i in fixture.contents)
+                       for i in recall.listed(world, fixture))
     elif kind == "what_with" and spec.obj:
         for fixture in _holders_of(world, recall, spec.obj):
             out.extend(item_entity(world, fixture, str(i.get("name")), str(i.get("node_id") or ""))
-                       for i in fixture.contents
+                       for i in recall.listed(world, fixture)
                        if not recall.same_thing(str(i.get("name", "")), spec.obj))
     elif kind == "which_state" and spec.obj and spec.target:
         out.extend(node_entity(n) for n in _in_state(world, recall, spec.obj, spec.target) or [])

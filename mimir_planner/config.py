@@ -21,7 +21,7 @@ class RecallConfig(settings.Checked, section="recall", error=PlannerConfigError,
                    positive=("max_candidates",),
                    non_negative=("label_weight", "synonym_weight", "contents_weight",
                                  "embedding_weight", "source_weight",
-                                 "embedding_min_similarity")):
+                                 "embedding_min_similarity", "same_spot_m")):
     """Goal-conditioned recall (mimir.md eq. 9).
 
     Attributes:
@@ -33,6 +33,9 @@ class RecallConfig(settings.Checked, section="recall", error=PlannerConfigError,
         contents_weight: Score of a fixture whose remembered contents list the object.
         embedding_weight: Factor applied to the cosine similarity.
         source_weight: Bonus when the remembered parent is the explicit source.
+        same_spot_m: Two listed things of one name or of synonyms whose nodes lie this close
+            are one thing the cameras named twice (a cup also detected as a mug); answers
+            that list contents count it once.
     """
 
     max_candidates: int = 8
@@ -43,6 +46,7 @@ class RecallConfig(settings.Checked, section="recall", error=PlannerConfigError,
     contents_weight: float = 0.7
     embedding_weight: float = 0.6
     source_weight: float = 0.3
+    same_spot_m: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ requires known attributes (the offline planner's grounding and answers), else ra
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -534,6 +536,25 @@ class GoalRecall:
                   if n.parent == holder and n.node_id != itself]
         skip = canon(itself) if itself is not None and own is None else None
         return [n for n in names if n and canon(n) != skip and self.names_thing(n, mention)]
+
+    def listed(self, world: SceneGraphState, fixture: SceneNode) -> list[dict[str, Any]]:
+        """The fixture's listed contents with a thing the cameras named twice counted once:
+        of two items of one name or of synonyms whose nodes lie within ``same_spot_m`` of each
+        other (a cup also detected as a mug), the one whose node was observed more often."""
+        items = list(fixture.contents)
+        nodes = [world.nodes.get(str(i.get("node_id") or "")) for i in items]
+        dropped: set[int] = set()
+        for a, b in itertools.combinations(range(len(items)), 2):
+            first, second = nodes[a], nodes[b]
+            if a in dropped or b in dropped or first is None or second is None \
+                    or first.node_id == second.node_id:
+                continue
+            if math.dist(first.centroid, second.centroid) > self.config.same_spot_m \
+                    or not self.same_thing(str(items[a].get("name", "")),
+                                           str(items[b].get("name", ""))):
+                continue
+            dropped.add(b if first.observation_count >= second.observation_count else a)
+        return [item for index, item in enumerate(items) if index not in dropped]
 
     def _source_ok(self, world: SceneGraphState, node: SceneNode, source: str) -> bool:
         for ancestor in world.ancestors(node.node_id):

@@ -310,9 +310,10 @@ def _inside(node: NodeView, fixture: NodeView, margin: float) -> bool:
 
 
 def _item_node(item: ContentItem, fixture: NodeView, where: Whereabouts,
-               taken: set[str]) -> str:
+               taken: set[str], *, same_words: bool) -> str:
     """Id of the node an admitted content item is (same thing, inside the fixture, nearest to
-    where it was detected), or "" when memory has no such node yet."""
+    where it was detected), or "" when memory has no such node yet. ``same_words``: only a
+    node whose label has the item's own words (else a synonym's will do)."""
     box = fixture.bbox
     if box is None:
         return ""
@@ -320,7 +321,8 @@ def _item_node(item: ContentItem, fixture: NodeView, where: Whereabouts,
     anchor = np.mean(seen, axis=0) if seen else box.center
     reach = float(np.linalg.norm(box.upper - box.lower)) / 2.0 + where.margin_m
     found = [n for n in where.world.nodes_near(box.center, reach)
-             if n.node_id not in taken and names_match(item.name, n.label, where.synonyms)
+             if n.node_id not in taken
+             and names_match(item.name, n.label, {} if same_words else where.synonyms)
              and _inside(n, fixture, where.margin_m)]
     if not found:
         return ""
@@ -330,12 +332,17 @@ def _item_node(item: ContentItem, fixture: NodeView, where: Whereabouts,
 
 
 def _item_nodes(update: ContentsUpdate, where: Whereabouts | None) -> tuple[str, ...]:
-    """Node id (or "") of each admitted content item of a fixture, in order."""
+    """Node id (or "") of each admitted content item of a fixture, in order: first every item
+    that a node's label names in its own words, then the rest by synonyms, so a listed cup
+    and mug go to the cup and the mug memory holds there and not crosswise."""
     fixture = where.world.node(update.fixture_id) if where is not None else None
     if where is None or fixture is None:
         return ()
     taken: set[str] = set()
-    return tuple(_item_node(item, fixture, where, taken) for item in update.contents)
+    found = [_item_node(item, fixture, where, taken, same_words=True)
+             for item in update.contents]
+    return tuple(node or _item_node(item, fixture, where, taken, same_words=False)
+                 for item, node in zip(update.contents, found, strict=True))
 
 
 def _parent_update(node_id: str, parent: tuple[str, str], verdict: Verdict,

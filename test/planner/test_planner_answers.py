@@ -20,7 +20,8 @@ from mimir_planner.answers import (
     mentioned_entities,
     question_entities,
 )
-from mimir_planner.config import load_planner_config
+from mimir_planner.config import RecallConfig, load_planner_config
+from mimir_planner.errors import PlannerConfigError
 from mimir_planner.instructions import GoalKind, parse_instruction
 from mimir_planner.recall import CategoryTable, GoalRecall, RecallQuery, SynonymTable
 
@@ -157,6 +158,50 @@ def test_the_other_condiments_are_not_the_ketchup_itself(tmp_path: Path) -> None
     admit_contents(world, pantry, ["ketchup", "ketchup", "pasta box"], stamp=15.0)
     assert recall.held_with(world.state, pantry, "condiments", stray) == ["ketchup"]
     world.close()
+
+
+def test_a_thing_named_twice_at_one_spot_is_listed_once(tmp_path: Path) -> None:
+    """The cameras saw the green cup as a cup and, at the same spot, as a mug: the inspection
+    listed both. Content answers name it once (the name seen more often); a mug 20 cm away is
+    another thing."""
+    world = WorldMemory.open(tmp_path / "world.db")
+    cabinet = see(world, "cabinet", (1.0, -2.4, 1.3), stamp=1.0, half=FIXTURE_HALF_SIZE)
+    spot = (1.0, -2.6, 1.25)
+    cup = see(world, "cup", spot, stamp=2.0)
+    see(world, "cup", spot, stamp=2.5)
+    mug = see(world, "mug", (spot[0], spot[1] + 0.01, spot[2]), stamp=3.0)
+    see(world, "mayonnaise", (1.0, -2.3, 1.25), stamp=3.0)
+    admit_contents(world, cabinet, ["cup", "mug", "mayonnaise", "mustard"], stamp=10.0)
+    state = world.state
+    listed = {str(i.get("node_id")): str(i.get("name")) for i in state.nodes[cabinet].contents}
+    assert listed.get(cup) == "cup" and listed.get(mug) == "mug"
+    recall = _recall()
+    (spec,) = parse_instruction("What was stored together with the mayonnaise?").goals
+    text = answer_question(spec, state, recall)
+    assert text == f"With the mayonnaise: in {cabinet}: cup, mustard."
+    named = question_entities(spec, state, recall)
+    assert sorted(e.label for e in named) == ["cup", "mustard"]
+    assert cup in {e.node_id for e in named} and mug not in {e.node_id for e in named}
+    (spec,) = parse_instruction(f"What is inside {cabinet}?").goals
+    assert answer_question(spec, state, recall) == f"{cabinet}: cup, mayonnaise, mustard."
+    # 20 cm apart they are two things
+    world.close()
+    world = WorldMemory.open(tmp_path / "apart.db")
+    cabinet = see(world, "cabinet", (1.0, -2.4, 1.3), stamp=1.0, half=FIXTURE_HALF_SIZE)
+    see(world, "cup", spot, stamp=2.0)
+    see(world, "mug", (spot[0], spot[1] + 0.2, spot[2]), stamp=3.0)
+    see(world, "mayonnaise", (1.0, -2.3, 1.25), stamp=3.0)
+    admit_contents(world, cabinet, ["cup", "mug", "mayonnaise"], stamp=10.0)
+    (spec,) = parse_instruction("What was stored together with the mayonnaise?").goals
+    assert answer_question(spec, world.state, recall) == (
+        f"With the mayonnaise: in {cabinet}: cup, mug.")
+    world.close()
+
+
+@pytest.mark.parametrize("bad", [-0.01, float("nan"), "near"])
+def test_a_bad_same_spot_distance_is_refused(bad: object) -> None:
+    with pytest.raises(PlannerConfigError, match="same_spot_m"):
+        RecallConfig(same_spot_m=bad)  # type: ignore[arg-type]
 
 
 def test_memory_questions_and_what_they_name(kitchen) -> None:
