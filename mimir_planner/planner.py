@@ -824,7 +824,8 @@ class PlannerSession:
 
         A find names the object it grounded. A recognised question names what memory's
         answer to it names, as far as the literal answer mentions it (by id, or by name for a
-        listed item); a free-form answer names the nodes whose ids it mentions.
+        listed item, whose node when memory holds one); a free-form answer names the nodes
+        whose ids it mentions.
         """
         world = self.world.state
         post = goal.postcondition
@@ -837,10 +838,10 @@ class PlannerSession:
         if spec is None or spec.kind is not GoalKind.QUESTION:
             return tuple(mentioned_entities(text, world))
         said = " " + canon(re.sub(r"[^\w\s]", " ", text)) + " "
+        # a listed item is said by its name, also when memory holds a node for it
         return tuple(
             e for e in question_entities(spec, world, self.recall)
-            if (e.node_id and e.node_id in text)
-            or (not e.node_id and f" {canon(e.label)} " in said)
+            if (e.node_id and e.node_id in text) or f" {canon(e.label)} " in said
         )
 
     def _execute(self, goal: Goal, step: ExecutableStep, executor: Executor,

@@ -7,12 +7,15 @@ from pathlib import Path
 import pytest
 from planner_kitchen import (
     FIXTURE_HALF_SIZE,
+    Kitchen,
     admit_contents,
     admit_placed,
     admit_property,
     see,
+    session_for,
 )
 
+from mimir_memory.task import TaskMemory
 from mimir_memory.world import WorldMemory
 from mimir_planner.answers import (
     NamedEntity,
@@ -184,6 +187,15 @@ def test_a_thing_named_twice_at_one_spot_is_listed_once(tmp_path: Path) -> None:
     assert cup in {e.node_id for e in named} and mug not in {e.node_id for e in named}
     (spec,) = parse_instruction(f"What is inside {cabinet}?").goals
     assert answer_question(spec, state, recall) == f"{cabinet}: cup, mayonnaise, mustard."
+    # the planner's answer names the cup's node, though the answer says "cup", not its id
+    task = TaskMemory.open(tmp_path / "task.db")
+    session = session_for(world, task)
+    result = session.run_instruction("What was stored together with the mayonnaise?",
+                                     Kitchen(world, {}))
+    (goal,) = result.goals
+    assert goal.answer == f"With the mayonnaise: in {cabinet}: cup, mustard.", result
+    assert [(e.node_id, e.label) for e in goal.entities] == [(cup, "cup"), ("", "mustard")]
+    task.close()
     # 20 cm apart they are two things
     world.close()
     world = WorldMemory.open(tmp_path / "apart.db")
