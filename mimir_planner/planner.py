@@ -838,10 +838,14 @@ class PlannerSession:
         if spec is None or spec.kind is not GoalKind.QUESTION:
             return tuple(mentioned_entities(text, world))
         said = " " + canon(re.sub(r"[^\w\s]", " ", text)) + " "
-        # a listed item is said by its name, also when memory holds a node for it
+        # a listed item (what is in X, what was stored with X) is said by its name, also when
+        # memory holds a node for it; any other node only by its id (a where answer naming
+        # cabinet_2 does not name every cabinet)
+        listing = spec.question_kind in ("what", "what_with")
         return tuple(
             e for e in question_entities(spec, world, self.recall)
-            if (e.node_id and e.node_id in text) or f" {canon(e.label)} " in said
+            if (e.node_id and e.node_id in text)
+            or ((listing or not e.node_id) and f" {canon(e.label)} " in said)
         )
 
     def _execute(self, goal: Goal, step: ExecutableStep, executor: Executor,
