@@ -12,7 +12,7 @@ endif
 endif
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep eval-short eval-long-horizon replay-roundtrip fuzz chaos soak appearance-accuracy clean
+.PHONY: setup test demo lint bench check-launch harness-faults noise-sweep eval-short eval-long-horizon replay-roundtrip fuzz chaos soak appearance-accuracy memtransfer-bounds clean
 
 setup:
 	bash scripts/setup.sh
@@ -114,6 +114,11 @@ soak: setup
 appearance-accuracy: setup
 	MUJOCO_GL=egl $(PY) benchmarks/appearance_accuracy.py \
 		--sevenscenes $(abspath ../shared/data/sevenscenes_kitchen)
+
+# The MemTransfer harness's bounds: the oracle and the memory-free explorer on all four
+# conditions, three runs (a few minutes on two cores); report in bench/memtransfer/report.md.
+memtransfer-bounds: setup
+	$(PY) -m mimir.cli bench memtransfer --runs 3 --jobs 2 --start-table --out bench/memtransfer
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache

@@ -230,6 +230,17 @@ def _cmd_sim(args: argparse.Namespace) -> int:
                         "details") from err
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from mimir.paths import ConfigFileNotFoundError  # noqa: PLC0415
+    from mimir_sim.warehouse.layout import WarehouseError  # noqa: PLC0415
+
+    try:
+        status: int = args.bench_handler(args)
+    except (WarehouseError, ConfigFileNotFoundError) as err:
+        raise UserError(str(err), f"see 'mimir bench {args.bench_command} --help'") from err
+    return status
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
 
@@ -496,6 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(handler=_cmd_sim)
     from mimir.evaluation import options as _eval_options  # noqa: PLC0415
     _eval_options.add_parser(sub, _cmd_eval)
+    from mimir.evaluation.memtransfer import command as _bench  # noqa: PLC0415
+    _bench.add_parsers(sub, _cmd_bench)
     doctor = sub.add_parser("doctor", help="check the installation (--robot: pre-flight on the "
                             "robot computer)")
     doctor.add_argument("--robot", action="store_true",

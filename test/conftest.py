@@ -14,7 +14,10 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from ros_helpers import spinning_executor, wait_until
 
+from mimir.paths import config_file
 from mimir.ros.domains import claim_domain_id
+from mimir_sim.warehouse.cases import Case, read_cases
+from mimir_sim.warehouse.layout import Layout, load_layout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,6 +66,18 @@ def sevenscenes_dir(shared_dir: Path) -> Path:
 def tidybot_dir(shared_dir: Path) -> Path:
     """The TidyBot++ MuJoCo/URDF model folder."""
     return shared_dir / "models" / "tidybot"
+
+
+@pytest.fixture(scope="session")
+def warehouse() -> Layout:
+    """The installed MemTransfer warehouse."""
+    return load_layout()
+
+
+@pytest.fixture(scope="session")
+def memtransfer_cases(warehouse: Layout) -> list[Case]:
+    """The installed 100 MemTransfer cases."""
+    return read_cases(config_file("memtransfer/cases.json"), warehouse)
 
 
 # ------------------------------------------------------------------------- ROS 2 fixtures

@@ -1,0 +1,6 @@
+"""The names the ``mimir bench memtransfer`` command line offers (standard library only, so the
+command line starts fast)."""
+
+CONDITIONS = ("original", "new-start", "blocked", "mixed")
+MIXES = ("irrelevant", "confusable")
+POLICIES = ("oracle", "no_memory")
