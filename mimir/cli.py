@@ -232,11 +232,12 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from mimir.paths import ConfigFileNotFoundError  # noqa: PLC0415
+    from mimir_planner.reasoning.errors import ReasoningError  # noqa: PLC0415
     from mimir_sim.warehouse.layout import WarehouseError  # noqa: PLC0415
 
     try:
         status: int = args.bench_handler(args)
-    except (WarehouseError, ConfigFileNotFoundError) as err:
+    except (WarehouseError, ConfigFileNotFoundError, ReasoningError) as err:
         raise UserError(str(err), f"see 'mimir bench {args.bench_command} --help'") from err
     return status
 

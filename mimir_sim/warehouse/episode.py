@@ -3,8 +3,9 @@
 The agent reads the instruction, its absolute pose, what its last action did and the kinds of
 item on the rack faces in front of it, and may ask for its egocentric image (rendered on demand,
 so a policy that never looks costs no rendering). A move into a wall, a rack or a closed cell
-leaves it in place, says so and costs a step. When the agent reaches what a stage asks for, the
-feedback says so and how many stages are done. The episode ends when every stage is done
+leaves it in place, says so and costs a step; so does an answer that names no action
+(:meth:`Episode.idle`, recorded as an empty action). When the agent reaches what a stage asks
+for, the feedback says so and how many stages are done. The episode ends when every stage is done
 (success) or after ``max_steps`` actions.
 """
 
@@ -112,6 +113,19 @@ class Episode:
             feedback += (f"; stage {self.progress.stage} of {len(self.task.stages)} done"
                          + ("; task complete" if self.success else ""))
         self._feedback = feedback
+        return self.observe()
+
+    def idle(self, reason: str) -> Observation:
+        """Spend a step without acting (the policy gave no usable action) and say why.
+
+        Raises:
+            WarehouseError: the episode is over.
+        """
+        if self.done:
+            raise WarehouseError("the episode is over")
+        self.actions.append("")
+        self.poses.append(self.pose)
+        self._feedback = f"no action taken: {reason}"
         return self.observe()
 
     def met_closure(self, approach: frozenset[Cell]) -> bool:

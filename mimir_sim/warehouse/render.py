@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from dataclasses import dataclass
 from types import TracebackType
 
 import mujoco
@@ -39,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mimir_sim.errors import RenderError
+from mimir_sim.rendering import CameraInfo, camera_intrinsics, camera_pose
 from mimir_sim.warehouse.layout import (
     FLOOR,
     RACK,
@@ -81,6 +83,19 @@ HEADING_QUATS = tuple(
 EYE = "eye"
 
 Rect = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class SeenFrame:
+    """One view with what a depth camera and a perfect segmenter would add to it: metric depth
+    along the optical axis, the index (into ``layout.items``) of the item seen at each pixel
+    (-1: no item), the intrinsics and the world-from-optical pose (REP-103)."""
+
+    color: npt.NDArray[np.uint8]
+    depth: npt.NDArray[np.float32]
+    items: npt.NDArray[np.int32]
+    info: CameraInfo
+    camera_to_map: npt.NDArray[np.float64]
 
 
 def vertical_fov_deg(fov_deg: float, width: int, height: int) -> float:
@@ -181,6 +196,10 @@ class WarehouseRenderer:
         self._eye = self._mocap(EYE)
         self._obstacles = tuple(self._mocap(f"obstacle_{i}") for i in range(OBSTACLES))
         self._shown: tuple[Pose, tuple[Cell, ...]] | None = None
+        self._geom_item = np.full(self.model.ngeom, -1, np.int32)
+        for index, item in enumerate(layout.items):
+            geom = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, f"item_{item.id}")
+            self._geom_item[geom] = index
         try:
             self._renderer: mujoco.Renderer | None = mujoco.Renderer(
                 self.model, height=height, width=width)
@@ -217,6 +236,32 @@ class WarehouseRenderer:
             self._shown = (pose, closed)
         self._renderer.update_scene(self._data, camera=self._camera)
         return self._renderer.render()
+
+    def frame(self, pose: Pose, blocked: frozenset[Cell] = frozenset()) -> SeenFrame:
+        """The view from ``pose`` with its depth, the item at each pixel and the camera.
+
+        Raises:
+            WarehouseError, RenderError: as :meth:`render`.
+        """
+        color = self.render(pose, blocked).copy()
+        renderer = self._renderer
+        assert renderer is not None  # render() refused a closed renderer
+        renderer.enable_depth_rendering()
+        try:
+            depth = renderer.render().astype(np.float32)
+        finally:
+            renderer.disable_depth_rendering()
+        renderer.enable_segmentation_rendering()
+        try:
+            raw = renderer.render()
+        finally:
+            renderer.disable_segmentation_rendering()
+        items = np.full(raw.shape[:2], -1, np.int32)
+        is_geom = (raw[:, :, 1] == int(mujoco.mjtObj.mjOBJ_GEOM)) & (raw[:, :, 0] >= 0)
+        items[is_geom] = self._geom_item[raw[:, :, 0][is_geom]]
+        return SeenFrame(color, depth, items,
+                         camera_intrinsics(self.model, EYE, self.width, self.height),
+                         camera_pose(self.model, self._data, EYE))
 
     def _closed(self, blocked: Iterable[Cell]) -> tuple[Cell, ...]:
         cells = list(blocked)

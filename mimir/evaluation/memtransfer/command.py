@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mimir.evaluation.memtransfer.names import CONDITIONS, MIXES, POLICIES
+from mimir.evaluation.memtransfer.names import CONDITIONS, MIXES, POLICIES, REPRESENTATIONS
 
 if TYPE_CHECKING:
     from mimir.evaluation.memtransfer.protocol import Setting
@@ -29,7 +29,26 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any],
         "memtransfer", help="MemTransfer: navigation cases in a warehouse under changed starts, "
         "a blocked route and mixed histories (report with Tables III-V)")
     run.add_argument("--policies", default="oracle,no_memory",
-                     help=f"comma-separated policies ({', '.join(POLICIES)})")
+                     help=f"comma-separated reference policies ({', '.join(POLICIES)}); "
+                          "empty for none")
+    run.add_argument("--representations", default="",
+                     help="comma-separated memory representations a model policy runs with "
+                          f"({', '.join(REPRESENTATIONS)}); needs a backend")
+    run.add_argument("--backend", default="", choices=("", "openai", "transformers"),
+                     help="reasoning backend of the model policy (default: the reasoning "
+                          "config's)")
+    run.add_argument("--endpoint", default="",
+                     help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1)")
+    run.add_argument("--model", default="", help="model name at the endpoint, or local path")
+    run.add_argument("--reasoning-config", default="",
+                     help="reasoning settings YAML (default: the installed reasoning.yaml)")
+    run.add_argument("--image-size", type=int, default=256,
+                     help="side of the rendered square views, pixels (default 256)")
+    run.add_argument("--window", type=int, default=6,
+                     help="steps in the model policy's working window (default 6)")
+    run.add_argument("--profile", default="realistic", metavar="NAME",
+                     help="sensor noise mimir's own memory is built through: ideal, realistic "
+                          "(config/noise) or a profile YAML path")
     run.add_argument("--condition", action="append", choices=CONDITIONS, default=None,
                      help="a condition to run (repeat for several; default: all four)")
     run.add_argument("--demos", type=int, choices=(1, 4), default=None,
@@ -47,8 +66,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any],
     run.add_argument("--out", default="bench/memtransfer", help="output folder (resumable)")
     run.add_argument("--cases", default="", help="cases file (default: the installed one)")
     run.add_argument("--layout", default="", help="warehouse layout (default: the installed one)")
-    run.add_argument("--baseline", default="no_memory",
-                     help="the policy Δ and retention are measured against")
+    run.add_argument("--baseline", default="",
+                     help="the policy Δ and retention are measured against (default: working "
+                          "when it runs, else no_memory)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(bench_handler=cmd_memtransfer)
     cases = sub.add_parser("memtransfer-cases",
@@ -86,19 +106,24 @@ def cmd_memtransfer(args: argparse.Namespace) -> int:
     """Run the benchmark and write ``report.md``, ``sr.png`` and ``episodes.jsonl``."""
     from mimir.evaluation.memtransfer import report  # noqa: PLC0415
     from mimir.evaluation.memtransfer.runner import jobs_for, run_jobs  # noqa: PLC0415
+    from mimir.evaluation.memtransfer.workshop import ModelSettings, Workshop  # noqa: PLC0415
     from mimir.paths import config_file  # noqa: PLC0415
     from mimir_sim.warehouse.cases import read_cases  # noqa: PLC0415
     from mimir_sim.warehouse.layout import load_layout  # noqa: PLC0415
 
     names = [p for p in args.policies.split(",") if p]
-    unknown = sorted(set(names) - set(POLICIES))
-    if unknown or not names:
-        print(f"mimir bench memtransfer: unknown policies {unknown}; built: "
-              f"{', '.join(POLICIES)}", file=sys.stderr)
+    representations = [r for r in args.representations.split(",") if r]
+    unknown = sorted(set(names) - set(POLICIES)) + sorted(
+        set(representations) - set(REPRESENTATIONS))
+    if unknown or not names + representations:
+        print(f"mimir bench memtransfer: unknown policies or representations {unknown}; "
+              f"policies: {', '.join(POLICIES)}; representations: "
+              f"{', '.join(REPRESENTATIONS)}", file=sys.stderr)
         return 2
-    if args.runs < 1 or args.jobs < 1 or args.limit < 0:
-        print("mimir bench memtransfer: --runs and --jobs must be >= 1, --limit >= 0",
-              file=sys.stderr)
+    if args.runs < 1 or args.jobs < 1 or args.limit < 0 or args.image_size < 16 or (
+            args.window < 0):
+        print("mimir bench memtransfer: --runs and --jobs must be >= 1, --limit and --window "
+              ">= 0, --image-size >= 16", file=sys.stderr)
         return 2
     layout = load_layout(args.layout)
     cases_path = str(config_file(CASES, args.cases))
@@ -119,14 +144,22 @@ def cmd_memtransfer(args: argparse.Namespace) -> int:
         print("mimir bench memtransfer: no case or no setting left to run", file=sys.stderr)
         return 2
     out = Path(args.out)
-    jobs = jobs_for(names, settings, args.runs, cases)
+    model = ModelSettings(args.backend, args.reasoning_config, args.endpoint, args.model,
+                          args.image_size, args.window, folder=str(out),
+                          noise_profile=args.profile)
+    workshop = Workshop(args.layout, cases_path, model)
     started = time.monotonic()
-    outcomes = run_jobs(out, jobs, layout_path=args.layout, cases_path=cases_path,
-                        workers=args.jobs, progress=not args.no_progress)
+    for path in workshop.write_documents(representations, settings):
+        print(f"wrote {path}")
+    names += representations
+    jobs = jobs_for(names, settings, args.runs, cases)
+    outcomes = run_jobs(out, jobs, workshop, workers=args.jobs, progress=not args.no_progress)
     wanted = {job.key for job in jobs}
     outcomes = [o for o in outcomes if o.key in wanted]
     command = "mimir bench memtransfer " + shlex.join(sys.argv[3:] if len(sys.argv) > 3 else [])
-    baseline = args.baseline if args.baseline in names else names[0]
+    baseline = args.baseline or ("working" if "working" in names else "no_memory")
+    if baseline not in names:
+        baseline = names[0]
     (out / "report.md").write_text(report.markdown(outcomes, baseline=baseline,
                                                    command=command.strip()), encoding="utf-8")
     report.plot(outcomes, out / "sr.png")

@@ -21,7 +21,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mimir.evaluation.memtransfer.names import POLICIES
 from mimir.evaluation.memtransfer.protocol import EpisodePlan
 from mimir_sim.warehouse.episode import Observation
 from mimir_sim.warehouse.layout import MOVES, STEPS, Cell, Layout, Pose, moved
@@ -168,16 +167,3 @@ class NoMemoryPolicy:
         if found:
             return first[self._rng.choice(found)]
         return self._rng.randrange(4)
-
-
-def make_policy(name: str, layout: Layout) -> Policy:
-    """The reference policy called ``name``.
-
-    Raises:
-        ValueError: not one of :data:`POLICIES`.
-    """
-    if name == "oracle":
-        return OraclePolicy(layout)
-    if name == "no_memory":
-        return NoMemoryPolicy()
-    raise ValueError(f"unknown policy {name!r}; one of {', '.join(POLICIES)}")

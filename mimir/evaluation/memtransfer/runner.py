@@ -3,7 +3,7 @@
 Each finished episode is one line of ``episodes.jsonl`` in the output folder (its key, outcome,
 path and prompt cost); a run started again over the same folder skips the keys already there, so
 an interrupted benchmark goes on where it stopped. Episodes run in worker processes
-(``jobs``), each loading the layout and cases once.
+(``jobs``), each with a :class:`Workshop` of its own (layout, cases, renderer, backend).
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
-from mimir.evaluation.memtransfer.policies import Brief, make_policy
+from mimir.evaluation.memtransfer.model_policy import InvalidAnswerError
+from mimir.evaluation.memtransfer.policies import Brief
 from mimir.evaluation.memtransfer.protocol import Setting, plan_episode
-from mimir_sim.warehouse.cases import Case, read_cases
+from mimir.evaluation.memtransfer.workshop import Workshop
+from mimir_sim.warehouse.cases import Case
 from mimir_sim.warehouse.episode import Episode
-from mimir_sim.warehouse.layout import Layout, WarehouseError, load_layout
+from mimir_sim.warehouse.layout import WarehouseError
 
 EPISODES = "episodes.jsonl"
 
@@ -58,6 +59,7 @@ class Outcome:
     spl: float
     met_closure: bool
     bumps: int
+    invalid_answers: int
     prompts: int
     images: int
     tokens: int
@@ -84,25 +86,32 @@ class Outcome:
             raise WarehouseError(f"not an episode line: {line[:80]!r} ({err})") from err
 
 
-def run_episode(layout: Layout, cases: Sequence[Case], by_id: dict[str, Case], job: Job,
-                max_steps: int = 200) -> Outcome:
-    """Run one episode and measure it."""
-    case = by_id[job.case]
+def run_episode(workshop: Workshop, job: Job, max_steps: int = 200) -> Outcome:
+    """Run one episode and measure it (an answer naming no action spends a step)."""
+    layout, case = workshop.layout, workshop.by_id[job.case]
     setting = Setting.from_key(job.setting)
-    plan = plan_episode(layout, case, setting, cases)
-    policy = make_policy(job.policy, layout)
+    plan = plan_episode(layout, case, setting, workshop.cases)
+    policy = workshop.policy(job.policy)
     policy.begin(Brief(plan, (layout.width, layout.height), job.run))
-    episode = Episode(layout, case.task, plan.start, blocked=plan.blocked, max_steps=max_steps)
+    episode = Episode(layout, case.task, plan.start, blocked=plan.blocked, max_steps=max_steps,
+                      render=workshop.render if workshop.looks(job.policy) else None)
     observation = episode.observe()
+    invalid = 0
     while not episode.done:
-        observation = episode.step(policy.act(observation))
+        try:
+            action = policy.act(observation)
+        except InvalidAnswerError as err:
+            invalid += 1
+            observation = episode.idle(str(err))
+            continue
+        observation = episode.step(action)
     steps = len(episode.actions)
     spl = (plan.reference_steps / max(steps, plan.reference_steps)) if episode.success else 0.0
     cost = policy.cost
     return Outcome(job.key, job.policy, job.setting, job.run, case.id, case.task.type,
                    episode.success, steps, plan.reference_steps, spl,
                    bool(plan.blocked) and episode.met_closure(plan.approach), len(episode.bumps),
-                   cost.prompts, cost.images, cost.tokens, tuple(episode.actions))
+                   invalid, cost.prompts, cost.images, cost.tokens, tuple(episode.actions))
 
 
 def jobs_for(policies: Iterable[str], settings: Iterable[Setting], runs: int,
@@ -135,21 +144,19 @@ def read_outcomes(folder: Path) -> list[Outcome]:
     return outcomes
 
 
-_WORKER: dict[str, Any] = {}
+_WORKER: dict[str, Workshop] = {}
 
 
-def _init(layout_path: str, cases_path: str) -> None:
-    layout = load_layout(layout_path)
-    cases = read_cases(cases_path, layout)
-    _WORKER.update(layout=layout, cases=cases, by_id={c.id: c for c in cases})
+def _init(workshop: Workshop) -> None:
+    _WORKER["workshop"] = workshop
 
 
 def _work(job: Job) -> Outcome:
-    return run_episode(_WORKER["layout"], _WORKER["cases"], _WORKER["by_id"], job)
+    return run_episode(_WORKER["workshop"], job)
 
 
-def run_jobs(folder: Path, jobs: Sequence[Job], *, layout_path: str, cases_path: str,
-             workers: int = 1, progress: bool = True) -> list[Outcome]:
+def run_jobs(folder: Path, jobs: Sequence[Job], workshop: Workshop, *, workers: int = 1,
+             progress: bool = True) -> list[Outcome]:
     """Run the jobs not yet in ``folder``'s ``episodes.jsonl`` and return every outcome there.
 
     Raises:
@@ -159,11 +166,12 @@ def run_jobs(folder: Path, jobs: Sequence[Job], *, layout_path: str, cases_path:
     _drop_cut_line(folder / EPISODES)
     done = {o.key for o in read_outcomes(folder)}
     todo = [job for job in jobs if job.key not in done]
-    _init(layout_path, cases_path)  # fail here, not in a worker, on a bad file
+    _ = workshop.cases  # fail here, not in a worker, on a bad file
+    _init(workshop)
     bar = tqdm(total=len(todo), desc="memtransfer episodes", unit="ep", file=sys.stderr,
                disable=not progress)
     with (folder / EPISODES).open("a", encoding="utf-8") as out:
-        for outcome in _outcomes(todo, workers, layout_path, cases_path):
+        for outcome in _outcomes(todo, workers, workshop):
             out.write(outcome.to_json() + "\n")
             out.flush()
             bar.update(1)
@@ -180,12 +188,12 @@ def _drop_cut_line(path: Path) -> None:
         path.write_text(text[:text.rfind("\n") + 1], encoding="utf-8")
 
 
-def _outcomes(todo: Sequence[Job], workers: int, layout_path: str, cases_path: str
-              ) -> Iterator[Outcome]:
+def _outcomes(todo: Sequence[Job], workers: int, workshop: Workshop) -> Iterator[Outcome]:
     if workers <= 1 or len(todo) < 2:
         for job in todo:
             yield _work(job)
         return
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init, initargs=(layout_path, cases_path)) as pool:
+    fresh = Workshop(workshop.layout_path, workshop.cases_path, workshop.model)
+    with context.Pool(workers, initializer=_init, initargs=(fresh,)) as pool:
         yield from pool.imap_unordered(_work, todo, chunksize=8)
