@@ -3,6 +3,7 @@ figures and the command line."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from mimir.evaluation.memtransfer.runner import (
     read_outcomes,
     run_episode,
     run_jobs,
+    trace_path,
 )
 from mimir.evaluation.memtransfer.workshop import Workshop
 from mimir.paths import config_file
@@ -124,9 +126,17 @@ def test_no_memory_finds_a_target_next_to_it(shop: Workshop, cases: list[Case]) 
 def test_the_runner_resumes_and_workers_agree(tmp_path: Path, shop: Workshop,
                                               cases: list[Case]) -> None:
     few = [c for c in cases if c.id.endswith("c00")]
+    by_type = {c.id: c for c in few}
     jobs = jobs_for(["oracle", "no_memory"], [Setting("blocked", 4)], 1, few)
     first = run_jobs(tmp_path / "a", jobs, shop, progress=False)
     assert len(first) == 20
+    for outcome, job in zip(sorted(first, key=lambda o: o.key), sorted(jobs, key=lambda j: j.key),
+                            strict=True):
+        rows = [json.loads(line) for line in trace_path(tmp_path / "a", job).read_text(
+            encoding="utf-8").splitlines()]
+        assert [r["action"] for r in rows] == list(outcome.actions)
+        assert rows[-1]["stages_done"] == (len(by_type[job.case].task.stages)
+                                           if outcome.success else rows[-1]["stages_done"])
     again = run_jobs(tmp_path / "a", jobs, shop, progress=False)
     assert again == first
     parallel = run_jobs(tmp_path / "b", jobs, shop, workers=2, progress=False)
@@ -189,7 +199,7 @@ def test_the_report_has_the_papers_tables(tmp_path: Path, shop: Workshop,
     text = markdown(outcomes, baseline="no_memory", command="mimir bench memtransfer")
     for heading in ("Table III", "Table IV", "Table V", "Mixed histories", "Task groups"):
         assert f"## {heading}" in text
-    assert "| oracle | 0 | 0 | 100.0 | 1.000 |" in text
+    assert "| oracle | 0 | 0 | 0.00 | 100.0 | 1.000 |" in text
     plot(outcomes, tmp_path / "sr.png")
     assert (tmp_path / "sr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -213,6 +213,9 @@ def test_the_command_runs_a_representation_against_an_endpoint(
     assert status == 0
     [outcome] = read_outcomes(out)
     assert outcome.policy == "episodic" and outcome.success and outcome.images > 0
+    trace = (out / "traces" / "episodic" / "original-1" / "run0" / "t01c00.jsonl").read_text(
+        encoding="utf-8").splitlines()
+    assert [json.loads(row)["answer"] for row in trace] == list(case.demos["original"].actions)
     assert "| episodic |" in (out / "report.md").read_text(encoding="utf-8")
     assert main(["bench", "memtransfer", "--representations", "telepathy",
                  "--out", str(out)]) == 2

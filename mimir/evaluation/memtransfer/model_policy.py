@@ -78,6 +78,7 @@ class ModelPolicy:
         self._max_images = max_images
         self._max_tokens = max_tokens
         self._instruction = ""
+        self.last_answer: str | None = None
 
     def begin(self, brief: Brief) -> None:
         """Build the memory of this episode and clear the window."""
@@ -108,6 +109,7 @@ class ModelPolicy:
         self.cost.prompts += 1
         self.cost.images += images
         self.cost.tokens += response.prompt_tokens or 0
+        self.last_answer = response.text
         self._window.append((observation, view))
         return parse_action(response.text)
 

@@ -2,13 +2,13 @@
 
 Per policy (or representation) and setting, over runs: the success rate SR (percent of episodes
 that finish every stage within the step limit), SPL (success weighted by the reference length
-over the length taken, Anderson et al.), each as the mean over runs with the standard deviation
+over the length taken), each as the mean over runs with the standard deviation
 across runs (the paper's ``±``). Against a blocked passage (Table V): the change Δ of the drop in
 SR from the unchanged to the blocked map relative to the baseline's drop, the retention
 ``SR_blocked / SR_unchanged``, the follow rate F (episodes that came up against the closed
 passage: tried to enter it, or reached the cell where the old route entered it) and the recovery
-rate C (successes among them). Prompt cost: images and tokens per
-prompt.
+rate C (successes among them). Prompt cost: images and tokens per prompt, and all prompt tokens
+in millions (Mtok).
 """
 
 from __future__ import annotations
@@ -123,15 +123,17 @@ def markdown(outcomes: Sequence[Outcome], *, baseline: str, command: str = "") -
     main = [s.key for s in DEFAULT_SETTINGS[:4] if s.key in settings]
     if main:
         lines += ["## Table III: start, route and demonstrations", "",
-                  "| policy | img/prompt | tok/prompt | " + " | ".join(
+                  "| policy | img/prompt | tok/prompt | Mtok | " + " | ".join(
                       f"{k} SR | {k} SPL" for k in main) + " |",
-                  "| --- | --- | --- | " + " | ".join("--- | ---" for _ in main) + " |"]
+                  "| --- | --- | --- | --- | " + " | ".join("--- | ---" for _ in main) + " |"]
         for policy in policies:
             mine = [o for o in outcomes if o.policy == policy]
             cells = [f"{success_rate(select(outcomes, policy, k)).text()} | "
                      f"{spl(select(outcomes, policy, k)).text(3)}" for k in main]
+            mtok = sum(o.tokens for o in mine) / 1e6
             lines.append(f"| {policy} | {_per_prompt(mine, 'images')} | "
-                         f"{_per_prompt(mine, 'tokens')} | " + " | ".join(cells) + " |")
+                         f"{_per_prompt(mine, 'tokens')} | {mtok:.2f} | " + " | ".join(cells)
+                         + " |")
         lines.append("")
     starts = [s.key for s in START_SETTINGS if s.key in settings]
     if len(starts) > 1:

@@ -1,8 +1,9 @@
 """Running MemTransfer episodes: every policy, setting, run and case, in parallel and resumable.
 
 Each finished episode is one line of ``episodes.jsonl`` in the output folder (its key, outcome,
-path and prompt cost); a run started again over the same folder skips the keys already there, so
-an interrupted benchmark goes on where it stopped. Episodes run in worker processes
+path and prompt cost) and a step trace under ``traces/`` (pose, action, feedback and the
+model's answer of every step); a run started again over the same folder skips the keys already
+there, so an interrupted benchmark goes on where it stopped. Episodes run in worker processes
 (``jobs``), each with a :class:`Workshop` of its own (layout, cases, renderer, backend).
 """
 
@@ -86,8 +87,10 @@ class Outcome:
             raise WarehouseError(f"not an episode line: {line[:80]!r} ({err})") from err
 
 
-def run_episode(workshop: Workshop, job: Job, max_steps: int = 200) -> Outcome:
-    """Run one episode and measure it (an answer naming no action spends a step)."""
+def run_episode(workshop: Workshop, job: Job, max_steps: int = 200,
+                trace: list[dict[str, object]] | None = None) -> Outcome:
+    """Run one episode and measure it (an answer naming no action spends a step); with
+    ``trace``, append one row per step: pose, action, feedback and the model's answer."""
     layout, case = workshop.layout, workshop.by_id[job.case]
     setting = Setting.from_key(job.setting)
     plan = plan_episode(layout, case, setting, workshop.cases)
@@ -102,9 +105,15 @@ def run_episode(workshop: Workshop, job: Job, max_steps: int = 200) -> Outcome:
             action = policy.act(observation)
         except InvalidAnswerError as err:
             invalid += 1
+            action = ""
             observation = episode.idle(str(err))
-            continue
-        observation = episode.step(action)
+        else:
+            observation = episode.step(action)
+        if trace is not None:
+            trace.append({"step": observation.step, "action": action,
+                          "pose": observation.pose.to_list(), "feedback": observation.feedback,
+                          "stages_done": observation.stages_done,
+                          "answer": getattr(policy, "last_answer", None)})
     steps = len(episode.actions)
     spl = (plan.reference_steps / max(steps, plan.reference_steps)) if episode.success else 0.0
     cost = policy.cost
@@ -112,6 +121,12 @@ def run_episode(workshop: Workshop, job: Job, max_steps: int = 200) -> Outcome:
                    episode.success, steps, plan.reference_steps, spl,
                    bool(plan.blocked) and episode.met_closure(plan.approach), len(episode.bumps),
                    invalid, cost.prompts, cost.images, cost.tokens, tuple(episode.actions))
+
+
+def trace_path(folder: Path, job: Job) -> Path:
+    """Where the step trace of ``job`` is written."""
+    setting = job.setting.replace("/", "-").replace(":", "-")
+    return folder / "traces" / job.policy / setting / f"run{job.run}" / f"{job.case}.jsonl"
 
 
 def jobs_for(policies: Iterable[str], settings: Iterable[Setting], runs: int,
@@ -144,15 +159,21 @@ def read_outcomes(folder: Path) -> list[Outcome]:
     return outcomes
 
 
-_WORKER: dict[str, Workshop] = {}
+_WORKER: dict[str, tuple[Workshop, Path]] = {}
 
 
-def _init(workshop: Workshop) -> None:
-    _WORKER["workshop"] = workshop
+def _init(workshop: Workshop, folder: Path) -> None:
+    _WORKER["workshop"] = (workshop, folder)
 
 
 def _work(job: Job) -> Outcome:
-    return run_episode(_WORKER["workshop"], job)
+    workshop, folder = _WORKER["workshop"]
+    rows: list[dict[str, object]] = []
+    outcome = run_episode(workshop, job, trace=rows)
+    path = trace_path(folder, job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return outcome
 
 
 def run_jobs(folder: Path, jobs: Sequence[Job], workshop: Workshop, *, workers: int = 1,
@@ -167,11 +188,11 @@ def run_jobs(folder: Path, jobs: Sequence[Job], workshop: Workshop, *, workers: 
     done = {o.key for o in read_outcomes(folder)}
     todo = [job for job in jobs if job.key not in done]
     _ = workshop.cases  # fail here, not in a worker, on a bad file
-    _init(workshop)
+    _init(workshop, folder)
     bar = tqdm(total=len(todo), desc="memtransfer episodes", unit="ep", file=sys.stderr,
                disable=not progress)
     with (folder / EPISODES).open("a", encoding="utf-8") as out:
-        for outcome in _outcomes(todo, workers, workshop):
+        for outcome in _outcomes(todo, workers, workshop, folder):
             out.write(outcome.to_json() + "\n")
             out.flush()
             bar.update(1)
@@ -188,12 +209,13 @@ def _drop_cut_line(path: Path) -> None:
         path.write_text(text[:text.rfind("\n") + 1], encoding="utf-8")
 
 
-def _outcomes(todo: Sequence[Job], workers: int, workshop: Workshop) -> Iterator[Outcome]:
+def _outcomes(todo: Sequence[Job], workers: int, workshop: Workshop, folder: Path
+              ) -> Iterator[Outcome]:
     if workers <= 1 or len(todo) < 2:
         for job in todo:
             yield _work(job)
         return
     context = multiprocessing.get_context("spawn")
     fresh = Workshop(workshop.layout_path, workshop.cases_path, workshop.model)
-    with context.Pool(workers, initializer=_init, initargs=(fresh,)) as pool:
+    with context.Pool(workers, initializer=_init, initargs=(fresh, folder)) as pool:
         yield from pool.imap_unordered(_work, todo, chunksize=8)
