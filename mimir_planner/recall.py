@@ -235,11 +235,17 @@ class AttributeTable:
 
     def verdict(self, described: Described, world: SceneGraphState, cand: Candidate
                 ) -> tuple[str, str]:
-        """``carries``, ``contradicts`` or ``unknown`` for a candidate, with a reason."""
+        """``carries``, ``contradicts`` or ``unknown`` for a candidate, with a reason.
+
+        Per kind of attribute: it carries when memory knows every word asked, contradicts when
+        it knows words of that kind and none of those asked, and is unknown when it knows none,
+        or some of those asked but not all.
+        """
         sources: list[tuple[frozenset[str], str, str]] = []
+        kinds = tuple(dict.fromkeys(kind for kind, _ in described.wanted))
         if cand.content_item is None:
             node = world.nodes[cand.node_id]
-            for kind, _ in dict.fromkeys(described.wanted):
+            for kind in kinds:
                 known, why = self.known(node, kind)
                 sources.append((known, why, kind))
         else:
@@ -247,7 +253,7 @@ class AttributeTable:
             listed = next((str(i.get("node_id") or "") for i in fixture.contents
                            if str(i.get("name", "")) == cand.content_item), "")
             item_node = world.nodes.get(listed) if listed else None
-            for kind, _ in dict.fromkeys(described.wanted):
+            for kind in kinds:
                 named = frozenset(w for k, w in self._name_words(cand.content_item) if k == kind)
                 known, why = (self.known(item_node, kind) if item_node is not None
                               else (frozenset(), ""))
@@ -260,14 +266,20 @@ class AttributeTable:
         for known, why, kind in sources:
             asked = set(described.words(kind))
             if not known:
-                unknown.append(_KIND_WORD[kind])
-            elif not asked <= known:
+                unknown.append(f"{_KIND_WORD[kind]} not known")
+            elif asked <= known:
+                carried.append(why)
+            elif asked & known:
+                # part of what is asked is remembered (a red can whose white label no view
+                # showed): not a contradiction, and not enough to carry
+                missing = " and ".join(sorted(asked - known))
+                unknown.append(f"{missing} not known (remembered {' and '.join(sorted(known))}: "
+                               f"{why})")
+            else:
                 return "contradicts", (f"remembered {' and '.join(sorted(known))}, not "
                                        f"{' and '.join(described.words(kind))} ({why})")
-            else:
-                carried.append(why)
         if unknown:
-            return "unknown", f"{' and '.join(unknown)} not known"
+            return "unknown", "; ".join(unknown)
         return "carries", f"known {described.phrase} ({' and '.join(carried)})"
 
     def unmet(self, described: Described, misses: Sequence[tuple[str, str]]) -> str:

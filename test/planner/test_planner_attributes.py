@@ -226,3 +226,32 @@ def test_attribute_config_is_checked(tmp_path: Path) -> None:
     bad.write_text("attributes:\n  colours: [red]\n")
     with pytest.raises(PlannerConfigError, match="unknown keys"):
         load_planner_config(bad)
+
+
+@pytest.mark.parametrize(("remembered", "verdict", "words"), [
+    ("red and white", "carries", "known red and white (color=red and white"),
+    ("red", "unknown", "white not known (remembered red: color=red"),
+    ("white and blue", "unknown", "red not known (remembered blue and white: color=white and blue"),
+    ("blue", "contradicts", "remembered blue, not red and white"),
+    (None, "unknown", "colour not known"),
+])
+def test_two_colours_asked_and_part_of_them_remembered(tmp_path: Path, remembered: str | None,
+                                                       verdict: str, words: str) -> None:
+    world = WorldMemory.open(tmp_path / "world.db")
+    try:
+        can = world.add_node("can", (0.5, 0.0, 0.9), stamp=1.0).payload["node_id"]
+        if remembered is not None:
+            world.set_property(can, "color", remembered, confidence=0.9, stamp=2.0)
+        recall = _recall()
+        described = recall.attributes.split("red white can")
+        assert described is not None and described.words("color") == ("red", "white")
+        found = recall.recall_described(world.state, RecallQuery(obj="can"))
+        (cand,) = found.candidates
+        got, why = recall.attributes.verdict(described, world.state, cand)
+        assert got == verdict and words in why
+        assert "colour and colour" not in why
+        # a part remembered is not a contradiction: it stays a candidate when not required
+        loose = recall.recall(world.state, RecallQuery(obj="red white can"))
+        assert [c.node_id for c in loose] == ([] if verdict == "contradicts" else [can])
+    finally:
+        world.close()
