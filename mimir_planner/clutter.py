@@ -81,6 +81,19 @@ def side_gap(target: SceneNode, state: SceneGraphState, config: ClutterConfig,
     return gap
 
 
+def gaps_beside(state: SceneGraphState, candidates: Sequence[Candidate], config: ClutterConfig,
+                is_fixture: Callable[[str], bool]) -> dict[str, float | None]:
+    """:func:`side_gap` of each candidate that is a node in ``state``, by node id (None: no
+    usable box). An item only listed in a fixture's contents, or a node memory no longer holds,
+    has no entry: the space around it was never seen."""
+    gaps: dict[str, float | None] = {}
+    for cand in candidates:
+        node = state.nodes.get(cand.node_id)
+        if cand.content_item is None and node is not None:
+            gaps[cand.node_id] = side_gap(node, state, config, is_fixture)
+    return gaps
+
+
 def clearance_chooser(state_of: Callable[[], SceneGraphState], config: ClutterConfig,
                       is_fixture: Callable[[str], bool]) -> Chooser:
     """A chooser for pick goals by the free space beside each candidate (see the module)."""
@@ -88,16 +101,10 @@ def clearance_chooser(state_of: Callable[[], SceneGraphState], config: ClutterCo
     def choose(spec: GoalSpec, candidates: Sequence[Candidate]) -> str | None:
         if spec.kind is not GoalKind.PICK or len(candidates) < 2:
             return None
-        state = state_of()
         best_score = max(c.score for c in candidates)
-        gaps: dict[str, float] = {}
-        for cand in candidates:
-            node = state.nodes.get(cand.node_id)
-            if cand.score < best_score or cand.content_item is not None or node is None:
-                continue
-            gap = side_gap(node, state, config, is_fixture)
-            if gap is not None:
-                gaps[cand.node_id] = gap
+        best = [c for c in candidates if c.score >= best_score]
+        gaps = {node_id: gap for node_id, gap in
+                gaps_beside(state_of(), best, config, is_fixture).items() if gap is not None}
         if len(gaps) < 2 or min(gaps.values()) >= config.finger_gap_m:
             return None
         ranked = sorted(gaps, key=lambda nid: (-gaps[nid], nid))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from mimir_memory.graph import AT_LAST_PLACE, SceneGraphState, SceneNode
 from mimir_memory.task import FailedBinding
 from mimir_perception.appearance import Match
-from mimir_planner.clutter import side_gap
+from mimir_planner.clutter import gaps_beside
 from mimir_planner.errors import RecallError
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
@@ -497,14 +497,14 @@ class Grounder:
         box, cannot be judged and is dropped too (fail closed)."""
         config = self.registry.config
         needed = config.clutter.finger_gap_m
+        gaps = gaps_beside(world, admissible, config.clutter, config.is_fixture_label)
         roomy: list[tuple[float, int, Candidate]] = []
         for order, cand in enumerate(admissible):
-            node = world.nodes.get(cand.node_id)
-            if cand.content_item is not None or node is None:
+            if cand.node_id not in gaps or cand.content_item is not None:
                 dropped.append((cand.node_id, f"'{cand.content_item or cand.node_id}' is only "
                                 "listed; the space around it was not seen"))
                 continue
-            gap = side_gap(node, world, config.clutter, config.is_fixture_label)
+            gap = gaps[cand.node_id]
             if gap is None:
                 dropped.append((cand.node_id, "no remembered box to judge the space around it"))
             elif gap < needed:
