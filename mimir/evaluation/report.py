@@ -284,6 +284,20 @@ def failure_story(result: TrialResult, root: Path) -> list[str]:
     return lines
 
 
+def save_percent_plot(fig: Any, ax: Any, path: Path, ylabel: str, *, legend: bool = True
+                      ) -> None:
+    """Finish a plot whose y axis is a percentage (0-105), write it to ``path`` and free it."""
+    from matplotlib import pyplot as plt  # noqa: PLC0415 - plotting only when a report is written
+
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 105)
+    if legend:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _plot_progress(path: Path, methods: Sequence[Method],
                    intervals: Mapping[str, Interval]) -> None:
     import matplotlib  # noqa: PLC0415 - plotting only when a report is written
@@ -300,11 +314,7 @@ def _plot_progress(path: Path, methods: Sequence[Method],
             if not math.isnan(intervals[m.name].high) else 0.0 for m in methods]
     ax.bar(xs, np.nan_to_num(means), yerr=[low, high], capsize=4, color="#4c72b0")
     ax.set_xticks(xs, [m.label for m in methods], rotation=20, ha="right")
-    ax.set_ylabel("task progress (%), 95% CI")
-    ax.set_ylim(0, 105)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_percent_plot(fig, ax, path, "task progress (%), 95% CI", legend=False)
 
 
 def _plot_tasks(path: Path, results: Sequence[TrialResult], methods: Sequence[Method]) -> None:
@@ -357,12 +367,7 @@ def _plot_noise(path: Path, results: Sequence[TrialResult], methods: Sequence[Me
               for p in points]
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=method.label)
     ax.set_xlabel("noise scale")
-    ax.set_ylabel("task progress (%), 95% CI")
-    ax.set_ylim(0, 105)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_percent_plot(fig, ax, path, "task progress (%), 95% CI")
 
 
 def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root: Path, *,

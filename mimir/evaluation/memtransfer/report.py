@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mimir.evaluation.memtransfer.protocol import DEFAULT_SETTINGS, START_SETTINGS, Setting
 from mimir.evaluation.memtransfer.runner import Outcome
+from mimir.evaluation.report import save_percent_plot
 from mimir_sim.warehouse.tasks import GROUPS
 
 UNCHANGED, BLOCKED = Setting("new-start", 4).key, Setting("blocked", 4).key
@@ -198,9 +199,4 @@ def plot(outcomes: Sequence[Outcome], path: Path) -> None:
                  label=policy)
     axes.set_xticks([i + width * (len(policies) - 1) / 2 for i in range(len(settings))],
                     settings, rotation=20, fontsize=8)
-    axes.set_ylabel("SR (%)")
-    axes.set_ylim(0, 105)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    pyplot.close(figure)
+    save_percent_plot(figure, axes, path, "SR (%)")
