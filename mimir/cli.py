@@ -231,6 +231,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    # views are rendered offscreen (worker processes inherit the setting)
+    os.environ.setdefault("MUJOCO_GL", "egl")
     from mimir.paths import ConfigFileNotFoundError  # noqa: PLC0415
     from mimir_planner.reasoning.errors import ReasoningError  # noqa: PLC0415
     from mimir_sim.warehouse.layout import WarehouseError  # noqa: PLC0415
