@@ -3,6 +3,7 @@ policies a renderer, the reasoning backend and the memory representations."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 import zlib
@@ -173,6 +174,7 @@ class Workshop:
             self._scene = None
         plan = brief.plan
         folder = Path(tempfile.mkdtemp(prefix="mimir-memtransfer-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the last one of a process
         seed = zlib.crc32(f"{plan.case.id}/{plan.setting.key}".encode())
         memory = SceneMemory(folder, self.layout, records, self.renderer.frame,
                              load_noise_profile(self.model.noise_profile), seed=seed)
