@@ -37,6 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mimir.evaluation.memtransfer.protocol import History
+from mimir.paths import config_dir
+from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import ChatMessage, ImagePart, TextPart, VlmBackend, VlmRequest
 from mimir_sim.warehouse.episode import Episode, Image
 from mimir_sim.warehouse.layout import HEADINGS, TURNS, Layout, Pose, WarehouseError
@@ -223,23 +225,6 @@ class Document:
         return self._recall
 
 
-_SUMMARY_ASK = (
-    "You keep a written summary of a warehouse for a robot that will later navigate it. The "
-    "floor is a grid of 1 m cells; x grows to the east, y to the north; a robot faces N, E, S "
-    "or W. Below are the summary so far and one more demonstration an expert drove, with its "
-    "first and last views and the views where it reached a goal. Rewrite the summary so it "
-    "also holds what this demonstration shows: which items stand where (the cell they are "
-    "reached from and the side of the rack), landmarks, and routes that worked between places. "
-    "Keep it under {limit} words. Answer with the summary only.")
-_EXTRACT_ASK = (
-    "A robot drove the warehouse demonstration below (1 m grid cells, x east, y north, headings "
-    "N, E, S, W). Write down, as short points, general knowledge that would help in other "
-    "tasks here: how the warehouse is laid out, how items are arranged, and ways of getting "
-    "about. Answer with the points only.")
-_MERGE_ASK = (
-    "Below are points of knowledge about one warehouse, gathered from many demonstrations. "
-    "Merge them into one consistent set: join repeats, drop what contradicts most of the rest, "
-    "and keep it under {limit} words. Answer with the points only.")
 
 
 @dataclass(frozen=True)
@@ -249,6 +234,11 @@ class DocumentSettings:
     max_words: int = 600
     max_tokens: int = 1200
     merge_every: int = 10
+
+
+def _prompt(name: str, **values: object) -> str:
+    """A MemTransfer prompt from ``config/prompts/`` filled with ``values``."""
+    return PromptLibrary(config_dir() / "prompts").get(name).render(values).strip()
 
 
 def _ask(backend: VlmBackend, parts: Sequence[TextPart | ImagePart], purpose: str,
@@ -278,7 +268,7 @@ def write_summary(backend: VlmBackend, records: Iterable[Record], views: Views,
             n + 1 for n in range(len(rec.actions))
             if rec.stages[n] > (rec.stages[n - 1] if n else 0)})
         parts: list[TextPart | ImagePart] = [
-            TextPart(_SUMMARY_ASK.format(limit=settings.max_words)),
+            TextPart(_prompt("memtransfer_summary", limit=settings.max_words)),
             TextPart(f"Summary so far:\n{summary}"), TextPart(describe(rec, number))]
         for step in steps:
             parts += [TextPart(f"View at {pose_text(rec.poses[step])}:"),
@@ -298,8 +288,8 @@ def write_semantic(backend: VlmBackend, records: Iterable[Record],
     """
     knowledge, pending = "", []
     for number, rec in enumerate(records, start=1):
-        pending.append(_ask(backend, [TextPart(_EXTRACT_ASK), TextPart(describe(rec, number))],
-                            "semantic", settings))
+        parts = [TextPart(_prompt("memtransfer_extract")), TextPart(describe(rec, number))]
+        pending.append(_ask(backend, parts, "semantic", settings))
         if len(pending) >= settings.merge_every:
             knowledge = _merge(backend, knowledge, pending, settings)
             pending = []
@@ -311,7 +301,7 @@ def write_semantic(backend: VlmBackend, records: Iterable[Record],
 def _merge(backend: VlmBackend, knowledge: str, pending: Sequence[str],
            settings: DocumentSettings) -> str:
     points = "\n\n".join(([knowledge] if knowledge else []) + list(pending))
-    return _ask(backend, [TextPart(_MERGE_ASK.format(limit=settings.max_words)),
+    return _ask(backend, [TextPart(_prompt("memtransfer_merge", limit=settings.max_words)),
                           TextPart(points)], "semantic", settings)
 
 

@@ -19,18 +19,12 @@ from collections.abc import Callable
 
 from mimir.evaluation.memtransfer.memories import Memory, Recall, pose_text
 from mimir.evaluation.memtransfer.policies import Brief, Cost
+from mimir.paths import config_dir
+from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import ChatMessage, ImagePart, TextPart, VlmBackend, VlmRequest
 from mimir_sim.warehouse.episode import Image, Observation
 from mimir_sim.warehouse.layout import ACTIONS, WarehouseError
 
-_RULES = (
-    "You drive a robot through a warehouse laid out on a grid of 1 m cells (x grows to the "
-    "east, y to the north). You face N, E, S or W. Each turn, answer with exactly one action: "
-    "forward, backward, left or right (one cell, keeping your heading), or turn_left, "
-    "turn_right or turn_around (staying in the cell). Racks, walls and obstacles cannot be "
-    "entered; a move into one leaves you where you are and still costs a step. An item is "
-    "reached by standing in the cell in front of its rack face. The task ends by itself when "
-    "it is complete. Answer with the action name only.")
 _WORD = re.compile(r"[a-z_]+")
 
 
@@ -79,6 +73,8 @@ class ModelPolicy:
         self._max_tokens = max_tokens
         self._instruction = ""
         self.last_answer: str | None = None
+        self._rules = (PromptLibrary(config_dir() / "prompts").get("memtransfer_step")
+                       .render({}).strip())
 
     def begin(self, brief: Brief) -> None:
         """Build the memory of this episode and clear the window."""
@@ -103,7 +99,7 @@ class ModelPolicy:
         recall = self._memory.recall(view)
         parts, images = self._prompt(observation, view, recall)
         response = self._backend.complete(VlmRequest(
-            (ChatMessage.text("system", _RULES), ChatMessage("user", tuple(parts))),
+            (ChatMessage.text("system", self._rules), ChatMessage("user", tuple(parts))),
             json_mode=False, temperature=0.0, max_tokens=self._max_tokens,
             purpose="memtransfer_step"))
         self.cost.prompts += 1
