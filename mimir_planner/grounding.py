@@ -232,9 +232,17 @@ class Grounder:
             return None
         if cand.content_item is not None:
             return f"listed in {cand.node_id}, not in the source '{source}'"
-        if cand.parent is None:
+        if cand.parent is not None:
+            return f"remembered in {cand.parent}, not in the source '{source}'"
+        # seen by perception alone: the fixture its position puts it in or on must be the source
+        holder = self.holder_of(world, cand)
+        if holder is None:
+            return f"seen where no fixture holds it, so not known to be in the source '{source}'"
+        node = world.nodes.get(holder)
+        if holder == source or (node is not None and self.recall.matches(source, node)
+                                is not None):
             return None
-        return f"remembered in {cand.parent}, not in the source '{source}'"
+        return f"seen in or on {holder}, not in the source '{source}'"
 
     def _illegal(self, spec: GoalSpec, cand: Candidate, world: SceneGraphState) -> str | None:
         node = world.nodes[cand.node_id]

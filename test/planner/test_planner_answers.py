@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from planner_kitchen import (
     FIXTURE_HALF_SIZE,
+    Fixture,
     Kitchen,
     admit_contents,
     admit_placed,
@@ -15,7 +16,7 @@ from planner_kitchen import (
     session_for,
 )
 
-from mimir_memory.task import TaskMemory
+from mimir_memory.task import GoalStatus, TaskMemory
 from mimir_memory.world import WorldMemory
 from mimir_planner.answers import (
     NamedEntity,
@@ -325,3 +326,31 @@ def test_where_question_explores_for_an_object_memory_does_not_hold_as_described
     assert isinstance(grounded, GroundedGoal) and grounded.candidate.node_id == unknown
     text = answer_question(spec, world.state, _recall())
     assert text is not None and unknown in text and ids["pantry"] not in text
+
+
+def test_a_thing_seen_on_the_counter_is_not_the_one_stored_in_a_cabinet(kitchen_of) -> None:
+    """Perception alone saw a sponge on the counter (no parent): its position puts it on the
+    counter, so "the sponge that is stored in a cabinet" is another one, looked for in the
+    cabinets; a sponge seen where no fixture is near is not known to be in one either."""
+    from mimir_planner.grounding import Exploration, Grounder
+    from mimir_planner.primitives import PrimitiveRegistry, RobotContext
+
+    world, task, kit = kitchen_of([
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.45), opens=False)),
+        ("cabinet_1", Fixture("cabinet", (1.0, 1.2, 1.3), contents=("sponge",))),
+    ])
+    on_counter = see(world, "sponge", (1.0, 0.1, 0.74), stamp=2.0)
+    far_away = see(world, "sponge", (4.0, 4.0, 0.2), stamp=2.0)
+    (spec,) = parse_instruction("Find the sponge that is stored in a cabinet.").goals
+    grounder = Grounder(_recall(), PrimitiveRegistry(CONFIG))
+    first = grounder.ground("g1", spec, world.state, [], RobotContext())
+    assert isinstance(first, Exploration) and first.fixture == "cabinet_1", first
+    assert (on_counter, "seen in or on counter_1, not in the source 'cabinet'") in first.dropped
+    assert any(nid == far_away and "no fixture holds it" in why for nid, why in first.dropped)
+
+    session = session_for(world, task)
+    result = session.run_instruction("Find the sponge that is stored in a cabinet.", kit)
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    (found,) = session.answer_entities["g001_find"]
+    assert found.node_id not in (on_counter, far_away)
+    assert world.state.nodes[found.node_id].parent == "cabinet_1"
