@@ -35,7 +35,8 @@ class RecallConfig(settings.Checked, section="recall", error=PlannerConfigError,
         source_weight: Bonus when the remembered parent is the explicit source.
         same_spot_m: Two listed things of one name or of synonyms whose nodes lie this close
             are one thing the cameras named twice (a cup also detected as a mug); answers
-            that list contents count it once.
+            that list contents count it once, and a likeness reference is the reading the
+            cameras gave more often.
     """
 
     max_candidates: int = 8
@@ -110,10 +111,10 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
             once perception has observed it at least this many times since the instruction
             began. Fewer is a glimpse (one small detection across the room): the robot moves to
             the node to look, once, before it falls back to inspecting the holder.
-        holder_margin_m: Margin around a fixture's box within which an object without a
-            remembered parent counts as held by that fixture (m).
-        holder_max_distance_m: Failing containment, the nearest fixture within this distance
-            of the object counts as its holder (m).
+        holder_margin_m: Margin around a fixture's box within which the base of an object
+            without a remembered parent counts as held by that fixture (m).
+        holder_max_distance_m: Failing that, the fixture whose box comes nearest to the
+            object's base within this distance counts as its holder (m).
     """
 
     step_budget: int = 12
@@ -132,7 +133,7 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
     find_accepts_sighting: bool = False
     sighting_min_observations: int = 2
     holder_margin_m: float = 0.1
-    holder_max_distance_m: float = 0.75
+    holder_max_distance_m: float = 0.3
 
     def __post_init__(self) -> None:
         super().__post_init__()

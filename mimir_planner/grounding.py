@@ -89,6 +89,12 @@ def _prop(node: SceneNode, name: str) -> object:
     return None if prop is None else prop.value
 
 
+def _box_gap(point: Sequence[float], node: SceneNode) -> float:
+    """Distance from ``point`` to the node's box (0 inside it)."""
+    return math.sqrt(sum(max(lo - c, 0.0, c - hi) ** 2
+                         for lo, c, hi in zip(node.bbox_min, point, node.bbox_max, strict=True)))
+
+
 def _distance(a: SceneNode | None, b: SceneNode) -> float:
     if a is None:
         return 0.0
@@ -189,10 +195,14 @@ class Grounder:
         """The fixture the candidate is believed to be in or on.
 
         In order: the fixture whose remembered contents list it; the nearest fixture among its
-        remembered ancestors; for an object without a remembered parent, the smallest fixture
-        whose box (grown by ``holder_margin_m``) contains its centroid, else the nearest
-        fixture within ``holder_max_distance_m``. None for fixtures themselves and for objects
-        no fixture holds.
+        remembered ancestors; for an object without a remembered parent, where its base (the
+        centroid lowered to the bottom of its box: a thing rests on what is under it) lies:
+        the fixture whose box holds the base or passes it by at most ``holder_margin_m`` (the
+        closest, then the smallest, so a drawer beats the counter around it), else the fixture
+        whose box comes nearest to the base within ``holder_max_distance_m``. A cup on the
+        counter under a wall cabinet is on the counter even where the counter's remembered
+        box ends a little short of it. None for fixtures themselves and for objects no
+        fixture holds.
         """
         if cand.content_item is not None:
             return cand.node_id
@@ -206,23 +216,21 @@ class Grounder:
         if node.parent is not None:
             return None
         loop = self.registry.config.loop
-        margin = loop.holder_margin_m
-        inside: list[tuple[float, str]] = []
+        base = (node.centroid[0], node.centroid[1], min(node.centroid[2], node.bbox_min[2]))
+        inside: list[tuple[float, float, str]] = []
         near: list[tuple[float, str]] = []
         for other in world.nodes.values():
             if other.node_id == node.node_id or not self.registry.is_fixture(other):
                 continue
-            lo = [v - margin for v in other.bbox_min]
-            hi = [v + margin for v in other.bbox_max]
-            if all(a <= c <= b for a, c, b in zip(lo, node.centroid, hi, strict=True)):
+            gap = _box_gap(base, other)
+            if gap <= loop.holder_margin_m:
                 volume = math.prod(max(b - a, 0.0) for a, b in zip(
                     other.bbox_min, other.bbox_max, strict=True))
-                inside.append((volume, other.node_id))
-            distance = math.dist(other.centroid, node.centroid)
-            if distance <= loop.holder_max_distance_m:
-                near.append((distance, other.node_id))
+                inside.append((gap, volume, other.node_id))
+            elif gap <= loop.holder_max_distance_m:
+                near.append((gap, other.node_id))
         if inside:
-            return min(inside)[1]
+            return min(inside)[2]
         return min(near)[1] if near else None
 
     def _source_conflict(
@@ -442,12 +450,22 @@ class Grounder:
         if spec.like_at is not None:
             places = set(self.recall.resolve(world, spec.like_at))
             refs = [r for r in refs if self._at(world, r, places)]
+            if not refs:
+                # "the coffee tin on the counter" when the cameras call it "coffee": at the
+                # named place, a name in part is enough
+                refs = [r for r in self.recall.resolve(world, like, partial=True)
+                        if self._at(world, r, places)]
         if len(refs) > 1:
             # the thing the reference names beats what only a synonym names: "the cup on the
             # counter" is the cup there, not the mug beside it
             scores = {r: (ev.score if (ev := self.recall.matches(like, world.nodes[r]))
                           is not None else 0.0) for r in refs}
             refs = [r for r in refs if scores[r] >= max(scores.values())]
+        if len(refs) > 1:
+            # a node the cameras named so only now and then where a node of a synonym stands
+            # that they named more often is that other thing (a mug seen a few times as a cup)
+            majority = [r for r in refs if self.recall.stronger_reading(world, r) is None]
+            refs = majority or refs
         where = f"'{like}'" + (f" on or in the {spec.like_at}" if spec.like_at else "")
         if len(refs) != 1:
             why = ("is not in memory" if not refs else

@@ -502,12 +502,15 @@ class GoalRecall:
                                 0.5 * cfg.label_weight)
         return None
 
-    def resolve(self, world: SceneGraphState, mention: str) -> list[str]:
-        """Node ids a mention names lexically, best first (explicit id, then label, synonym)."""
+    def resolve(self, world: SceneGraphState, mention: str, *,
+                partial: bool = False) -> list[str]:
+        """Node ids a mention names lexically, best first (explicit id, then label, synonym;
+        with ``partial``, then labels whose words are all among the mention's or the other
+        way round)."""
         scored = []
         for node in world.nodes.values():
             ev = self.matches(mention, node)
-            if ev is not None and ev.kind != "partial":
+            if ev is not None and (partial or ev.kind != "partial"):
                 scored.append((-ev.score, node.node_id))
         return [nid for _, nid in sorted(scored)]
 
@@ -548,6 +551,23 @@ class GoalRecall:
                   if n.parent == holder and n.node_id != itself]
         skip = canon(itself) if itself is not None and own is None else None
         return [n for n in names if n and canon(n) != skip and self.names_thing(n, mention)]
+
+    def stronger_reading(self, world: SceneGraphState, node_id: str) -> str | None:
+        """Another node for the same thing at the same spot that the cameras named more often:
+        within ``same_spot_m``, of the same name or a synonym, observed more times (a mug
+        sometimes detected as a cup leaves a few-times-seen cup node where the mug node
+        stands). None when the node is the reading seen most there."""
+        node = world.nodes[node_id]
+        best: SceneNode | None = None
+        for other in world.nodes.values():
+            if other.node_id == node_id or other.observation_count <= node.observation_count:
+                continue
+            if math.dist(other.centroid, node.centroid) > self.config.same_spot_m \
+                    or not self.same_thing(other.label, node.label):
+                continue
+            if best is None or other.observation_count > best.observation_count:
+                best = other
+        return None if best is None else best.node_id
 
     def listed(self, world: SceneGraphState, fixture: SceneNode) -> list[dict[str, Any]]:
         """The fixture's listed contents with a thing the cameras named twice counted once:

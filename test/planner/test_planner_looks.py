@@ -10,7 +10,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from planner_kitchen import Fixture, session_for
+from planner_kitchen import Fixture, observation, see, session_for
 
 from mimir.paths import config_file
 from mimir_memory.keyframes import KeyframeStore, Trigger
@@ -197,12 +197,12 @@ def cups(kitchen_of):
 
 def _cup_on_counter(world: WorldMemory, kit: Any, store: KeyframeStore | None,
                     colour_bgr: tuple[int, int, int], *, parent: bool = True,
-                    dy: float = 0.0) -> str:
+                    dy: float = 0.0, label: str = "cup") -> str:
     """The reference: a cup standing on the counter, seen from 0.6 m three times; with its
     parent set (an interaction put it there) or, ``parent`` False, only seen there."""
     x, y, z = kit.fixtures["counter_1"].position
     centre = (x, y + dy, z + 0.05)
-    node = str(world.add_node("cup", centre, stamp=2.0, bbox_min=[c - 0.045 for c in centre],
+    node = str(world.add_node(label, centre, stamp=2.0, bbox_min=[c - 0.045 for c in centre],
                               bbox_max=[c + 0.045 for c in centre]).payload["node_id"])
     if parent:
         world.set_parent(node, "counter_1", "surface", stamp=2.5)
@@ -215,9 +215,9 @@ def _cup_on_counter(world: WorldMemory, kit: Any, store: KeyframeStore | None,
 
 
 def _stored_cup(world: WorldMemory, kit: Any, store: KeyframeStore, holder: str,
-                colour_bgr: tuple[int, int, int], *, seed: int) -> str:
+                colour_bgr: tuple[int, int, int], *, seed: int, label: str = "cup") -> str:
     x, y, z = kit.fixtures[holder].position
-    node = _remember(world, kit, holder, "cup")
+    node = _remember(world, kit, holder, label)
     for k in range(3):
         store.save(_frame(colour_bgr, 17, seed=seed + k), timestamp=10.0 + seed + k,
                    camera="wrist", trigger=Trigger.INTERACTION_POST, node_ids=[node],
@@ -283,6 +283,59 @@ def test_the_cup_on_the_counter_is_the_cup_not_the_mug_beside_it(cups,
     assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
     assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
     assert {reference, mug}.isdisjoint(s.target for s in kit.executed)
+    store.close()
+
+
+def test_a_reference_named_in_part_is_found_at_its_place(kitchen_of, tmp_path: Path) -> None:
+    """The cameras call the tins "coffee"; "the coffee tin on the counter" is the coffee
+    there (a name in part is enough at the named place), and the tin that looks like it is
+    the answer."""
+    world, task, kit = kitchen_of([
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.6, 1.6), contents=("coffee",))),
+        ("cabinet_2", Fixture("cabinet", (1.1, -0.6, 1.6), contents=("coffee",))),
+    ])
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    reference = _cup_on_counter(world, kit, store, GREEN, parent=False, label="coffee")
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1, label="coffee")
+    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5, label="coffee")
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction(
+        "Find the coffee tin that looks like the one on the counter.", kit)
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+    assert reference not in (s.target for s in kit.executed)
+    # anywhere else a name in part is no reference: "the coffee tin in the sink" is not held
+    result = session.run_instruction(
+        "Find the coffee tin that looks like the one in the sink.", kit)
+    assert task.status("g002_find") is GoalStatus.BLOCKED
+    store.close()
+
+
+def test_a_cup_reading_where_a_mug_stands_is_not_the_reference(cups, tmp_path: Path) -> None:
+    """Two cup nodes on the counter, but one stands where a mug node stands that the
+    cameras named more often: that one is the mug, seen a few times as a cup, and the other
+    cup is the reference."""
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    reference = _cup_on_counter(world, kit, store, GREEN, parent=False)
+    x, y, z = kit.fixtures["counter_1"].position
+    spot = (x, y + 0.3, z + 0.05)
+    mug = see(world, "mug", spot, stamp=2.0)
+    for k in range(4):
+        world.ingest([observation("mug", spot, 0.04, 3.0 + k)])
+    near = (spot[0] + 0.01, spot[1], spot[2])
+    minority = str(world.add_node("cup", near, stamp=2.0, bbox_min=[c - 0.04 for c in near],
+                                  bbox_max=[c + 0.04 for c in near]).payload["node_id"])
+    state = world.state
+    assert state.nodes[mug].observation_count > state.nodes[minority].observation_count
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+    assert {reference, mug, minority}.isdisjoint(s.target for s in kit.executed)
     store.close()
 
 

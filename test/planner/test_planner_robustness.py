@@ -521,6 +521,31 @@ def test_holder_inference_and_object_aware_contradictions(run1) -> None:
     assert any("contradicted as its source" in why for _, why in grounded.dropped)
 
 
+@pytest.mark.parametrize(("centre", "expected"), [
+    ((0.96, 0.94, 0.81), "counter_1"),  # on the counter, under the wall cabinet
+    ((1.00, 1.10, 1.12), "cabinet_1"),  # on the cabinet's shelf
+    ((0.20, 1.10, 0.20), None),  # on the floor, away from both
+])
+def test_a_thing_without_a_parent_rests_on_what_is_under_it(
+        tmp_path: Path, centre: tuple[float, float, float], expected: str | None) -> None:
+    """Remembered boxes as a noisy Long Horizon run left them: a long counter whose box
+    ends 7 cm below the base of a cup standing on it, a wall cabinet over it. The cup's
+    centroid is nearer the cabinet's than the long counter's; its base is on the counter."""
+    world = WorldMemory.open(tmp_path / "world.db")
+    for label, lo, hi in (("counter", (0.70, 0.68, 0.02), (1.26, 2.95, 0.69)),
+                          ("cabinet", (0.28, 0.77, 1.01), (1.30, 1.43, 1.42))):
+        mid = [(a + b) / 2.0 for a, b in zip(lo, hi, strict=True)]
+        world.add_node(label, mid, stamp=1.0, bbox_min=list(lo), bbox_max=list(hi))
+    cup = str(world.add_node("cup", centre, stamp=2.0,
+                             bbox_min=[centre[0] - 0.04, centre[1] - 0.04, centre[2] - 0.05],
+                             bbox_max=[centre[0] + 0.04, centre[1] + 0.04, centre[2] + 0.05]
+                             ).payload["node_id"])
+    g = _grounder()
+    (cand,) = g.recall.recall(world.state, RecallQuery(obj="cup"))
+    assert cand.node_id == cup and g.holder_of(world.state, cand) == expected
+    world.close()
+
+
 def test_exploration_reads_history_primitives_and_inspections(run1) -> None:
     world, _, _ = run1
     g = _grounder()
