@@ -36,6 +36,28 @@ def finite_vec3(value: object, name: str,
 
 
 @dataclass(frozen=True)
+class Sighting:
+    """One time a camera saw a remembered node: an observation that created it or was fused
+    into it.
+
+    The observation's own box was deprojected with the pose of that very image, so it lands on
+    the object in that image; the node's fused box, pooled over many views and poses, can miss
+    a small object by a few centimetres at close range.
+
+    Attributes:
+        camera: Camera whose image the observation came from.
+        stamp: Stamp of that image (s).
+        bbox_min: Minimum corner of the observation's axis-aligned box (m, map).
+        bbox_max: Maximum corner of that box (m, map).
+    """
+
+    camera: str
+    stamp: float
+    bbox_min: tuple[float, float, float]
+    bbox_max: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
 class ObjectObservation:
     """One segmented instance deprojected into the map frame.
 

@@ -41,7 +41,7 @@ from mimir_memory.graph import (
     node_id_prefix,
 )
 from mimir_memory.locking import synchronized
-from mimir_memory.observations import ObjectObservation
+from mimir_memory.observations import ObjectObservation, Sighting
 from mimir_memory.render import render_graph
 from mimir_memory.representation import MemoryView
 from mimir_memory.schema import DatabaseHandle, Store, open_database
@@ -1042,6 +1042,34 @@ class WorldMemory(Store):
         if ids is None:
             raise InvalidValueError(f"node {node_id!r} has no recorded field {field!r}")
         return self.log.get_many(ids)
+
+    @synchronized
+    def sightings(self, node_id: str, *, newest: int = 400) -> list[Sighting]:
+        """Where the cameras saw a node, newest first: each perception observation among the
+        node's newest ``newest`` position events that created it or was fused into it (those
+        of nodes merged into it too), with its camera, image stamp and own box.
+
+        Raises:
+            UnknownNodeError: No such node.
+            InvalidValueError: ``newest`` is not a positive integer.
+        """
+        if isinstance(newest, bool) or not isinstance(newest, int) or newest < 1:
+            raise InvalidValueError(f"newest must be a positive integer, got {newest!r}")
+        node = self.state.node(node_id)
+        ids = [*node.history.get("created", ()), *node.history.get("position", ())]
+        found: list[Sighting] = []
+        for event in self.log.get_many(ids[-newest:]):
+            if event.kind not in (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED) \
+                    or event.source is not Source.PERCEPTION:
+                continue
+            camera = event.payload.get("camera")
+            lo, hi = event.payload.get("bbox_min"), event.payload.get("bbox_max")
+            if not camera or lo is None or hi is None:
+                continue
+            found.append(Sighting(str(camera), float(event.stamp),
+                                  finite_point(lo, "bbox_min"), finite_point(hi, "bbox_max")))
+        found.sort(key=lambda s: -s.stamp)
+        return found
 
     @synchronized
     def as_of(self, stamp: float) -> SceneGraphState:

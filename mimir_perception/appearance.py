@@ -166,14 +166,15 @@ class DescribeConfig(settings.Checked, section="describe", error=AppearanceConfi
 @dataclass(frozen=True)
 class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
                  positive_int=("ring_px", "frames", "min_box_px"), positive=("min_delta",),
+                 non_negative=("sighting_window_s",),
                  within={"min_share": (0.0, 1.0), "min_inside": (0.0, 1.0)}):
     """Crops around a remembered box, where no segmentation was kept.
 
     :func:`object_mask` compares the box with a ring ``ring_px`` wide around it: pixels further
     than ``min_delta`` (CIELAB) from every colour of the ring stand out, and at least
-    ``min_share`` of the box must. A node's look measures its newest ``frames`` keyframes whose
-    projected box is at least ``min_box_px`` wide and high with ``min_inside`` of it in the
-    image.
+    ``min_share`` of the box must. A node's look measures ``frames`` keyframes whose projected
+    box is at least ``min_box_px`` wide and high with ``min_inside`` of it in the image: those
+    a camera took within ``sighting_window_s`` of an image it saw the node in first.
     """
 
     ring_px: int = 6
@@ -182,6 +183,7 @@ class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
     frames: int = 5
     min_box_px: int = 14
     min_inside: float = 0.6
+    sighting_window_s: float = 0.05
 
 
 @dataclass(frozen=True)

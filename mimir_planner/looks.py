@@ -1,10 +1,18 @@
 """What remembered nodes look like, read from the keyframes linked to them, without a model.
 
-A keyframe that recorded its camera view shows a node where the node's remembered box projects
-(the node's own keyframes, and its holder's: a look into a cabinet shows what it holds).
-The crop around that box, the pixels in it unlike its surroundings (the object's mask) and
-:mod:`mimir_perception.appearance` give colour words, a pattern and a likeness per frame; over
-a node's newest frames the words are pooled (a word's confidence is its summed confidence over
+The frames that show a node best are those the cameras saw it in: world memory keeps, for
+every observation fused into a node, its camera, image stamp and own 3D box
+(:meth:`~mimir_memory.world.WorldMemory.sightings`). A keyframe taken by that camera at that
+stamp shows the node where that box projects through the camera view the keyframe recorded,
+registered to that very image (the node's fused box, pooled over many poses, can miss a small
+object by a few centimetres up close, and a frame where the node was not segmented may show a
+door in front of it). Those frames are measured largest view first. A node with no such frame
+falls back to its linked keyframes (its own and its holder's: a look into a cabinet shows what
+it holds), newest first, with its remembered box projected into them.
+
+The crop around the box, the pixels in it unlike its surroundings (the object's mask) and
+:mod:`mimir_perception.appearance` give colour words, a pattern and a likeness per frame; over a
+node's measured frames the words are pooled (a word's confidence is its summed confidence over
 the frames measured), so one odd view does not decide. Frames where the box is mostly outside
 the image, behind the camera or too small to measure, or where nothing in it stands out from its
 surroundings (the thing has moved since, or is hidden), are left out and said so.
@@ -20,9 +28,10 @@ two too close to tell apart).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +39,7 @@ import numpy as np
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.graph import SceneNode
 from mimir_memory.keyframes import KeyframeRecord, KeyframeStore, box_corners
+from mimir_memory.observations import Sighting
 from mimir_perception.appearance import (
     Appearance,
     AppearanceConfig,
@@ -89,26 +99,41 @@ class NodeLooks:
     Args:
         store: The keyframe store (read-only is enough).
         config: Appearance settings; its ``crops`` section says how many frames are measured
-            per node and which projected boxes are too small or too far outside the image.
+            per node, which projected boxes are too small or too far outside the image and how
+            close in time a keyframe must be to a sighting to show it.
+        sightings: Where the cameras saw a node, newest first (world memory's
+            :meth:`~mimir_memory.world.WorldMemory.sightings`); None measures linked keyframes
+            only.
     """
 
-    def __init__(self, store: KeyframeStore, config: AppearanceConfig) -> None:
+    def __init__(self, store: KeyframeStore, config: AppearanceConfig,
+                 sightings: Callable[[str], Sequence[Sighting]] | None = None) -> None:
         self.store = store
         self.config = config
+        self.sightings = sightings
         crops = config.crops
         self.frames = crops.frames
         self.min_box_px = crops.min_box_px
         self.min_inside = crops.min_inside
+        self.window_s = crops.sighting_window_s
         # per node, its newest look and the frames and box it was measured on (one entry per
         # node, so hours of work do not grow it past the graph's size)
-        self._cache: dict[str, tuple[tuple[tuple[str, ...], tuple[float, ...]], Look]] = {}
+        self._cache: dict[str, tuple[tuple[object, ...], Look]] = {}
+        # per node, the sighted frames and the sightings (count, newest stamp) they come from
+        self._sighted_cache: dict[str, tuple[tuple[int, float], list[
+            tuple[KeyframeRecord, tuple[int, int, int, int]]]]] = {}
 
     def box_in(self, record: KeyframeRecord, node: SceneNode) -> tuple[int, int, int, int] | str:
         """The node's remembered box in the frame's pixels (x0, y0, x1, y1), or why not."""
+        return self._project(record, node.bbox_min, node.bbox_max)
+
+    def _project(self, record: KeyframeRecord, bbox_min: Sequence[float],
+                 bbox_max: Sequence[float]) -> tuple[int, int, int, int] | str:
+        """A 3D box in the frame's pixels (x0, y0, x1, y1), or why it cannot be measured."""
         view = record.camera_view
         if view is None:
             return "no camera view"
-        uv, depth = view.project(box_corners(node.bbox_min, node.bbox_max))
+        uv, depth = view.project(box_corners(bbox_min, bbox_max))
         if np.any(depth < 0.05):
             return "behind or at the camera"
         x0, y0 = uv.min(axis=0)
@@ -123,28 +148,20 @@ class NodeLooks:
         return int(cx0), int(cy0), int(np.ceil(cx1)), int(np.ceil(cy1))
 
     def look(self, node: SceneNode) -> Look:
-        """The node's pooled appearance (empty when no linked frame shows it).
+        """The node's pooled appearance (empty when no frame shows it).
 
-        The frames are the node's own and its holder's (a look into a cabinet is linked to the
-        cabinet and shows what it holds from close by), newest first.
+        The frames are those taken where the cameras saw the node, largest view first, else
+        the node's own linked keyframes and its holder's (a look into a cabinet is linked to
+        the cabinet and shows what it holds from close by), newest first.
         """
-        linked_to = [node.node_id] + ([node.parent] if node.parent else [])
-        try:
-            linked = self.store.query(node_ids=linked_to, limit=4 * self.frames)
-        except MemoryStoreError as err:
-            LOG.warning("cannot read the keyframes of %s: %s", node.node_id, err)
-            linked = []
-        boxes: list[tuple[KeyframeRecord, tuple[int, int, int, int]]] = []
         skipped: list[tuple[str, str]] = []
-        for record in linked:
-            box = self.box_in(record, node)
-            if isinstance(box, str):
-                skipped.append((record.frame_id, box))
-            else:
-                boxes.append((record, box))
-            if len(boxes) == self.frames:
-                break
-        key = (tuple(r.frame_id for r, _ in boxes), (*node.bbox_min, *node.bbox_max))
+        sighted = self._sighted(node)
+        if sighted:
+            boxes = sighted[: 4 * self.frames]
+            key: tuple[object, ...] = ("sighted", *(f"{r.frame_id}{b}" for r, b in boxes))
+        else:
+            boxes = self._linked(node, skipped)
+            key = ("linked", *(r.frame_id for r, _ in boxes), *node.bbox_min, *node.bbox_max)
         cached = self._cache.get(node.node_id)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -152,6 +169,8 @@ class NodeLooks:
         used: list[str] = []
         measured: list[Appearance] = []
         for record, box in boxes:
+            if len(used) == self.frames:
+                break
             try:
                 appearance = self._measure(record.frame_id, box)
             except (AppearanceError, MemoryStoreError) as err:
@@ -170,6 +189,74 @@ class NodeLooks:
         look = Look(node.node_id, words, tuple(used), tuple(measured), tuple(skipped))
         self._cache[node.node_id] = (key, look)
         return look
+
+    def _linked(self, node: SceneNode, skipped: list[tuple[str, str]]
+                ) -> list[tuple[KeyframeRecord, tuple[int, int, int, int]]]:
+        """The newest frames linked to the node or its holder where its remembered box can be
+        measured (at most ``frames``); the others go to ``skipped`` with why."""
+        linked_to = [node.node_id] + ([node.parent] if node.parent else [])
+        try:
+            linked = self.store.query(node_ids=linked_to, limit=4 * self.frames)
+        except MemoryStoreError as err:
+            LOG.warning("cannot read the keyframes of %s: %s", node.node_id, err)
+            linked = []
+        boxes: list[tuple[KeyframeRecord, tuple[int, int, int, int]]] = []
+        for record in linked:
+            box = self.box_in(record, node)
+            if isinstance(box, str):
+                skipped.append((record.frame_id, box))
+            else:
+                boxes.append((record, box))
+            if len(boxes) == self.frames:
+                break
+        return boxes
+
+    def _sighted(self, node: SceneNode
+                 ) -> list[tuple[KeyframeRecord, tuple[int, int, int, int]]]:
+        """Keyframes taken by a camera within ``sighting_window_s`` of an image it saw the node
+        in, each with that sighting's box in its pixels, largest first (one entry a frame)."""
+        if self.sightings is None:
+            return []
+        try:
+            seen = self.sightings(node.node_id)
+        except MemoryStoreError as err:
+            LOG.warning("cannot read where the cameras saw %s: %s", node.node_id, err)
+            return []
+        if not seen:
+            return []
+        key = (len(seen), max(s.stamp for s in seen))
+        cached = self._sighted_cache.get(node.node_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        by_camera: dict[str, list[Sighting]] = {}
+        for sighting in seen:
+            by_camera.setdefault(sighting.camera, []).append(sighting)
+        ranked: dict[str, tuple[int, KeyframeRecord, tuple[int, int, int, int]]] = {}
+        for camera, sightings in by_camera.items():
+            stamps = sorted(s.stamp for s in sightings)
+            try:
+                records = self.store.query(camera=camera, start=stamps[0] - self.window_s,
+                                           end=stamps[-1] + self.window_s, limit=5000)
+            except MemoryStoreError as err:
+                LOG.warning("cannot read the %s keyframes of %s: %s", camera, node.node_id, err)
+                continue
+            by_stamp = sorted(sightings, key=lambda s: s.stamp)
+            for record in records:
+                at = bisect.bisect_left(stamps, record.timestamp)
+                near = [by_stamp[i] for i in (at - 1, at) if 0 <= i < len(stamps)
+                        and abs(stamps[i] - record.timestamp) <= self.window_s]
+                if not near:
+                    continue
+                sighting = min(near, key=lambda s: abs(s.stamp - record.timestamp))
+                box = self._project(record, sighting.bbox_min, sighting.bbox_max)
+                if isinstance(box, str):
+                    continue
+                area = (box[2] - box[0]) * (box[3] - box[1])
+                ranked[record.frame_id] = (area, record, box)
+        order = sorted(ranked.values(), key=lambda item: (-item[0], -item[1].timestamp))
+        frames = [(record, box) for _, record, box in order]
+        self._sighted_cache[node.node_id] = (key, frames)
+        return frames
 
     def _measure(self, frame_id: str, box: tuple[int, int, int, int]) -> Appearance:
         """The appearance of what stands out inside ``box`` of a keyframe.
@@ -192,7 +279,8 @@ class NodeLooks:
             record = self.store.get(frame_id)
         except MemoryStoreError as err:
             return str(err)
-        box = self.box_in(record, node)
+        box = next((b for r, b in self._sighted(node) if r.frame_id == frame_id), None) \
+            or self.box_in(record, node)
         if isinstance(box, str):
             return box
         try:

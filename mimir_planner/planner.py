@@ -1002,7 +1002,8 @@ class PlannerSession:
 
     def _see_with(self, store: KeyframeStore) -> None:
         """Let attribute words be checked against what the nodes' keyframes show."""
-        looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+        looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")),
+                          sightings=self.world.sightings)
         self.recall.attributes.appearance = looks.words
         self.grounder.likeness = looks.likeness
         if self.retriever is not None and isinstance(self.retriever.reasoner,

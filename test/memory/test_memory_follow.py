@@ -4,6 +4,7 @@ a node, negative evidence (misses) and merging duplicate nodes."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -763,3 +764,32 @@ def test_an_admitted_find_inside_a_fixture_brings_a_stale_node_back(world: World
     assert [e.kind for e in world.update_node("mug_1", stamp=7.0, parent=("cabinet_1",
                                                                          "container"))] \
         == [EventKind.PARENT_CHANGED]
+
+
+# ------------------------------------------------------------------ sightings
+def test_sightings_give_each_observation_with_its_camera_stamp_and_own_box(
+        world: WorldMemory) -> None:
+    """Each perception observation that created or was fused into a node, newest first, with
+    its own box (not the fused one); a duplicate merged in brings its sightings along."""
+    world.ingest([replace(obs("mug", [0, 0, 0], stamp=1.0), camera="pole")])
+    world.ingest([replace(obs("mug", [0.1, 0, 0], stamp=2.0), camera="wrist")])
+    seen = world.sightings("mug_1")
+    assert [(s.camera, s.stamp) for s in seen] == [("wrist", 2.0), ("pole", 1.0)]
+    assert seen[0].bbox_min == pytest.approx((0.05, -0.05, -0.05))
+    assert seen[0].bbox_max == pytest.approx((0.15, 0.05, 0.05))
+    assert world.node("mug_1").bbox_max[0] != pytest.approx(0.15)  # the fused box lags
+    assert [s.stamp for s in world.sightings("mug_1", newest=1)] == [2.0]
+
+    # a duplicate seen elsewhere, merged into the mug: its sighting is the mug's now
+    world.ingest([replace(obs("mug", [2.0, 0, 0], stamp=3.0), camera="base")])
+    world.merge("mug_1", "mug_2", stamp=4.0, reason="one mug")
+    assert [s.camera for s in world.sightings("mug_1")] == ["base", "wrist", "pole"]
+
+    # what perception did not see has no sighting: a node an operator declared
+    world.add_node("table", [1.0, 1.0, 0.4], stamp=5.0)
+    assert world.sightings("table_1") == []
+    with pytest.raises(UnknownNodeError):
+        world.sightings("cup_9")
+    for bad in (0, -3, 1.5, True):
+        with pytest.raises(InvalidValueError):
+            world.sightings("mug_1", newest=bad)  # type: ignore[arg-type]

@@ -145,6 +145,56 @@ def test_a_node_look_pools_frames_and_says_which_it_left_out(kitchen, tmp_path: 
     store.close()
 
 
+def test_frames_where_the_cameras_saw_a_node_are_read_at_that_sighting_s_box(
+        kitchen, tmp_path: Path) -> None:
+    """The wrist camera saw a green apple three times during a look into the cabinet, each
+    frame kept; later views from the
+    base camera, taken from a drifted pose, pulled the fused box 10 cm aside, so the node's
+    box misses the apple in the kept frames. Each observation's own box lands on it."""
+    world, _task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    x, y, z = kit.fixtures["cabinet_1"].position
+    apple = (x, y, z - 0.05)
+    for k in range(3):
+        world.ingest([observation("apple", apple, 0.04, 10.0 + k, camera="wrist")])
+        store.save(_frame(GREEN, 17, seed=30 + k), timestamp=10.0 + k, camera="wrist",
+                   trigger=Trigger.INTERACTION_DURING, node_ids=["apple_1"],
+                   camera_view=_view((x - 0.6, y, z - 0.05)))
+    for k in range(8):
+        world.ingest([observation("apple", (x, y + 0.12, z - 0.05), 0.04, 20.0 + k,
+                                  camera="base")])
+    # a frame of another camera a second after a sighting shows the cabinet's open door
+    store.save(_frame(CABINET_INSIDE, 0, seed=40), timestamp=11.5, camera="pole",
+               trigger=Trigger.NODE_UPDATE, node_ids=["apple_1"],
+               camera_view=_view((x - 0.6, y, z - 0.05)))
+    node = world.state.nodes["apple_1"]
+    assert node.observation_count == 11 and node.centroid[1] > y + 0.09
+    config = load_appearance_config(config_file("appearance.yaml"))
+
+    unregistered = NodeLooks(store, config).look(node)
+    assert unregistered.words["color"] == {}
+    assert any("stands out" in why for _, why in unregistered.skipped)
+
+    looks = NodeLooks(store, config, sightings=world.sightings)
+    look = looks.look(node)
+    assert len(look.frames) == 3 and look.words["color"] == {"green": pytest.approx(1.0)}
+    assert looks.look(node) is look
+    assert looks.words(node, "color", 0.5)[0] == {"green"}
+    shown = looks.in_frame(look.frames[0], node, 0.5)
+    assert not isinstance(shown, str) and "green" in shown.words
+    # the camera saw it again without a frame kept: the same frames, the same look
+    world.ingest([observation("apple", apple, 0.04, 30.0, camera="wrist")])
+    assert looks.look(world.state.nodes["apple_1"]) is look
+    # and with one: measured anew
+    world.ingest([observation("apple", apple, 0.04, 31.0, camera="wrist")])
+    store.save(_frame(GREEN, 17, seed=50), timestamp=31.0, camera="wrist",
+               trigger=Trigger.INTERACTION_DURING, node_ids=[],
+               camera_view=_view((x - 0.6, y, z - 0.05)))
+    again = looks.look(world.state.nodes["apple_1"])
+    assert again is not look and len(again.frames) == 4
+    store.close()
+
+
 def _checked_frame(first: tuple[int, int, int], second: tuple[int, int, int], seed: int
                    ) -> np.ndarray:
     image = _frame(CABINET_INSIDE, 0, seed)
