@@ -103,9 +103,10 @@ def _holders_of(world: SceneGraphState, recall: GoalRecall, mention: str) -> lis
 
 
 def _names(recall: GoalRecall, mention: str, node: SceneNode) -> bool:
-    """Whether ``mention`` names ``node`` by id, label or synonym (not by a partial label)."""
+    """Whether ``mention`` names ``node`` by id, label or synonym (not by a partial label or
+    a brand)."""
     match = recall.matches(mention, node)
-    return match is not None and match.kind != "partial"
+    return match is not None and match.kind not in ("partial", "brand")
 
 
 def _in_state(world: SceneGraphState, recall: GoalRecall, label: str,

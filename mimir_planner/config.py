@@ -224,6 +224,8 @@ class PlannerConfig:
         synonyms: Label -> other names of the same thing (the always-available recall path).
         categories: Category -> its members (fruit, condiment, dry goods ...), the offline
             planner's knowledge of which things go together.
+        brands: Label -> brand and product names things of that label are known by (a Froot
+            Loops box is a cereal box); the offline planner's knowledge of what a brand is.
         attributes: Colour and pattern words the offline planner checks against memory.
         clutter: Free space a pick candidate needs beside it.
         primitive_descriptions: Abstract primitive -> one line shown to the planner.
@@ -245,6 +247,7 @@ class PlannerConfig:
                                         "microwave", "oven", "dishwasher", "box")
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     categories: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    brands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     primitive_descriptions: Mapping[str, str] = field(default_factory=dict)
     embodiments: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {"sim_tidybot": {p: p for p in ABSTRACT_PRIMITIVES}}
@@ -324,8 +327,8 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
     cfg_path = Path(path) if path is not None else DEFAULT_PLANNER_CONFIG
     raw = settings.read_mapping(cfg_path, "planner config", PlannerConfigError)
     sections = {"recall", "retrieval", "planner", "gate", "attributes", "clutter", "fixture_labels",
-                "openable_labels", "synonyms", "categories", "primitives", "embodiments",
-                "aliases"}
+                "openable_labels", "synonyms", "categories", "brands", "primitives",
+                "embodiments", "aliases"}
     settings.refuse_unknown(raw, sections, str(cfg_path), PlannerConfigError)
     extra: dict[str, Any] = {}
     if "fixture_labels" in raw:
@@ -350,6 +353,7 @@ def load_planner_config(path: Path | str | None = None) -> PlannerConfig:
         clutter=_section(ClutterConfig, "clutter", raw.get("clutter")),
         synonyms=_string_lists("synonyms", raw.get("synonyms")),
         categories=_string_lists("categories", raw.get("categories")),
+        brands=_string_lists("brands", raw.get("brands")),
         aliases=_string_lists("aliases", raw.get("aliases")),
         base_dir=cfg_path.resolve().parent,
         **extra,

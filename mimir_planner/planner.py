@@ -195,6 +195,7 @@ class PlannerSession:
             embedder=embedder,
             categories=CategoryTable(config.categories),
             attributes=AttributeTable(config.attributes),
+            brands=CategoryTable(config.brands),
         )
         self.grounder = Grounder(self.recall, self.registry)
         self.policy: PlannerPolicy = policy or OfflinePlanner(self.registry, self.recall)

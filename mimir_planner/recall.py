@@ -474,11 +474,13 @@ class GoalRecall:
         embedder: TextEmbedder | None = None,
         categories: CategoryTable | None = None,
         attributes: AttributeTable | None = None,
+        brands: CategoryTable | None = None,
     ) -> None:
         self.config = config
         self.synonyms = synonyms
         self.categories = categories or CategoryTable()
         self.attributes = attributes or AttributeTable()
+        self.brands = brands or CategoryTable()
         self.embedder = embedder
         self._is_fixture = is_fixture or (lambda label: False)
 
@@ -500,17 +502,20 @@ class GoalRecall:
         if mention_words and mention_words <= label_words:
             return EvidenceItem("partial", f"'{mention}' is part of label '{node.label}'",
                                 0.5 * cfg.label_weight)
+        if self.brands.member(cm, cl):
+            return EvidenceItem("brand", f"a '{mention}' is a {node.label} by its brand",
+                                0.5 * cfg.label_weight)
         return None
 
     def resolve(self, world: SceneGraphState, mention: str, *,
                 partial: bool = False) -> list[str]:
         """Node ids a mention names lexically, best first (explicit id, then label, synonym;
         with ``partial``, then labels whose words are all among the mention's or the other
-        way round)."""
+        way round, and labels the mention's brand names)."""
         scored = []
         for node in world.nodes.values():
             ev = self.matches(mention, node)
-            if ev is not None and (partial or ev.kind != "partial"):
+            if ev is not None and (partial or ev.kind not in ("partial", "brand")):
                 scored.append((-ev.score, node.node_id))
         return [nid for _, nid in sorted(scored)]
 
@@ -647,7 +652,8 @@ class GoalRecall:
         (``apple``); then each candidate is checked against memory's knowledge of its
         attributes: known to carry them (kept first, with ``attribute`` evidence), known to
         contradict them (left out), or unknown (left out when ``query.require_attributes``,
-        else kept after the known ones).
+        else kept after the known ones). A mention without attribute words leaves out what
+        only its brand names (a cereal box is not known to be "the Trix box").
 
         Raises:
             RecallError: Empty object description.
@@ -708,6 +714,13 @@ class GoalRecall:
         misses: list[tuple[str, str]] = []
         if described is not None:
             out, misses = self._described(world, described, out, query.require_attributes)
+        else:
+            # a brand says what kind of thing it is, not which of them: without a described
+            # look to tell them apart, a cereal box is not known to be the Trix box
+            misses = [(c.node_id, f"a {c.label}, not known to be the '{obj}' (its brand "
+                       "needs a described look or a model that reads labels)")
+                      for c in out if any(e.kind == "brand" for e in c.evidence)]
+            out = [c for c in out if not any(e.kind == "brand" for e in c.evidence)]
         out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
         return Recalled(out[: cfg.max_candidates], described, tuple(misses))
 

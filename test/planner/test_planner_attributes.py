@@ -255,3 +255,57 @@ def test_two_colours_asked_and_part_of_them_remembered(tmp_path: Path, remembere
         assert [c.node_id for c in loose] == ([] if verdict == "contradicts" else [can])
     finally:
         world.close()
+
+
+def _thing(world: WorldMemory, kit, holder: str, label: str, **props: str) -> str:
+    """A thing of ``label`` remembered in ``holder``, with the given properties known."""
+    x, y, z = kit.fixtures[holder].position
+    node = world.add_node(label, (x, y, z - 0.05), stamp=3.0).payload["node_id"]
+    world.set_parent(node, holder, "container", stamp=4.0)
+    for name, value in props.items():
+        world.set_property(node, name, value, confidence=0.9, stamp=5.0)
+    return str(node)
+
+
+def test_a_brand_names_its_kind_and_the_described_look_picks_which(kitchen_of) -> None:
+    """The Froot Loops box is a cereal box by the brand table; of the two remembered, the one
+    whose remembered look is the described one. Without a described look, or with a look
+    memory does not know, no cereal box is taken for the branded one."""
+    world, task, kit = kitchen_of([
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.6, 1.6), contents=("cereal box",))),
+        ("cabinet_2", Fixture("cabinet", (1.1, -0.6, 1.6), contents=("cereal box",))),
+    ])
+    yellow = _thing(world, kit, "cabinet_1", "cereal box", color="yellow", pattern="plain")
+    checked = _thing(world, kit, "cabinet_2", "cereal box", color="red blue",
+                     pattern="checked")
+    session = session_for(world, task)
+    grounder = session.grounder
+    (spec,) = parse_instruction(
+        "Find the Froot Loops box, the red one with the blue check pattern.").goals
+    grounded = grounder.ground("g1", spec, world.state, [], RobotContext())
+    assert isinstance(grounded, GroundedGoal) and grounded.candidate.node_id == checked
+    assert any(e.kind == "brand" for e in grounded.candidate.evidence)
+    (spec,) = parse_instruction("Find the Corn Flakes box, the yellow one.").goals
+    grounded = grounder.ground("g1", spec, world.state, [], RobotContext())
+    assert isinstance(grounded, GroundedGoal) and grounded.candidate.node_id == yellow
+
+    # the brand alone: either box could be it
+    assert session.recall.recall(world.state, RecallQuery(obj="trix box")) == []
+    recalled = session.recall.recall_described(world.state, RecallQuery(obj="trix box"))
+    assert {n for n, _ in recalled.misses} == {yellow, checked}
+    assert all("not known to be the 'trix box'" in why for _, why in recalled.misses)
+    # a look memory does not hold: the purple box is not among those remembered
+    result = session.run_instruction(
+        "Find the Trix box, the purple one with the yellow check pattern.", kit)
+    assert task.status("g001_find") is GoalStatus.BLOCKED, result.reason
+    # a brand names no place, and not a thing the answers list by name
+    assert session.recall.resolve(world.state, "froot loops box") == []
+    assert checked in session.recall.resolve(world.state, "froot loops box", partial=True)
+
+
+def test_a_malformed_brand_table_is_refused(tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[2] / "config" / "planner.yaml").read_text()
+    bad = tmp_path / "planner.yaml"
+    bad.write_text(text.replace("  ketchup: [heinz]", "  ketchup: heinz"), encoding="utf-8")
+    with pytest.raises(PlannerConfigError, match="brands"):
+        load_planner_config(bad)
