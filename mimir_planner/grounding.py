@@ -134,6 +134,9 @@ class Grounder:
         self.likeness: Likeness | None = None
         """Judges which remembered node looks most like a reference (``looks like`` goals);
         None while no keyframes are there to look at."""
+        self.seen_well: Callable[[SceneNode], bool] | None = None
+        """Whether some keyframe shows a node well enough to measure its look; None while no
+        keyframes are there to look at."""
 
     # ------------------------------------------------------------------ helpers
     def mention_of(self, spec: GoalSpec) -> str | None:
@@ -311,6 +314,7 @@ class Grounder:
         inspected: Collection[str] = (),
         inspected_now: Collection[str] = (),
         require_attributes: bool = True,
+        moved_now: Collection[str] = (),
     ) -> GroundingResult:
         """Ground a goal, or say what to explore, or block it.
 
@@ -325,6 +329,9 @@ class Grounder:
             inspected: Fixtures known to have been inspected (beyond recorded contents).
             inspected_now: Fixtures inspected during the current instruction; exploration
                 does not look into them again.
+            moved_now: What the robot moved to during the current instruction: a likeness
+                reference no keyframe shows well enough is looked at from in front of its
+                holder once, not again.
             require_attributes: Attribute words of the object (``green`` of ``green apple``)
                 fail closed: only a remembered instance memory knows to carry them is a
                 candidate, and when memory holds instances but none is known to carry them the
@@ -371,7 +378,7 @@ class Grounder:
 
         narrowed = self._as_described(goal_id, spec, world, admissible, dropped,
                                       require_attributes=require_attributes,
-                                      explore_more=explore_more)
+                                      explore_more=explore_more, moved_now=moved_now)
         if not isinstance(narrowed, list):
             return narrowed
         admissible = narrowed
@@ -437,14 +444,15 @@ class Grounder:
 
     def _alike(self, goal_id: str, spec: GoalSpec, world: SceneGraphState,
                admissible: Sequence[Candidate], dropped: list[tuple[str, str]], *,
-               require_attributes: bool, explore_more: Callable[[str], GroundingResult]
-               ) -> list[Candidate] | GroundingResult:
+               require_attributes: bool, explore_more: Callable[[str], GroundingResult],
+               moved_now: Collection[str] = ()) -> list[Candidate] | GroundingResult:
         """The admissible candidates of a ``looks like`` goal: the one that looks most like
         the reference (never the reference itself). A planner that judges appearance itself
-        (``require_attributes`` False) gets every other candidate. Otherwise, when no other
-        candidate is remembered or the matcher abstains, ``explore_more`` says where to look
-        next (or blocks); a reference memory does not hold, or holds several of equally well
-        named (a label beats a synonym), blocks."""
+        (``require_attributes`` False) gets every other candidate. Otherwise, a reference no
+        keyframe shows well enough is looked at first, from in front of its holder (once an
+        instruction); when no other candidate is remembered or the matcher abstains,
+        ``explore_more`` says where to look next (or blocks); a reference memory does not hold,
+        or holds several of equally well named (a label beats a synonym), blocks."""
         like = spec.like or ""
         refs = self.recall.resolve(world, like)
         if spec.like_at is not None:
@@ -485,6 +493,15 @@ class Grounder:
                                 "remembered")
         if self.likeness is None:
             return explore_more("likeness cannot be judged without keyframes")
+        ref_node = world.nodes[reference]
+        if self.seen_well is not None and not self.seen_well(ref_node):
+            holder = self.holder_of(world, Candidate(reference, ref_node.label, ref_node.parent,
+                                                     ref_node.parent_relation, 0.0, ()))
+            if holder is not None and holder not in moved_now:
+                return Exploration(
+                    goal_id, spec, holder,
+                    f"no keyframe shows the reference {reference} well enough to compare "
+                    f"with; look at it from in front of {holder}", (holder,), tuple(dropped))
         answer = self.likeness(world.nodes[reference],
                                [world.nodes[c.node_id] for c in others])
         if answer.best is None:
@@ -495,14 +512,16 @@ class Grounder:
     def _as_described(self, goal_id: str, spec: GoalSpec, world: SceneGraphState,
                       admissible: list[Candidate], dropped: list[tuple[str, str]], *,
                       require_attributes: bool,
-                      explore_more: Callable[[str], GroundingResult]
+                      explore_more: Callable[[str], GroundingResult],
+                      moved_now: Collection[str] = ()
                       ) -> list[Candidate] | GroundingResult:
         """The admissible candidates that also fit what the goal says of the object beyond
         its name: that it looks like a reference (:meth:`_alike`), that it has room to grasp
         (:meth:`_roomy`); or where to look next when none does."""
         if spec.like is not None and spec.kind is GoalKind.FIND:
             liked = self._alike(goal_id, spec, world, admissible, dropped,
-                                require_attributes=require_attributes, explore_more=explore_more)
+                                require_attributes=require_attributes, explore_more=explore_more,
+                                moved_now=moved_now)
             if not isinstance(liked, list):
                 return liked
             admissible = liked

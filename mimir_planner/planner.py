@@ -251,6 +251,11 @@ class PlannerSession:
         return frozenset(h.target for h in self.instruction_history()
                          if h.executed and h.primitive == "inspect" and h.success)
 
+    def moved_now(self) -> frozenset[str]:
+        """What the robot moved to successfully during the current instruction."""
+        return frozenset(h.target for h in self.instruction_history()
+                         if h.executed and h.primitive == "move_to" and h.success)
+
     def _persistent(self, entry: HistoryEntry) -> bool:
         words = self.config.loop.persistent_failures
         kind = failure_kind(entry)
@@ -558,7 +563,7 @@ class PlannerSession:
             grounding = self.grounder.ground(
                 goal.goal_id, bound_spec(goal, spec), world, self.task.failed_bindings,
                 self.robot(), visited=self.visited, chooser=self.chooser, inspected=inspected,
-                inspected_now=self.inspected_now(),
+                inspected_now=self.inspected_now(), moved_now=self.moved_now(),
                 require_attributes=self.attributes_fail_closed)
         focus: list[str] = []
         if isinstance(grounding, GroundedGoal):
@@ -1007,6 +1012,7 @@ class PlannerSession:
                           sightings=self.world.sightings)
         self.recall.attributes.appearance = looks.words
         self.grounder.likeness = looks.likeness
+        self.grounder.seen_well = lambda node: bool(looks.look(node).appearances)
         if self.retriever is not None and isinstance(self.retriever.reasoner,
                                                      OfflineRetrievalReasoner):
             min_confidence = self.config.attributes.min_confidence

@@ -389,6 +389,57 @@ def test_a_cup_reading_where_a_mug_stands_is_not_the_reference(cups, tmp_path: P
     store.close()
 
 
+class _CloseLook:
+    """The test kitchen, whose cameras see the counter's cup up close once the robot stands in
+    front of the counter: a sighting of it and the frame it came from."""
+
+    def __init__(self, kit: Any, world: WorldMemory, store: KeyframeStore, cup: str,
+                 colour_bgr: tuple[int, int, int]) -> None:
+        self.kit, self.world, self.store, self.cup, self.colour = kit, world, store, cup, colour_bgr
+
+    def execute(self, step: Any) -> Any:
+        outcome = self.kit.execute(step)
+        if step.primitive == "move_to" and step.target == "counter_1":
+            node = self.world.state.nodes[self.cup]
+            stamp = outcome.stamp + 0.5
+            self.world.ingest([observation("cup", node.centroid, 0.045, stamp, camera="pole")])
+            x, y, z = node.centroid
+            self.store.save(_frame(self.colour, 17, seed=60), timestamp=stamp, camera="pole",
+                            trigger=Trigger.NODE_UPDATE, node_ids=[self.cup],
+                            camera_view=_view((x - 0.6, y, z)))
+        return outcome
+
+
+def test_a_reference_no_frame_shows_well_is_looked_at_first(cups, tmp_path: Path) -> None:
+    """The cup on the counter was only seen from across the room (no keyframe shows it well
+    enough to compare): the planner goes to look at it from in front of the counter, then
+    compares. Where looking did not help, it looks for other cups and says why."""
+    world, task, kit = cups
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    reference = _cup_on_counter(world, kit, None, GREEN, parent=False)
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.",
+                                     _CloseLook(kit, world, store, reference, GREEN))
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    assert kit.executed[0].primitive == "move_to" and kit.executed[0].target == "counter_1"
+    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+
+    # a second instruction where the close look shows nothing new: one look, then on
+    blind = _cup_on_counter(world, kit, None, GREEN, parent=False, dy=-0.3)
+    for k in range(3):
+        world.record_miss(reference, stamp=300.0 + k, camera="pole", reason="expected in view")
+    before = len(kit.executed)
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.",
+                                     kit)
+    moves = [s.target for s in kit.executed[before:] if s.primitive == "move_to"]
+    assert moves.count("counter_1") == 1, moves
+    assert task.status("g002_find") is GoalStatus.BLOCKED
+    assert f"no keyframe shows {blind} well enough" in result.reason
+    store.close()
+
+
 def test_two_cups_alike_to_the_reference_block_and_say_so(cups, tmp_path: Path) -> None:
     world, task, kit = cups
     store = KeyframeStore.open(tmp_path / "keyframes")
