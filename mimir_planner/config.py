@@ -113,8 +113,9 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
             the node to look, once, before it falls back to inspecting the holder.
         holder_margin_m: Margin around a fixture's box within which the base of an object
             without a remembered parent counts as held by that fixture (m).
-        holder_max_distance_m: Failing that, the fixture whose box comes nearest to the
-            object's base within this distance counts as its holder (m).
+        holder_max_distance_m: Failing that, the fixture whose top is not below the object's
+            base and whose box comes nearest to it within this distance counts as its holder
+            (m); a fixture whose box starts above the base never does.
     """
 
     step_budget: int = 12
@@ -133,7 +134,7 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
     find_accepts_sighting: bool = False
     sighting_min_observations: int = 2
     holder_margin_m: float = 0.1
-    holder_max_distance_m: float = 0.3
+    holder_max_distance_m: float = 0.5
 
     def __post_init__(self) -> None:
         super().__post_init__()

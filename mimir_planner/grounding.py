@@ -199,13 +199,14 @@ class Grounder:
 
         In order: the fixture whose remembered contents list it; the nearest fixture among its
         remembered ancestors; for an object without a remembered parent, where its base (the
-        centroid lowered to the bottom of its box: a thing rests on what is under it) lies:
-        the fixture whose box holds the base or passes it by at most ``holder_margin_m`` (the
-        closest, then the smallest, so a drawer beats the counter around it), else the fixture
-        whose box comes nearest to the base within ``holder_max_distance_m``. A cup on the
-        counter under a wall cabinet is on the counter even where the counter's remembered
-        box ends a little short of it. None for fixtures themselves and for objects no
-        fixture holds.
+        centroid lowered to the bottom of its box: a thing rests on what is under it) lies,
+        among fixtures whose box does not start above the base: the fixture whose box holds
+        the base or passes it by at most ``holder_margin_m`` (the closest, then the smallest,
+        so a drawer beats the counter around it), else the fixture whose top is not below the
+        base (by more than the margin) and whose box comes nearest to it within
+        ``holder_max_distance_m``. A cup on the counter under a wall cabinet is on the counter
+        even where the counter's remembered box ends short of it. None for fixtures themselves
+        and for objects no fixture holds.
         """
         if cand.content_item is not None:
             return cand.node_id
@@ -225,13 +226,16 @@ class Grounder:
         for other in world.nodes.values():
             if other.node_id == node.node_id or not self.registry.is_fixture(other):
                 continue
+            if other.bbox_min[2] > base[2] + loop.holder_margin_m:
+                continue  # a fixture above the thing (a wall cabinet over the counter) holds none
             gap = _box_gap(base, other)
             if gap <= loop.holder_margin_m:
                 volume = math.prod(max(b - a, 0.0) for a, b in zip(
                     other.bbox_min, other.bbox_max, strict=True))
                 inside.append((gap, volume, other.node_id))
-            elif gap <= loop.holder_max_distance_m:
-                near.append((gap, other.node_id))
+            elif gap <= loop.holder_max_distance_m \
+                    and base[2] <= other.bbox_max[2] + loop.holder_margin_m:
+                near.append((gap, other.node_id))  # past where its box ends, not above it
         if inside:
             return min(inside)[2]
         return min(near)[1] if near else None

@@ -524,13 +524,15 @@ def test_holder_inference_and_object_aware_contradictions(run1) -> None:
 @pytest.mark.parametrize(("centre", "expected"), [
     ((0.96, 0.94, 0.81), "counter_1"),  # on the counter, under the wall cabinet
     ((1.00, 1.10, 1.12), "cabinet_1"),  # on the cabinet's shelf
-    ((0.20, 1.10, 0.20), None),  # on the floor, away from both
+    ((0.10, 1.10, 0.20), None),  # on the floor, away from both
+    ((1.01, 0.30, 0.82), "counter_1"),  # 38 cm past the end of the counter's box, on its level
 ])
 def test_a_thing_without_a_parent_rests_on_what_is_under_it(
         tmp_path: Path, centre: tuple[float, float, float], expected: str | None) -> None:
-    """Remembered boxes as a noisy Long Horizon run left them: a long counter whose box
-    ends 7 cm below the base of a cup standing on it, a wall cabinet over it. The cup's
-    centroid is nearer the cabinet's than the long counter's; its base is on the counter."""
+    """Remembered boxes as noisy Long Horizon runs left them: a long counter whose box ends
+    7 cm below the base of a cup standing on it, a wall cabinet over it. The cup's centroid is
+    nearer the cabinet's than the long counter's; its base is on the counter. Where the
+    counter's box ends short of the cup, the cabinet above it still holds nothing."""
     world = WorldMemory.open(tmp_path / "world.db")
     for label, lo, hi in (("counter", (0.70, 0.68, 0.02), (1.26, 2.95, 0.69)),
                           ("cabinet", (0.28, 0.77, 1.01), (1.30, 1.43, 1.42))):
