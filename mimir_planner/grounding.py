@@ -366,9 +366,14 @@ class Grounder:
             return Blocked(goal_id, spec, str(err))
         recalled = found.candidates
         if query.require_attributes and not recalled and found.described and found.misses:
-            return Blocked(goal_id, spec,
-                           self.recall.attributes.unmet(found.described, found.misses),
-                           found.misses)
+            unmet = self.recall.attributes.unmet(found.described, found.misses)
+            closer = self._closer_look(world, found.unknown, moved_now, inspected_now)
+            if closer is not None:
+                node_id, holder = closer
+                return Exploration(goal_id, spec, holder,
+                                   f"{unmet}; look at {node_id} closer in {holder}",
+                                   (holder,), found.misses)
+            return Blocked(goal_id, spec, unmet, found.misses)
         admissible, dropped, content_hints = self._admissible(
             spec, recalled, world, failed, mention=mention, source=source)
 
@@ -432,6 +437,29 @@ class Grounder:
             dropped=tuple(dropped),
             holder=self.holder_of(world, chosen) if spec.kind is GoalKind.FIND else None,
         )
+
+    def _closer_look(self, world: SceneGraphState, unknown: Sequence[str],
+                     moved_now: Collection[str], inspected_now: Collection[str]
+                     ) -> tuple[str, str] | None:
+        """(node, holder) of the first node whose asked look memory does not know that a
+        closer look may tell: its holder not yet looked into (a fixture that opens) or
+        visited (a surface) during this instruction; None when every such look was had, or
+        when the planner reads no keyframes (a look would add nothing it can read)."""
+        if self.seen_well is None:
+            return None
+        for node_id in unknown:
+            node = world.nodes.get(node_id)
+            if node is None:
+                continue
+            holder = self.holder_of(world, Candidate(node_id, node.label, node.parent,
+                                                     node.parent_relation, 0.0, ()))
+            fixture = world.nodes.get(holder or "")
+            if holder is None or fixture is None or _prop(fixture, "locked") is True:
+                continue
+            opens = self.registry.config.is_openable_label(fixture.label)
+            if holder not in (inspected_now if opens else moved_now):
+                return node_id, holder
+        return None
 
     def _at(self, world: SceneGraphState, node_id: str, places: Collection[str]) -> bool:
         """Whether a remembered object stands at one of ``places`` now: its parent is one,

@@ -300,11 +300,14 @@ class Recalled:
         described: The mention's attribute words, when it has any.
         misses: Candidates left out for their attributes: (node id, why); a listed item's
             node id is written ``fixture (item)``.
+        unknown: The remembered nodes among the misses whose attributes memory does not know
+            (neither carried nor contradicted): a closer look may tell.
     """
 
     candidates: list[Candidate]
     described: Described | None = None
     misses: tuple[tuple[str, str], ...] = ()
+    unknown: tuple[str, ...] = ()
 
 
 class TextEmbedder(Protocol):
@@ -712,8 +715,10 @@ class GoalRecall:
             ))
         out = self._constrain(world, query, out)
         misses: list[tuple[str, str]] = []
+        unknown: list[str] = []
         if described is not None:
-            out, misses = self._described(world, described, out, query.require_attributes)
+            out, misses, unknown = self._described(world, described, out,
+                                                   query.require_attributes)
         else:
             # a brand says what kind of thing it is, not which of them: without a described
             # look to tell them apart, a cereal box is not known to be the Trix box
@@ -722,14 +727,16 @@ class GoalRecall:
                       for c in out if any(e.kind == "brand" for e in c.evidence)]
             out = [c for c in out if not any(e.kind == "brand" for e in c.evidence)]
         out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
-        return Recalled(out[: cfg.max_candidates], described, tuple(misses))
+        return Recalled(out[: cfg.max_candidates], described, tuple(misses), tuple(unknown))
 
     def _described(self, world: SceneGraphState, described: Described,
                    candidates: list[Candidate], require: bool
-                   ) -> tuple[list[Candidate], list[tuple[str, str]]]:
-        """Candidates that may carry the attributes (with evidence), and those left out."""
+                   ) -> tuple[list[Candidate], list[tuple[str, str]], list[str]]:
+        """Candidates that may carry the attributes (with evidence), those left out, and the
+        remembered nodes left out because their attributes are unknown."""
         kept: list[Candidate] = []
         misses: list[tuple[str, str]] = []
+        unknown: list[str] = []
         weight = self.config.label_weight
         for cand in candidates:
             verdict, why = self.attributes.verdict(described, world, cand)
@@ -737,13 +744,15 @@ class GoalRecall:
                 f"{cand.node_id} ({cand.content_item})"
             if verdict == "contradicts" or (verdict == "unknown" and require):
                 misses.append((name, why))
+                if verdict == "unknown" and cand.content_item is None:
+                    unknown.append(cand.node_id)
                 continue
             score = weight if verdict == "carries" else 0.0
             evidence = EvidenceItem("attribute", why, score)
             kept.append(replace(cand, score=cand.score + score,
                                 evidence=tuple(sorted((*cand.evidence, evidence),
                                                       key=lambda e: -e.score))))
-        return kept, misses
+        return kept, misses, unknown
 
     def describes(self, world: SceneGraphState, mention: str, node: SceneNode,
                   item: str | None = None) -> bool:

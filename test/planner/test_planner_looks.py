@@ -110,8 +110,51 @@ def test_keyframes_without_a_camera_view_leave_the_colour_unknown(kitchen,
     _apple_seen(world, kit, store, "cabinet_2", GREEN, stamp=20.0, with_view=False)
     session = session_for(world, task, keyframes=store)
     result = session.run_instruction("Find the green apple.", kit)
-    assert task.status("g001_find") is GoalStatus.BLOCKED and kit.executed == []
+    # it looks closer into each cabinet once; the frames it gets show nothing it can read
+    inspected = [s.target for s in kit.executed if s.primitive == "inspect"]
+    assert sorted(inspected) == ["cabinet_1", "cabinet_2"], kit.executed
+    assert task.status("g001_find") is GoalStatus.BLOCKED
     assert "colour not known" in result.reason
+    store.close()
+
+
+class _WristViews:
+    """The test kitchen, whose wrist camera sees what a cabinet holds when it is inspected:
+    a sighting of each remembered thing in it and the frame it came from."""
+
+    def __init__(self, kit: Any, world: WorldMemory, store: KeyframeStore,
+                 colours: dict[str, tuple[int, int, int]]) -> None:
+        self.kit, self.world, self.store, self.colours = kit, world, store, colours
+
+    def execute(self, step: Any) -> Any:
+        outcome = self.kit.execute(step)
+        if step.primitive == "inspect" and outcome.feedback.success:
+            for child in sorted(self.world.state.children.get(step.target, ())):
+                node = self.world.state.nodes[child]
+                stamp = outcome.stamp + 0.25
+                self.world.ingest([observation(node.label, node.centroid, 0.045, stamp,
+                                               camera="wrist")])
+                x, y, z = node.centroid
+                self.store.save(_frame(self.colours[step.target], 17, seed=70), timestamp=stamp,
+                                camera="wrist", trigger=Trigger.INTERACTION_POST,
+                                node_ids=[child], camera_view=_view((x - 0.6, y, z)))
+        return outcome
+
+
+def test_a_thing_of_unknown_colour_is_looked_at_closer(kitchen, tmp_path: Path) -> None:
+    """Both apples were seen from afar only (colour unknown): the planner looks into their
+    cabinets, the wrist camera shows one green, and that one is the answer."""
+    world, task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    red = _apple_seen(world, kit, store, "cabinet_1", None, stamp=10.0)
+    green = _apple_seen(world, kit, store, "cabinet_2", None, stamp=20.0)
+    session = session_for(world, task, keyframes=store)
+    robot = _WristViews(kit, world, store, {"cabinet_1": RED, "cabinet_2": GREEN})
+    result = session.run_instruction("Find the green apple.", robot)
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+    assert "inspect" in [s.primitive for s in kit.executed]
+    assert red not in (s.target for s in kit.executed)
     store.close()
 
 
