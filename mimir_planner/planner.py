@@ -822,7 +822,22 @@ class PlannerSession:
             return StepRecord(call, goal.goal_id, "rejected_finish", detail=result.reason)
         self.history.append(HistoryEntry(goal.goal_id, "finish", goal.goal_id, True, detail))
         self.answer_entities[goal.goal_id] = self._named(goal, spec, detail, ctx.grounding)
+        self._learn_brand(spec, ctx.grounding)
         return StepRecord(call, goal.goal_id, "completed", detail=detail)
+
+    def _learn_brand(self, spec: GoalSpec | None, grounding: GroundingResult | None) -> None:
+        """After a find that took a thing for a branded one by its described look ("the Corn
+        Flakes box, the yellow one"), the brand names that thing for the rest of the session:
+        "which cabinet held the Corn Flakes box" needs no description again."""
+        if spec is None or spec.kind is not GoalKind.FIND or spec.obj is None \
+                or not isinstance(grounding, GroundedGoal):
+            return
+        cand = grounding.candidate
+        if cand.content_item is not None or not any(e.kind == "brand" for e in cand.evidence):
+            return
+        described = self.recall.attributes.split(spec.obj)
+        self.recall.learn_name(described.base if described is not None else spec.obj,
+                               cand.node_id)
 
     def _named(self, goal: Goal, spec: GoalSpec | None, text: str,
                grounding: GroundingResult | None) -> tuple[NamedEntity, ...]:

@@ -484,6 +484,8 @@ class GoalRecall:
         self.categories = categories or CategoryTable()
         self.attributes = attributes or AttributeTable()
         self.brands = brands or CategoryTable()
+        # names a find established for a node (a brand identified by its described look)
+        self._learned: dict[str, str] = {}
         self.embedder = embedder
         self._is_fixture = is_fixture or (lambda label: False)
 
@@ -495,6 +497,9 @@ class GoalRecall:
         cm, cl = canon(mention), canon(node.label)
         if cm == cl:
             return EvidenceItem("label", f"label '{node.label}' matches", cfg.label_weight)
+        if self._learned.get(cm) == node.node_id:
+            return EvidenceItem("label", f"taken for the '{mention}' by an earlier find",
+                                cfg.label_weight)
         if self.synonyms.same(cm, cl):
             return EvidenceItem("synonym", f"'{node.label}' is a synonym of '{mention}'",
                                 cfg.synonym_weight)
@@ -509,6 +514,11 @@ class GoalRecall:
             return EvidenceItem("brand", f"a '{mention}' is a {node.label} by its brand",
                                 0.5 * cfg.label_weight)
         return None
+
+    def learn_name(self, name: str, node_id: str) -> None:
+        """From now on ``name`` names ``node_id`` as its label would (a brand a find took the
+        node for by its described look)."""
+        self._learned[canon(name)] = node_id
 
     def resolve(self, world: SceneGraphState, mention: str, *,
                 partial: bool = False) -> list[str]:

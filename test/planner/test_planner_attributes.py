@@ -302,6 +302,16 @@ def test_a_brand_names_its_kind_and_the_described_look_picks_which(kitchen_of) -
     assert session.recall.resolve(world.state, "froot loops box") == []
     assert checked in session.recall.resolve(world.state, "froot loops box", partial=True)
 
+    # once a find took the checked box for the Froot Loops box, the brand alone names it
+    result = session.run_instruction(
+        "Find the Froot Loops box, the red one with the blue check pattern.", kit)
+    assert task.status("g002_find") is GoalStatus.COMPLETED, result.reason
+    assert session.recall.resolve(world.state, "froot loops box") == [checked]
+    session.run_instruction("Which cabinet held the Froot Loops box?", kit)
+    assert task.status("g003_question") is GoalStatus.COMPLETED
+    assert task.state.answers["g003_question"].startswith("cabinet_2"), task.state.answers
+    assert session.recall.recall(world.state, RecallQuery(obj="corn flakes box")) == []
+
 
 def test_a_malformed_brand_table_is_refused(tmp_path: Path) -> None:
     text = (Path(__file__).resolve().parents[2] / "config" / "planner.yaml").read_text()
