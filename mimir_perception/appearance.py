@@ -473,30 +473,48 @@ class Attribute:
     why: str
 
 
+def _colour_word(lab: Lab, share: float,
+                 config: AppearanceConfig) -> Attribute:
+    """The most confident colour region of one CIELAB colour."""
+    cfg = config.naming
+    margins = (cfg.hue_margin_deg, cfg.lightness_margin, cfg.chroma_margin)
+    scored = sorted(((region.score(lab, margins), region.word)
+                     for region in config.colours), reverse=True)
+    best, word = scored[0]
+    runner = scored[1][0] if len(scored) > 1 else 0.0
+    confidence = max(0.0, best - runner) if runner > 0 else best
+    hue = math.degrees(math.atan2(lab[2], lab[1])) % 360.0
+    return Attribute(word, confidence,
+                     f"{share:.0%} of the object at L {lab[0]:.0f}, hue {hue:.0f} deg, "
+                     f"chroma {math.hypot(lab[1], lab[2]):.0f}")
+
+
 def colour_words(appearance: Appearance, config: AppearanceConfig) -> list[Attribute]:
     """The colour word of each main colour that counts (the second only when it covers
     ``pattern.second_share_min`` and differs in hue or chroma, not only in shading), the most
     confident region per colour, main colour first."""
-    cfg = config.naming
-    margins = (cfg.hue_margin_deg, cfg.lightness_margin, cfg.chroma_margin)
     out: list[Attribute] = []
     for index, (lab, share) in enumerate(appearance.colours):
         if index > 0 and share < config.pattern.second_share_min:
             break
         if index > 0 and appearance.chroma_delta() < config.pattern.chroma_delta_min:
             break  # the same colour, shaded
-        scored = sorted(((region.score(lab, margins), region.word)
-                         for region in config.colours), reverse=True)
-        best, word = scored[0]
-        runner = scored[1][0] if len(scored) > 1 else 0.0
-        confidence = max(0.0, best - runner) if runner > 0 else best
-        if confidence < cfg.min_confidence or any(a.word == word for a in out):
+        attribute = _colour_word(lab, share, config)
+        if attribute.confidence < config.naming.min_confidence \
+                or any(a.word == attribute.word for a in out):
             continue
-        hue = math.degrees(math.atan2(lab[2], lab[1])) % 360.0
-        out.append(Attribute(word, confidence,
-                             f"{share:.0%} of the object at L {lab[0]:.0f}, hue {hue:.0f} deg, "
-                             f"chroma {math.hypot(lab[1], lab[2]):.0f}"))
+        out.append(attribute)
     return out
+
+
+def main_colour_word(appearance: Appearance, config: AppearanceConfig) -> Attribute | None:
+    """The colour word of the object's main colour (the larger), or None when it is not
+    named with ``naming.min_confidence`` (a label's or a part's colour is never the main)."""
+    if not appearance.colours:
+        return None
+    lab, share = appearance.colours[0]
+    attribute = _colour_word(lab, share, config)
+    return attribute if attribute.confidence >= config.naming.min_confidence else None
 
 
 def pattern_word(appearance: Appearance, config: AppearanceConfig) -> Attribute:

@@ -47,6 +47,7 @@ from mimir_perception.appearance import (
     colour_words,
     describe,
     distance,
+    main_colour_word,
     match_distances,
     object_mask,
     pattern_word,
@@ -55,8 +56,9 @@ from mimir_perception.errors import AppearanceError
 
 LOG = logging.getLogger(__name__)
 
-#: Attribute kinds as the planner's attribute table names them.
-KINDS = ("color", "pattern")
+#: Attribute kinds as the planner's attribute table names them, and ``main``: the colour word
+#: of the main colour alone (not a label's or a part's).
+KINDS = ("color", "pattern", "main")
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,9 @@ class NodeLooks:
             for attribute in colour_words(appearance, self.config):
                 pooled["color"][attribute.word] = (pooled["color"].get(attribute.word, 0.0)
                                                    + attribute.confidence)
+            main = main_colour_word(appearance, self.config)
+            if main is not None:
+                pooled["main"][main.word] = pooled["main"].get(main.word, 0.0) + main.confidence
             pattern = pattern_word(appearance, self.config)
             pooled["pattern"][pattern.word] = (pooled["pattern"].get(pattern.word, 0.0)
                                                + pattern.confidence)

@@ -233,16 +233,31 @@ class AttributeTable:
                 why.append(f"keyframes: {seen_why}")
         return frozenset(known), " and ".join(why)
 
+    def main_colours(self, node: SceneNode) -> frozenset[str]:
+        """The colours memory knows the node to be as a whole: its colour properties and
+        label words, and the main colour its keyframes show (not a label's or a part's)."""
+        known, _ = self._property_words(node, "color")
+        known |= {w for k, w in self._name_words(node.label) if k == "color"}
+        if self.appearance is not None:
+            seen, _ = self.appearance(node, "main", self.min_confidence)
+            known |= {e[1] for w in seen if (e := self._kind.get(canon(w))) is not None
+                      and e[0] == "color"}
+        return frozenset(known)
+
     def verdict(self, described: Described, world: SceneGraphState, cand: Candidate
                 ) -> tuple[str, str]:
         """``carries``, ``contradicts`` or ``unknown`` for a candidate, with a reason.
 
         Per kind of attribute: it carries when memory knows every word asked, contradicts when
         it knows words of that kind and none of those asked, and is unknown when it knows none,
-        or some of those asked but not all.
+        or some of those asked but not all. One colour asked for (``the white mug``) is the
+        thing's main colour: a blue mug with a white label does not carry it (unknown, not
+        contradicted, since its main colour may be misread); two (``the red can with the white
+        label``) may be any of its colours.
         """
         sources: list[tuple[frozenset[str], str, str]] = []
         kinds = tuple(dict.fromkeys(kind for kind, _ in described.wanted))
+        node: SceneNode | None = None
         if cand.content_item is None:
             node = world.nodes[cand.node_id]
             for kind in kinds:
@@ -267,6 +282,10 @@ class AttributeTable:
             asked = set(described.words(kind))
             if not known:
                 unknown.append(f"{_KIND_WORD[kind]} not known")
+            elif asked <= known and kind == "color" and len(asked) == 1 and node is not None \
+                    and (main := self.main_colours(node)) and not asked <= main:
+                unknown.append(f"{' and '.join(sorted(asked))} only in part (remembered "
+                               f"{' and '.join(sorted(main))} as a whole: {why})")
             elif asked <= known:
                 carried.append(why)
             elif asked & known:
