@@ -401,6 +401,18 @@ def test_a_reference_memory_holds_gone_is_no_reference(cups, tmp_path: Path) -> 
     store.close()
 
 
+def _green_cup_is_found(world: WorldMemory, task: Any, kit: Any,
+                        store: KeyframeStore) -> None:
+    """A red cup in cabinet_1 and a green one in cabinet_2: "the cup that looks like the cup
+    on the counter" (a green one) is found, and it is the green cup."""
+    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
+    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
+    session = session_for(world, task, keyframes=store)
+    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
+    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+
+
 def test_the_cup_on_the_counter_is_the_cup_not_the_mug_beside_it(cups,
                                                                    tmp_path: Path) -> None:
     """A mug is a synonym of a cup; with a cup and a mug on the counter, the cup is the
@@ -412,12 +424,7 @@ def test_the_cup_on_the_counter_is_the_cup_not_the_mug_beside_it(cups,
     centre = (x, y + 0.3, z + 0.05)
     mug = str(world.add_node("mug", centre, stamp=2.0, bbox_min=[c - 0.045 for c in centre],
                              bbox_max=[c + 0.045 for c in centre]).payload["node_id"])
-    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
-    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
-    session = session_for(world, task, keyframes=store)
-    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
-    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
-    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+    _green_cup_is_found(world, task, kit, store)
     assert {reference, mug}.isdisjoint(s.target for s in kit.executed)
     store.close()
 
@@ -465,12 +472,7 @@ def test_a_cup_reading_where_a_mug_stands_is_not_the_reference(cups, tmp_path: P
                                   bbox_max=[c + 0.04 for c in near]).payload["node_id"])
     state = world.state
     assert state.nodes[mug].observation_count > state.nodes[minority].observation_count
-    _stored_cup(world, kit, store, "cabinet_1", RED, seed=1)
-    green = _stored_cup(world, kit, store, "cabinet_2", GREEN, seed=5)
-    session = session_for(world, task, keyframes=store)
-    result = session.run_instruction("Find the cup that looks like the cup on the counter.", kit)
-    assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
-    assert [e.node_id for e in session.answer_entities["g001_find"]] == [green]
+    _green_cup_is_found(world, task, kit, store)
     assert {reference, mug, minority}.isdisjoint(s.target for s in kit.executed)
     store.close()
 
