@@ -95,6 +95,12 @@ def _box_gap(point: Sequence[float], node: SceneNode) -> float:
                          for lo, c, hi in zip(node.bbox_min, point, node.bbox_max, strict=True)))
 
 
+def _footprint_gap(point: Sequence[float], node: SceneNode) -> float:
+    """Horizontal distance from ``point`` to the node's box seen from above (0 over it)."""
+    return math.hypot(*(max(lo - c, 0.0, c - hi) for lo, c, hi in zip(
+        node.bbox_min[:2], point[:2], node.bbox_max[:2], strict=True)))
+
+
 def _distance(a: SceneNode | None, b: SceneNode) -> float:
     if a is None:
         return 0.0
@@ -204,9 +210,10 @@ class Grounder:
         the base or passes it by at most ``holder_margin_m`` (the closest, then the smallest,
         so a drawer beats the counter around it), else the fixture whose top is not below the
         base (by more than the margin) and whose box comes nearest to it within
-        ``holder_max_distance_m``. A cup on the counter under a wall cabinet is on the counter
-        even where the counter's remembered box ends short of it. None for fixtures themselves
-        and for objects no fixture holds.
+        ``holder_max_distance_m``, or over whose footprint the base stands (a counter seen
+        from the side is remembered lower than it is). A cup on the counter under a wall
+        cabinet is on the counter even where the counter's remembered box ends short of it.
+        None for fixtures themselves and for objects no fixture holds.
         """
         if cand.content_item is not None:
             return cand.node_id
@@ -233,9 +240,12 @@ class Grounder:
                 volume = math.prod(max(b - a, 0.0) for a, b in zip(
                     other.bbox_min, other.bbox_max, strict=True))
                 inside.append((gap, volume, other.node_id))
-            elif gap <= loop.holder_max_distance_m \
-                    and base[2] <= other.bbox_max[2] + loop.holder_margin_m:
-                near.append((gap, other.node_id))  # past where its box ends, not above it
+            elif gap <= loop.holder_max_distance_m and (
+                    base[2] <= other.bbox_max[2] + loop.holder_margin_m
+                    or _footprint_gap(base, other) <= loop.holder_margin_m):
+                # past where its box ends on its level, or over it where the remembered top is
+                # lower than the real one (a counter seen only from the side)
+                near.append((gap, other.node_id))
         if inside:
             return min(inside)[2]
         return min(near)[1] if near else None

@@ -526,6 +526,8 @@ def test_holder_inference_and_object_aware_contradictions(run1) -> None:
     ((1.00, 1.10, 1.12), "cabinet_1"),  # on the cabinet's shelf
     ((0.10, 1.10, 0.20), None),  # on the floor, away from both
     ((1.01, 0.30, 0.82), "counter_1"),  # 38 cm past the end of the counter's box, on its level
+    ((0.96, 2.00, 0.95), "counter_1"),  # over the counter, 21 cm above its remembered top
+    ((0.96, 2.00, 1.40), None),  # 66 cm over the counter: nothing remembered holds it
 ])
 def test_a_thing_without_a_parent_rests_on_what_is_under_it(
         tmp_path: Path, centre: tuple[float, float, float], expected: str | None) -> None:
