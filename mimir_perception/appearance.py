@@ -165,7 +165,9 @@ class DescribeConfig(settings.Checked, section="describe", error=AppearanceConfi
 
 @dataclass(frozen=True)
 class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
-                 positive_int=("ring_px", "frames", "min_box_px"), positive=("min_delta",),
+                 positive_int=("ring_px", "frames", "min_box_px", "sightings",
+                               "keyframes_per_camera"),
+                 positive=("min_delta",),
                  non_negative=("sighting_window_s",),
                  within={"min_share": (0.0, 1.0), "min_inside": (0.0, 1.0)}):
     """Crops around a remembered box, where no segmentation was kept.
@@ -174,7 +176,9 @@ class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
     than ``min_delta`` (CIELAB) from every colour of the ring stand out, and at least
     ``min_share`` of the box must. A node's look measures ``frames`` keyframes whose projected
     box is at least ``min_box_px`` wide and high with ``min_inside`` of it in the image: those
-    a camera took within ``sighting_window_s`` of an image it saw the node in first.
+    a camera took within ``sighting_window_s`` of an image it saw the node in first, among
+    the node's newest ``sightings`` sightings and at most ``keyframes_per_camera`` keyframes of
+    each camera in their time span (bounds on what one look reads after hours of work).
     """
 
     ring_px: int = 6
@@ -184,6 +188,8 @@ class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
     min_box_px: int = 14
     min_inside: float = 0.6
     sighting_window_s: float = 0.05
+    sightings: int = 400
+    keyframes_per_camera: int = 5000
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from __future__ import annotations
 import bisect
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -59,6 +60,13 @@ LOG = logging.getLogger(__name__)
 #: Attribute kinds as the planner's attribute table names them, and ``main``: the colour word
 #: of the main colour alone (not a label's or a part's).
 KINDS = ("color", "pattern", "main")
+
+
+class SightingSource(Protocol):
+    """Where the cameras saw a node, newest first, at most ``newest`` of them (world
+    memory's :meth:`~mimir_memory.world.WorldMemory.sightings`)."""
+
+    def __call__(self, node_id: str, *, newest: int) -> Sequence[Sighting]: ...
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ class NodeLooks:
     """
 
     def __init__(self, store: KeyframeStore, config: AppearanceConfig,
-                 sightings: Callable[[str], Sequence[Sighting]] | None = None) -> None:
+                 sightings: SightingSource | None = None) -> None:
         self.store = store
         self.config = config
         self.sightings = sightings
@@ -223,7 +231,7 @@ class NodeLooks:
         if self.sightings is None:
             return []
         try:
-            seen = self.sightings(node.node_id)
+            seen = self.sightings(node.node_id, newest=self.config.crops.sightings)
         except MemoryStoreError as err:
             LOG.warning("cannot read where the cameras saw %s: %s", node.node_id, err)
             return []
@@ -241,7 +249,8 @@ class NodeLooks:
             stamps = sorted(s.stamp for s in sightings)
             try:
                 records = self.store.query(camera=camera, start=stamps[0] - self.window_s,
-                                           end=stamps[-1] + self.window_s, limit=5000)
+                                           end=stamps[-1] + self.window_s,
+                                           limit=self.config.crops.keyframes_per_camera)
             except MemoryStoreError as err:
                 LOG.warning("cannot read the %s keyframes of %s: %s", camera, node.node_id, err)
                 continue

@@ -196,6 +196,8 @@ def _shipped() -> dict[str, Any]:
     (lambda d: d["matching"].update(margin=-1.0), "margin"),
     (lambda d: d["describe"].update(min_pixels=0), "min_pixels"),
     (lambda d: d["crops"].update(min_inside=1.5), "min_inside"),
+    (lambda d: d["crops"].update(sightings=0), "sightings"),
+    (lambda d: d["crops"].update(keyframes_per_camera=2.5), "keyframes_per_camera"),
     (lambda d: d["pattern"].update(span_margin=0.0), "span_margin"),
     (lambda d: d.update(extra=1), "unknown"),
 ])
