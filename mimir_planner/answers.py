@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from mimir_memory.graph import SceneGraphState, SceneNode
 from mimir_planner.instructions import GoalSpec
-from mimir_planner.recall import Candidate, GoalRecall, RecallQuery, canon
+from mimir_planner.recall import Candidate, EvidenceKind, GoalRecall, RecallQuery, canon
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def _names(recall: GoalRecall, mention: str, node: SceneNode) -> bool:
     """Whether ``mention`` names ``node`` by id, label or synonym (not by a partial label or
     a brand)."""
     match = recall.matches(mention, node)
-    return match is not None and match.kind not in ("partial", "brand")
+    return match is not None and match.names_alone
 
 
 def _in_state(world: SceneGraphState, recall: GoalRecall, label: str,
@@ -234,7 +234,7 @@ def _answer_how_many(spec: GoalSpec, world: SceneGraphState, recall: GoalRecall)
         return None
     found = recall.recall(world, _query(spec))
     if spec.source is not None:
-        found = [c for c in found if any(e.kind == "parent" for e in c.evidence)]
+        found = [c for c in found if any(e.kind is EvidenceKind.PARENT for e in c.evidence)]
     if not found:
         return None if spec.source is None else f"0 {spec.obj} remembered in {spec.source}."
     return f"{len(found)} {spec.obj} remembered: " + ", ".join(

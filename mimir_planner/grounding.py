@@ -32,7 +32,14 @@ from mimir_planner.clutter import gaps_beside
 from mimir_planner.errors import RecallError
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
-from mimir_planner.recall import Candidate, EvidenceItem, GoalRecall, RecallQuery, canon
+from mimir_planner.recall import (
+    Candidate,
+    EvidenceItem,
+    EvidenceKind,
+    GoalRecall,
+    RecallQuery,
+    canon,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -253,7 +260,7 @@ class Grounder:
     def _source_conflict(
         self, world: SceneGraphState, cand: Candidate, source: str
     ) -> str | None:
-        if any(e.kind == "parent" for e in cand.evidence):
+        if any(e.kind is EvidenceKind.PARENT for e in cand.evidence):
             return None
         if cand.content_item is not None:
             return f"listed in {cand.node_id}, not in the source '{source}'"

@@ -123,6 +123,7 @@ from mimir_planner.reasoning.errors import ReasoningError
 from mimir_planner.recall import (
     AttributeTable,
     CategoryTable,
+    EvidenceKind,
     GoalRecall,
     SynonymTable,
     TextEmbedder,
@@ -833,7 +834,8 @@ class PlannerSession:
                 or not isinstance(grounding, GroundedGoal):
             return
         cand = grounding.candidate
-        if cand.content_item is not None or not any(e.kind == "brand" for e in cand.evidence):
+        if cand.content_item is not None or not any(
+                e.kind is EvidenceKind.BRAND for e in cand.evidence):
             return
         described = self.recall.attributes.split(spec.obj)
         self.recall.learn_name(described.base if described is not None else spec.obj,

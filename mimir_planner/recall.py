@@ -24,6 +24,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -391,24 +392,46 @@ class PackagedMiniLM:
         return np.stack([self._cache[t] for t in texts])
 
 
+class EvidenceKind(StrEnum):
+    """What a piece of evidence for a candidate rests on."""
+
+    ID = "id"  # the mention is the node's id
+    LABEL = "label"  # the node's label is the mention
+    SYNONYM = "synonym"  # the label is a synonym of the mention
+    PARTIAL = "partial"  # the label names the mention in part
+    BRAND = "brand"  # the mention is a brand of the node's category
+    EMBEDDING = "embedding"  # text similarity of label and mention
+    CONTENTS = "contents"  # a fixture's remembered contents list the mention
+    PARENT = "parent"  # remembered in or on a fixture
+    STATE = "state"  # a remembered state (open, locked)
+    HISTORY = "history"  # earlier tasks on the node
+    NEAR = "near"  # near what the instruction relates it to
+    ATTRIBUTE = "attribute"  # a described look the keyframes show
+
+
 @dataclass(frozen=True)
 class EvidenceItem:
     """One piece of evidence for a candidate (eta in mimir.md eq. 9).
 
     Attributes:
-        kind: ``id``, ``label``, ``synonym``, ``partial``, ``embedding``, ``contents``,
-            ``parent``, ``state``, ``history``.
+        kind: What the evidence rests on.
         detail: Human-readable detail.
         score: Contribution to the candidate's score (0 for informational evidence).
     """
 
-    kind: str
+    kind: EvidenceKind
     detail: str
     score: float
 
+    @property
+    def names_alone(self) -> bool:
+        """Whether this evidence names the thing by itself: not a name matched only in part,
+        and not a brand (which picks a thing only together with a described look)."""
+        return self.kind not in (EvidenceKind.PARTIAL, EvidenceKind.BRAND)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"kind": self.kind, "detail": self.detail, "score": round(self.score, 3)}
+        return {"kind": self.kind.value, "detail": self.detail, "score": round(self.score, 3)}
 
 
 @dataclass(frozen=True)
@@ -512,25 +535,29 @@ class GoalRecall:
         """Lexical evidence that ``mention`` names ``node`` (id, label, synonym, partial)."""
         cfg = self.config
         if mention.strip() == node.node_id:
-            return EvidenceItem("id", f"named by id {node.node_id}", 2.0 * cfg.label_weight)
+            return EvidenceItem(
+                EvidenceKind.ID, f"named by id {node.node_id}", 2.0 * cfg.label_weight)
         cm, cl = canon(mention), canon(node.label)
         if cm == cl:
-            return EvidenceItem("label", f"label '{node.label}' matches", cfg.label_weight)
+            return EvidenceItem(
+                EvidenceKind.LABEL, f"label '{node.label}' matches", cfg.label_weight)
         if self._learned.get(cm) == node.node_id:
-            return EvidenceItem("label", f"taken for the '{mention}' by an earlier find",
+            return EvidenceItem(EvidenceKind.LABEL, f"taken for the '{mention}' by an earlier find",
                                 cfg.label_weight)
         if self.synonyms.same(cm, cl):
-            return EvidenceItem("synonym", f"'{node.label}' is a synonym of '{mention}'",
+            return EvidenceItem(EvidenceKind.SYNONYM, f"'{node.label}' is a synonym of '{mention}'",
                                 cfg.synonym_weight)
         mention_words, label_words = set(cm.split()), set(cl.split())
         if label_words and label_words <= mention_words:
-            return EvidenceItem("partial", f"label '{node.label}' is part of '{mention}'",
+            return EvidenceItem(EvidenceKind.PARTIAL,
+                                f"label '{node.label}' is part of '{mention}'",
                                 0.6 * cfg.label_weight)
         if mention_words and mention_words <= label_words:
-            return EvidenceItem("partial", f"'{mention}' is part of label '{node.label}'",
+            return EvidenceItem(EvidenceKind.PARTIAL,
+                                f"'{mention}' is part of label '{node.label}'",
                                 0.5 * cfg.label_weight)
         if self.brands.member(cm, cl):
-            return EvidenceItem("brand", f"a '{mention}' is a {node.label} by its brand",
+            return EvidenceItem(EvidenceKind.BRAND, f"a '{mention}' is a {node.label} by its brand",
                                 0.5 * cfg.label_weight)
         return None
 
@@ -547,7 +574,7 @@ class GoalRecall:
         scored = []
         for node in world.nodes.values():
             ev = self.matches(mention, node)
-            if ev is not None and (partial or ev.kind not in ("partial", "brand")):
+            if ev is not None and (partial or ev.names_alone):
                 scored.append((-ev.score, node.node_id))
         return [nid for _, nid in sorted(scored)]
 
@@ -640,10 +667,10 @@ class GoalRecall:
             name = str(entry.get("name", ""))
             if name and (canon(name) == canon(obj) or self.synonyms.same(name, obj)):
                 scored[(node.node_id, name)] = [EvidenceItem(
-                    "contents", f"{node.node_id} contents list '{name}'", weight)]
+                    EvidenceKind.CONTENTS, f"{node.node_id} contents list '{name}'", weight)]
             elif name and _words_nest(name, obj):
                 scored[(node.node_id, name)] = [EvidenceItem(
-                    "contents", f"{node.node_id} contents list '{name}' (in part)",
+                    EvidenceKind.CONTENTS, f"{node.node_id} contents list '{name}' (in part)",
                     0.6 * weight)]
 
     def _score_embeddings(self, embedder: TextEmbedder, obj: str, unmatched: Sequence[SceneNode],
@@ -655,7 +682,7 @@ class GoalRecall:
         for node, sim in zip(unmatched, sims, strict=True):
             if float(sim) >= cfg.embedding_min_similarity:
                 scored[(node.node_id, None)] = [EvidenceItem(
-                    "embedding", f"text similarity {float(sim):.2f} to '{node.label}'",
+                    EvidenceKind.EMBEDDING, f"text similarity {float(sim):.2f} to '{node.label}'",
                     cfg.embedding_weight * float(sim))]
 
     def recall(
@@ -753,8 +780,8 @@ class GoalRecall:
             # look to tell them apart, a cereal box is not known to be the Trix box
             misses = [(c.node_id, f"a {c.label}, not known to be the '{obj}' (its brand "
                        "needs a described look or a model that reads labels)")
-                      for c in out if any(e.kind == "brand" for e in c.evidence)]
-            out = [c for c in out if not any(e.kind == "brand" for e in c.evidence)]
+                      for c in out if any(e.kind is EvidenceKind.BRAND for e in c.evidence)]
+            out = [c for c in out if not any(e.kind is EvidenceKind.BRAND for e in c.evidence)]
         out.sort(key=lambda c: (-c.score, c.content_item is not None, c.node_id))
         return Recalled(out[: cfg.max_candidates], described, tuple(misses), tuple(unknown))
 
@@ -777,7 +804,7 @@ class GoalRecall:
                     unknown.append(cand.node_id)
                 continue
             score = weight if verdict == "carries" else 0.0
-            evidence = EvidenceItem("attribute", why, score)
+            evidence = EvidenceItem(EvidenceKind.ATTRIBUTE, why, score)
             kept.append(replace(cand, score=cand.score + score,
                                 evidence=tuple(sorted((*cand.evidence, evidence),
                                                       key=lambda e: -e.score))))
@@ -810,17 +837,19 @@ class GoalRecall:
             else:
                 ok = self._source_ok(world, node, query.source)
             if ok:
-                out.append(EvidenceItem("parent", f"remembered in {parent}",
+                out.append(EvidenceItem(EvidenceKind.PARENT, f"remembered in {parent}",
                                         self.config.source_weight))
         if query.required_state and node.properties.get(query.required_state) is not None:
             prop = node.properties[query.required_state]
-            out.append(EvidenceItem("state", f"{query.required_state}={prop.value}", 0.0))
+            out.append(EvidenceItem(
+                EvidenceKind.STATE, f"{query.required_state}={prop.value}", 0.0))
         if _is_true(node, "locked"):
-            out.append(EvidenceItem("state", "remembered locked", 0.0))
+            out.append(EvidenceItem(EvidenceKind.STATE, "remembered locked", 0.0))
         failures = [h for h in node.task_history if h.get("success") is False]
         if failures:
             out.append(EvidenceItem(
-                "history", f"{len(failures)} failed task(s): {failures[-1].get('task')}", 0.0))
+                EvidenceKind.HISTORY,
+                f"{len(failures)} failed task(s): {failures[-1].get('task')}", 0.0))
         return out
 
     def _constrain(self, world: SceneGraphState, query: RecallQuery,
@@ -851,7 +880,7 @@ class GoalRecall:
                     kept.append(Candidate(
                         cand.node_id, cand.label, cand.parent, cand.relation,
                         cand.score + self.config.label_weight,
-                        (EvidenceItem("near", f"{place} also holds {', '.join(with_it)}",
+                        (EvidenceItem(EvidenceKind.NEAR, f"{place} also holds {', '.join(with_it)}",
                                       self.config.label_weight), *cand.evidence),
                         cand.content_item))
             out = kept
