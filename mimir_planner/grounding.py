@@ -384,7 +384,7 @@ class Grounder:
         recalled = found.candidates
         if query.require_attributes and not recalled and found.described and found.misses:
             unmet = self.recall.attributes.unmet(found.described, found.misses)
-            closer = self._closer_look(world, found.unknown, moved_now, inspected_now)
+            closer = self._look_to_learn(world, found.unknown, moved_now, inspected_now)
             if closer is not None:
                 node_id, holder = closer
                 return Exploration(goal_id, spec, holder,
@@ -455,9 +455,9 @@ class Grounder:
             holder=self.holder_of(world, chosen) if spec.kind is GoalKind.FIND else None,
         )
 
-    def _closer_look(self, world: SceneGraphState, unknown: Sequence[str],
-                     moved_now: Collection[str], inspected_now: Collection[str]
-                     ) -> tuple[str, str] | None:
+    def _look_to_learn(self, world: SceneGraphState, unknown: Sequence[str],
+                       moved_now: Collection[str], inspected_now: Collection[str]
+                       ) -> tuple[str, str] | None:
         """(node, holder) of the first node whose asked look memory does not know that a
         closer look may tell: its holder not yet looked into (a fixture that opens) or
         visited (a surface) during this instruction; None when every such look was had, or
