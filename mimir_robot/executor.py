@@ -282,6 +282,73 @@ class Executor:
             out.append((grasp + turn @ lever - lever, turn @ rot))
         return out
 
+    def _handle_path(self, opening: bool, handle: GraspTarget, art: Articulation
+                     ) -> list[tuple[FloatArray, FloatArray | None]]:
+        """The hand's waypoints that open (or close) the part by the profile's amount."""
+        p = self.profile
+        approach = np.asarray(handle.approach) / np.linalg.norm(handle.approach)
+        amount = (p.door_open_angle if art.kind == "revolute" else p.drawer_open_distance)
+        # opening pulls the handle back towards the robot, closing pushes it away
+        toward = -approach if opening else approach
+        rot = p.tool_rotation(approach, np.asarray(handle.finger))
+        return self._arc(np.asarray(handle.point, dtype=np.float64), rot, art, amount, toward)
+
+    def in_reach(self, path: Sequence[tuple[FloatArray, FloatArray | None]]) -> bool:
+        """Whether the arm can follow ``path`` (base_link) from where the base stands: every
+        waypoint in the workspace box and the wrist behind it (``wrist_setback`` against the
+        tool's approach) at least ``min_wrist_reach`` from the shoulder."""
+        p = self.profile
+        shoulder = p.from_arm(np.array([0.0, 0.0, p.shoulder_height]))
+        for point, rot in path:
+            if not p.in_workspace(point):
+                return False
+            if rot is not None:
+                wrist = np.asarray(point) - np.asarray(rot)[:, 2] * p.wrist_setback
+                if float(np.linalg.norm(wrist - shoulder)) < p.min_wrist_reach:
+                    return False
+        return True
+
+    def pull_stance(self, handle: GraspTarget, art: Articulation
+                    ) -> tuple[float, float, float] | None:
+        """Where to stand (base_link x, y, yaw) so that opening ``handle`` stays in reach, when
+        it does not from here (a low door swings the handle so close to the robot that the
+        elbow meets its limit); None when it does, or when no stance within
+        ``max_pull_shift`` of here, square to the handle, helps.
+
+        The candidates face the handle's approach (level) from behind it, nearest to where
+        the base stands first.
+        """
+        p = self.profile
+        point = np.asarray(handle.point, dtype=np.float64)
+        approach = np.asarray(handle.approach) / np.linalg.norm(handle.approach)
+        rot = p.tool_rotation(approach, np.asarray(handle.finger))
+        # the hand comes in from its pregrasp point, takes hold, then pulls
+        path: list[tuple[FloatArray, FloatArray | None]] = [
+            (point - approach * p.pregrasp_distance, rot), (point, rot)]
+        path += self._handle_path(True, handle, art)
+        if self.in_reach(path):
+            return None
+        level = np.array([handle.approach[0], handle.approach[1]], dtype=np.float64)
+        if float(np.linalg.norm(level)) < 0.5 * float(np.linalg.norm(handle.approach)):
+            return None  # a handle taken from above: backing the base off changes little
+        level /= np.linalg.norm(level)
+        yaw = math.atan2(level[1], level[0])
+        turn = np.array([[math.cos(yaw), -math.sin(yaw), 0.0],
+                         [math.sin(yaw), math.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+        handle_xy = np.asarray(handle.point, dtype=np.float64)[:2]
+        found: list[tuple[float, tuple[float, float, float]]] = []
+        for standoff in np.arange(0.3, 1.2, p.path_step):
+            spot = handle_xy - level * standoff
+            shift = float(np.linalg.norm(spot))
+            if shift > p.max_pull_shift:
+                continue
+            origin = np.array([spot[0], spot[1], 0.0])
+            moved = [(turn.T @ (point - origin), None if rot is None else turn.T @ rot)
+                     for point, rot in path]
+            if self.in_reach(moved):
+                found.append((shift, (float(spot[0]), float(spot[1]), yaw)))
+        return min(found)[1] if found else None
+
     def _actuate(self, opening: bool, handle: GraspTarget, art: Articulation) -> Outcome:
         name = "open" if opening else "close"
 
@@ -291,12 +358,7 @@ class Executor:
                 self._finish(out, False, "PRECONDITION_FAILED",
                              f"{name} needs a free hand; the gripper holds an object")
                 return
-            approach = np.asarray(handle.approach) / np.linalg.norm(handle.approach)
-            amount = (p.door_open_angle if art.kind == "revolute" else p.drawer_open_distance)
-            # opening pulls the handle back towards the robot, closing pushes it away
-            toward = -approach if opening else approach
-            rot = p.tool_rotation(approach, np.asarray(handle.finger))
-            path = self._arc(np.asarray(handle.point, dtype=np.float64), rot, art, amount, toward)
+            path = self._handle_path(opening, handle, art)
             for wp, _ in path:
                 if not p.in_workspace(wp):
                     out.measurements["path_outside_workspace"] = 1.0

@@ -13,6 +13,7 @@ Failures to find or locate the target raise :class:`~mimir_robot.requests.Reques
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,12 +25,14 @@ from scipy.spatial.transform import Rotation
 from mimir_perception.camera import transform_points
 from mimir_robot import pointing as pt
 from mimir_robot import targeting as tg
-from mimir_robot.executor import Executor, Outcome
+from mimir_robot.executor import Articulation, Executor, GraspTarget, Outcome
 from mimir_robot.profile import FloatArray, RobotProfile
 from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
 
 #: Squaring up moves the base only when the refined stance differs by more than this (m, rad).
 SQUARE_UP_MIN_SHIFT = (0.04, 0.05)
+
+LOG = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -212,9 +215,23 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
 def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
     """Open or close: find the handle in a view stamped at or after ``after`` and pull/push."""
     ex = ctx.executor
-    view, _found, (grasp, art, front) = look_until(
-        ctx, req.target, after,
-        lambda v, f: tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel))
+
+    def handle(v: tg.CameraView, f: tg.Found) -> tuple[GraspTarget, Articulation, pt.FrontFace]:
+        return tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel)
+
+    view, _found, (grasp, art, front) = look_until(ctx, req.target, after, handle)
+    shift = ex.pull_stance(grasp, art) if req.primitive == "open" else None
+    if shift is not None:
+        # the pull would fold the arm past its reach from here (a low door swings its handle
+        # up to the robot): step back square to the handle, then find it again from there
+        x, y, theta = ex.motion.base()
+        c, s = math.cos(theta), math.sin(theta)
+        moved = ex.move_to((x + c * shift[0] - s * shift[1], y + s * shift[0] + c * shift[1],
+                            theta + shift[2]))
+        LOG.info("stepped %.2f m for room to pull %s: %s", math.hypot(shift[0], shift[1]),
+                 req.target.describe(), moved.message)
+        view, _found, (grasp, art, front) = look_until(ctx, req.target, ctx.now(), handle)
+    stepped = 0.0 if shift is None else math.hypot(shift[0], shift[1])
     if req.primitive == "open" and req.target.target_id:
         # remember the front as it stood closed (odom): an open door hides it later
         odom_from_base = ctx.odom_from_map() @ view.map_from_base
@@ -225,6 +242,8 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
             ex.opened.discard(req.target.target_id)
         return out
     out = ex.open(grasp, art)
+    if stepped:
+        out.measurements["pull_stance_shift"] = stepped
     if req.target.target_id and (
             out.measurements.get("path_fraction", 0.0) >= ctx.profile.moved_fraction):
         ex.opened.add(req.target.target_id)  # it moved: it may stand open from now on

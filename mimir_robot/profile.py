@@ -70,6 +70,14 @@ class RobotProfile:
     face_standoff: float = _fixed(0.66, "m from the base centre to a fixture's front face")
     pick_distance: float = _fixed(0.68, "m from the base centre to an object to be picked")
     easy_reach: float = _fixed(0.92, "m from the arm base within which the arm works well")
+    shoulder_height: float = _fixed(0.285, "m above the arm base of the shoulder (Gen3 joint 2)")
+    wrist_setback: float = _fixed(
+        0.18, "m behind the tool point, against the approach, of the wrist (Gen3 bracelet)")
+    min_wrist_reach: float = _fixed(
+        0.42, "m the wrist keeps from the shoulder; nearer, the elbow comes to its joint limit "
+        "(Gen3 with the hand level: 0.33 m, measured in the simulation; the rest is margin)")
+    max_pull_shift: float = _fixed(
+        0.5, "m the base may move before a pull so that the whole pull stays in reach")
     min_face_width: float = _fixed(0.25, "m: a target's front at least this wide is a fixture")
     pregrasp_distance: float = _fixed(0.2, "m backed off along the approach before a grasp")
     grasp_depth: float = _fixed(0.01, "m from a part's visible surface to the point gripped")
@@ -109,7 +117,8 @@ class RobotProfile:
                      "face_standoff", "pick_distance", "easy_reach", "min_face_width",
                      "pregrasp_distance", "retreat_distance", "door_open_angle",
                      "drawer_open_distance", "path_step", "fixture_depth", "place_headroom",
-                     "place_radius", "inspect_standoff"):
+                     "place_radius", "inspect_standoff", "shoulder_height", "wrist_setback",
+                     "min_wrist_reach", "max_pull_shift"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
                      "stall_press_s", "route_margin",

@@ -257,6 +257,7 @@ def test_direct_robot_checks_like_the_link() -> None:
 @pytest.mark.parametrize("bad", [
     {"control_period_s": 0.0}, {"max_ee_speed": float("nan")}, {"workspace_min": (1, 1, 1)},
     {"finger_axis": "z"}, {"moved_fraction": 0.9}, {"retract_pos": (5.0, 0.0, 0.0)},
+    {"min_wrist_reach": 0.0}, {"max_pull_shift": -0.1}, {"wrist_setback": float("nan")},
 ])
 def test_bad_profiles_are_refused(bad: dict) -> None:
     with pytest.raises(ProfileError):
@@ -272,3 +273,63 @@ def test_bad_geometry_is_refused() -> None:
     hinge_on_handle = Articulation("revolute", np.array([0.0, 0.0, 1.0]), HANDLE.point)
     out = ex.open(HANDLE, hinge_on_handle)
     assert out.code == "EXECUTION_FAILED" and "hinge" in out.message
+
+
+def _low_door(x: float) -> tuple[GraspTarget, Articulation]:
+    """A lower cabinet's handle at shoulder height ``x`` ahead of the base, hinged 0.5 m to
+    the left (as the kitchen's lower cabinets are)."""
+    z = MOUNT[2] + PROFILE.shoulder_height
+    handle = GraspTarget(np.array([x, -0.2, z]), np.array([1.0, 0.0, 0.0]),
+                         np.array([0.0, 1.0, 0.0]))
+    return handle, Articulation("revolute", np.array([0.0, 0.0, 1.0]), np.array([x, 0.3, z]))
+
+
+def _pull_from(ex: Executor, handle: GraspTarget, art: Articulation,
+               stance: tuple[float, float, float]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The pregrasp, grasp and pull of ``handle`` as seen from ``stance`` (base_link)."""
+    c, s = math.cos(stance[2]), math.sin(stance[2])
+    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    origin = np.array([stance[0], stance[1], 0.0])
+    rot = PROFILE.tool_rotation(handle.approach, handle.finger)
+    start = [(handle.point - handle.approach * PROFILE.pregrasp_distance, rot),
+             (handle.point, rot)]
+    return [(turn.T @ (p - origin), turn.T @ r)
+            for p, r in start + ex._handle_path(True, handle, art)]
+
+
+def test_a_door_above_the_shoulder_opens_from_where_the_robot_stands() -> None:
+    ex, _, _, _ = make()
+    high = GraspTarget(np.array([0.62, 0.1, 1.13]), np.array([1.0, 0.0, 0.0]),
+                       np.array([0.0, 1.0, 0.0]))
+    hinge = Articulation("revolute", np.array([0.0, 0.0, 1.0]), np.array([0.62, 0.6, 1.13]))
+    assert ex.pull_stance(high, hinge) is None
+
+
+def test_a_low_door_is_pulled_from_further_back_square_to_its_handle() -> None:
+    """At shoulder height the pull brings the wrist to the shoulder: from here the elbow would
+    meet its limit part way (as the lower cabinets did in the simulation), so the robot steps
+    back in front of the handle to where the whole pull stays in reach."""
+    ex, _, _, _ = make()
+    handle, door = _low_door(0.63)
+    assert not ex.in_reach(_pull_from(ex, handle, door, (0.0, 0.0, 0.0)))
+    stance = ex.pull_stance(handle, door)
+    assert stance is not None
+    x, y, yaw = stance
+    assert x < 0.0 and y == pytest.approx(-0.2) and yaw == pytest.approx(0.0)
+    assert math.hypot(x, y) <= PROFILE.max_pull_shift
+    assert ex.in_reach(_pull_from(ex, handle, door, stance))
+    # the nearest such stance: one path step nearer the handle is out of reach again
+    assert not ex.in_reach(_pull_from(ex, handle, door, (x + PROFILE.path_step, y, yaw)))
+
+
+def test_no_stance_is_offered_beyond_the_shift_allowed_or_for_a_handle_taken_from_above(
+) -> None:
+    ex, _, _, _ = make()
+    handle, door = _low_door(0.15)  # the handle over the base: too far to step back for
+    assert not ex.in_reach(_pull_from(ex, handle, door, (0.0, 0.0, 0.0)))
+    assert ex.pull_stance(handle, door) is None
+    down = GraspTarget(np.array([0.4, 0.0, 0.5]), np.array([0.0, 0.0, -1.0]),
+                       np.array([0.0, 1.0, 0.0]))
+    drawer = Articulation("prismatic", np.array([-1.0, 0.0, 0.0]))
+    assert not ex.in_reach(_pull_from(ex, down, drawer, (0.0, 0.0, 0.0)))
+    assert ex.pull_stance(down, drawer) is None
