@@ -228,9 +228,13 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
         c, s = math.cos(theta), math.sin(theta)
         moved = ex.move_to((x + c * shift[0] - s * shift[1], y + s * shift[0] + c * shift[1],
                             theta + shift[2]))
-        LOG.info("stepped %.2f m for room to pull %s: %s", math.hypot(shift[0], shift[1]),
-                 req.target.describe(), moved.message)
-        view, _found, (grasp, art, front) = look_until(ctx, req.target, ctx.now(), handle)
+        step = (f"stepped {math.hypot(shift[0], shift[1]):.2f} m back for room to pull "
+                f"({moved.code})")
+        LOG.info("%s: %s", req.target.describe(), step)
+        try:
+            view, _found, (grasp, art, front) = look_until(ctx, req.target, ctx.now(), handle)
+        except (UnknownTargetError, pt.PointingError) as err:
+            raise type(err)(f"{step}, then: {err}") from err
     stepped = 0.0 if shift is None else math.hypot(shift[0], shift[1])
     if req.primitive == "open" and req.target.target_id:
         # remember the front as it stood closed (odom): an open door hides it later
