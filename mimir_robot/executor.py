@@ -188,14 +188,19 @@ class Executor:
         path = [(back, rot), (goal, rot)] if p.in_workspace(back) else [(goal, rot)]
         return m.follow(path)
 
-    def _grasp(self, target: GraspTarget, out: Outcome) -> bool:
-        """Open, approach, close on the target; whether the fingers closed on something."""
-        p, m = self.profile, self.motion
+    def _approach_poses(self, target: GraspTarget) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(pregrasp point, grasp point, tool rotation) of a grasp, in base_link."""
+        p = self.profile
         approach = np.asarray(target.approach) / np.linalg.norm(target.approach)
         rot = p.tool_rotation(approach, np.asarray(target.finger))
         # the tool point stops short of the gripped point by the pads' offset
         grasp = np.asarray(target.point, dtype=np.float64) - p.pad_offset * approach
-        pre = grasp - p.pregrasp_distance * approach
+        return grasp - p.pregrasp_distance * approach, grasp, rot
+
+    def _grasp(self, target: GraspTarget, out: Outcome) -> bool:
+        """Open, approach, close on the target; whether the fingers closed on something."""
+        p, m = self.profile, self.motion
+        pre, grasp, rot = self._approach_poses(target)
         self._phase("approach")
         m.grip(0.0)
         if not m.reach(pre, rot).reached:
@@ -308,6 +313,17 @@ class Executor:
                     return False
         return True
 
+    def _open_path(self, handle: GraspTarget, art: Articulation
+                   ) -> list[tuple[FloatArray, FloatArray | None]]:
+        """The hand's whole way through an open: in from its pregrasp point, onto the handle,
+        then the pull."""
+        pre, grasp, rot = self._approach_poses(handle)
+        return [(pre, rot), (grasp, rot), *self._handle_path(True, handle, art)]
+
+    def in_reach_to_open(self, handle: GraspTarget, art: Articulation) -> bool:
+        """Whether the arm can open ``handle`` from where the base stands (:meth:`in_reach`)."""
+        return self.in_reach(self._open_path(handle, art))
+
     def pull_stance(self, handle: GraspTarget, art: Articulation
                     ) -> tuple[float, float, float] | None:
         """Where to stand (base_link x, y, yaw) so that opening ``handle`` stays in reach, when
@@ -319,13 +335,7 @@ class Executor:
         the base stands first.
         """
         p = self.profile
-        point = np.asarray(handle.point, dtype=np.float64)
-        approach = np.asarray(handle.approach) / np.linalg.norm(handle.approach)
-        rot = p.tool_rotation(approach, np.asarray(handle.finger))
-        # the hand comes in from its pregrasp point, takes hold, then pulls
-        path: list[tuple[FloatArray, FloatArray | None]] = [
-            (point - approach * p.pregrasp_distance, rot), (point, rot)]
-        path += self._handle_path(True, handle, art)
+        path = self._open_path(handle, art)
         if self.in_reach(path):
             return None
         level = np.array([handle.approach[0], handle.approach[1]], dtype=np.float64)

@@ -236,6 +236,7 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
         except (UnknownTargetError, pt.PointingError) as err:
             raise type(err)(f"{step}, then: {err}") from err
     stepped = 0.0 if shift is None else math.hypot(shift[0], shift[1])
+    fits = req.primitive == "open" and ex.in_reach_to_open(grasp, art)
     if req.primitive == "open" and req.target.target_id:
         # remember the front as it stood closed (odom): an open door hides it later
         odom_from_base = ctx.odom_from_map() @ view.map_from_base
@@ -246,6 +247,8 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
             ex.opened.discard(req.target.target_id)
         return out
     out = ex.open(grasp, art)
+    if req.primitive == "open":
+        out.measurements["pull_in_reach"] = 1.0 if fits else 0.0  # from where it pulled
     if stepped:
         out.measurements["pull_stance_shift"] = stepped
     if req.target.target_id and (

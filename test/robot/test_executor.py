@@ -290,11 +290,7 @@ def _pull_from(ex: Executor, handle: GraspTarget, art: Articulation,
     c, s = math.cos(stance[2]), math.sin(stance[2])
     turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
     origin = np.array([stance[0], stance[1], 0.0])
-    rot = PROFILE.tool_rotation(handle.approach, handle.finger)
-    start = [(handle.point - handle.approach * PROFILE.pregrasp_distance, rot),
-             (handle.point, rot)]
-    return [(turn.T @ (p - origin), turn.T @ r)
-            for p, r in start + ex._handle_path(True, handle, art)]
+    return [(turn.T @ (p - origin), turn.T @ r) for p, r in ex._open_path(handle, art)]
 
 
 def test_a_door_above_the_shoulder_opens_from_where_the_robot_stands() -> None:
@@ -302,7 +298,7 @@ def test_a_door_above_the_shoulder_opens_from_where_the_robot_stands() -> None:
     high = GraspTarget(np.array([0.62, 0.1, 1.13]), np.array([1.0, 0.0, 0.0]),
                        np.array([0.0, 1.0, 0.0]))
     hinge = Articulation("revolute", np.array([0.0, 0.0, 1.0]), np.array([0.62, 0.6, 1.13]))
-    assert ex.pull_stance(high, hinge) is None
+    assert ex.in_reach_to_open(high, hinge) and ex.pull_stance(high, hinge) is None
 
 
 def test_a_low_door_is_pulled_from_further_back_square_to_its_handle() -> None:
@@ -312,6 +308,7 @@ def test_a_low_door_is_pulled_from_further_back_square_to_its_handle() -> None:
     ex, _, _, _ = make()
     handle, door = _low_door(0.63)
     assert not ex.in_reach(_pull_from(ex, handle, door, (0.0, 0.0, 0.0)))
+    assert not ex.in_reach_to_open(handle, door)
     stance = ex.pull_stance(handle, door)
     assert stance is not None
     x, y, yaw = stance

@@ -38,5 +38,6 @@ def test_a_lower_cabinet_opens_after_a_step_back(tidybot_dir: Path) -> None:
         outcome = robot.run(PrimitiveRequest("open", remembered))
         assert outcome.success and outcome.code == "OPENED", outcome
         assert outcome.measurements["pull_stance_shift"] > 0.1
+        assert outcome.measurements["pull_in_reach"] == 1.0  # from where it pulled
         assert sim.fixture_opening("cab_9") > 0.9  # rad
         assert "cab_9" not in outcome.message
