@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from mimir.transforms import planar_pose
 from mimir_robot.motion import (
     Motion,
     MotionCanceledError,
@@ -45,6 +46,10 @@ from mimir_robot.routes import base_route
 from mimir_robot.rpc import RobotLinkError, RobotLinkLostError, RobotUnreachableError
 
 LOG = logging.getLogger(__name__)
+
+#: Least share of a handle's approach that must lie level for stepping back to help a pull
+#: (a handle taken from above is reached the same from a little further back).
+LEVEL_APPROACH = 0.5
 
 #: Outcome code of each primitive's success.
 SUCCESS_CODES = {"move_to": "REACHED", "open": "OPENED", "close": "CLOSED",
@@ -326,34 +331,35 @@ class Executor:
 
     def pull_stance(self, handle: GraspTarget, art: Articulation
                     ) -> tuple[float, float, float] | None:
-        """Where to stand (base_link x, y, yaw) so that opening ``handle`` stays in reach, when
-        it does not from here (a low door swings the handle so close to the robot that the
-        elbow meets its limit); None when it does, or when no stance within
-        ``max_pull_shift`` of here, square to the handle, helps.
-
-        The candidates face the handle's approach (level) from behind it, nearest to where
-        the base stands first.
+        """Where to stand (base_link x, y, yaw) for an open that does not fit from here
+        (:meth:`in_reach_to_open`; a low door swings its handle so close to the robot that the
+        elbow meets its limit): the stance square to the handle, facing along its level
+        approach, nearest to where the base stands, from which the whole open stays in reach.
+        None when no such stance lies within ``max_pull_shift``, or when the handle is taken
+        from above (stepping back changes little then).
         """
         p = self.profile
-        path = self._open_path(handle, art)
-        if self.in_reach(path):
+        approach = np.asarray(handle.approach, dtype=np.float64)
+        level = approach[:2].copy()
+        if float(np.linalg.norm(level)) < LEVEL_APPROACH * float(np.linalg.norm(approach)):
             return None
-        level = np.array([handle.approach[0], handle.approach[1]], dtype=np.float64)
-        if float(np.linalg.norm(level)) < 0.5 * float(np.linalg.norm(handle.approach)):
-            return None  # a handle taken from above: backing the base off changes little
         level /= np.linalg.norm(level)
         yaw = math.atan2(level[1], level[0])
-        turn = np.array([[math.cos(yaw), -math.sin(yaw), 0.0],
-                         [math.sin(yaw), math.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
         handle_xy = np.asarray(handle.point, dtype=np.float64)[:2]
+        ahead = float(np.linalg.norm(handle_xy))
+        path = self._open_path(handle, art)
         found: list[tuple[float, tuple[float, float, float]]] = []
-        for standoff in np.arange(0.3, 1.2, p.path_step):
+        # a stance further than max_pull_shift from here lies further than that from the
+        # handle's current distance too, so the standoffs to try follow from the shift
+        for standoff in np.arange(max(0.0, ahead - p.max_pull_shift),
+                                  ahead + p.max_pull_shift + p.path_step, p.path_step):
             spot = handle_xy - level * standoff
             shift = float(np.linalg.norm(spot))
             if shift > p.max_pull_shift:
                 continue
-            origin = np.array([spot[0], spot[1], 0.0])
-            moved = [(turn.T @ (point - origin), None if rot is None else turn.T @ rot)
+            here_from_there = np.linalg.inv(planar_pose(float(spot[0]), float(spot[1]), yaw))
+            turn, offset = here_from_there[:3, :3], here_from_there[:3, 3]
+            moved = [(turn @ point + offset, None if rot is None else turn @ rot)
                      for point, rot in path]
             if self.in_reach(moved):
                 found.append((shift, (float(spot[0]), float(spot[1]), yaw)))

@@ -22,6 +22,7 @@ from typing import TypeVar
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from mimir.transforms import planar_pose
 from mimir_perception.camera import transform_points
 from mimir_robot import pointing as pt
 from mimir_robot import targeting as tg
@@ -220,24 +221,25 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
         return tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel)
 
     view, _found, (grasp, art, front) = look_until(ctx, req.target, after, handle)
-    shift = ex.pull_stance(grasp, art) if req.primitive == "open" else None
+    opening = req.primitive == "open"
+    fits = opening and ex.in_reach_to_open(grasp, art)
+    shift = ex.pull_stance(grasp, art) if opening and not fits else None
+    stepped = 0.0
     if shift is not None:
         # the pull would fold the arm past its reach from here (a low door swings its handle
         # up to the robot): step back square to the handle, then find it again from there
-        x, y, theta = ex.motion.base()
-        c, s = math.cos(theta), math.sin(theta)
-        moved = ex.move_to((x + c * shift[0] - s * shift[1], y + s * shift[0] + c * shift[1],
-                            theta + shift[2]))
-        step = (f"stepped {math.hypot(shift[0], shift[1]):.2f} m back for room to pull "
-                f"({moved.code})")
+        odom_from_stance = planar_pose(*ex.motion.base()) @ planar_pose(*shift)
+        moved = ex.move_to((float(odom_from_stance[0, 3]), float(odom_from_stance[1, 3]),
+                            math.atan2(odom_from_stance[1, 0], odom_from_stance[0, 0])))
+        stepped = math.hypot(shift[0], shift[1])
+        step = f"stepped {stepped:.2f} m back for room to pull ({moved.code})"
         LOG.info("%s: %s", req.target.describe(), step)
         try:
             view, _found, (grasp, art, front) = look_until(ctx, req.target, ctx.now(), handle)
         except (UnknownTargetError, pt.PointingError) as err:
             raise type(err)(f"{step}, then: {err}") from err
-    stepped = 0.0 if shift is None else math.hypot(shift[0], shift[1])
-    fits = req.primitive == "open" and ex.in_reach_to_open(grasp, art)
-    if req.primitive == "open" and req.target.target_id:
+        fits = ex.in_reach_to_open(grasp, art)
+    if opening and req.target.target_id:
         # remember the front as it stood closed (odom): an open door hides it later
         odom_from_base = ctx.odom_from_map() @ view.map_from_base
         ex.faces[req.target.target_id] = tg.move_face(front, odom_from_base)
@@ -247,7 +249,7 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
             ex.opened.discard(req.target.target_id)
         return out
     out = ex.open(grasp, art)
-    if req.primitive == "open":
+    if opening:
         out.measurements["pull_in_reach"] = 1.0 if fits else 0.0  # from where it pulled
     if stepped:
         out.measurements["pull_stance_shift"] = stepped
