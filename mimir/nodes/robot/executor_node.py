@@ -64,6 +64,7 @@ from mimir_robot.rpc import (
     RobotLinkLostError,
     RobotUnreachableError,
 )
+from mimir_robot.tag_search import search_for_tags
 
 _WARN_KEYS = ("link_error", "rejected", "bad_view", "no_pose", "no_camera_info")
 
@@ -147,6 +148,8 @@ class ExecutorNode(Node):
                 self.get_logger().info("robot link up" + (
                     " and reset" if self.config.reset_on_start else
                     "; call robot/reset when the arm may move (primitives wait for it)"))
+                if self._ready.is_set():
+                    self._start_tag_search()
                 return
             except RobotLinkError as err:
                 self._warn("link_error", f"robot link: {err}")
@@ -169,7 +172,49 @@ class ExecutorNode(Node):
             res.success, res.message = False, f"reset failed: {err}"
         finally:
             self._busy.release()
+        if res.success:
+            self._start_tag_search()
         return res
+
+    # ------------------------------------------------------------------ localising at start
+    def _start_tag_search(self) -> None:
+        """With ``search_tags_on_start``, look for a tag in a thread of its own (primitives
+        are refused as busy meanwhile)."""
+        if self.config.search_tags_on_start:
+            threading.Thread(target=self._search_tags, name="executor-tag-search",
+                             daemon=True).start()
+
+    def _search_tags(self) -> None:
+        cfg = self.config
+        if not self._busy.acquire(blocking=False):
+            self.get_logger().warning("tag search skipped: a primitive is running")
+            return
+        try:
+            result = search_for_tags(self.runner, cfg.tag_search_turns, self._wait_for_fix,
+                                     cfg.tag_search_dwell_s)
+        except RobotLinkError as err:
+            self._warn("link_error", f"tag search stopped: {err}")
+            return
+        finally:
+            self._busy.release()
+        self.counters.set("tag_search.found", int(result.found))
+        log = self.get_logger().info if result.found else self.get_logger().warning
+        log(f"tag search: {result.describe()}")
+
+    def _wait_for_fix(self, seconds: float) -> bool:
+        """Whether map -> odom is on TF within ``seconds`` of the node's clock."""
+        cfg = self.config
+        deadline = self._now() + seconds
+        while self.context.ok():
+            try:
+                self._tf.lookup(cfg.odom_frame, cfg.map_frame, 0.0)
+                return True
+            except TransformError:
+                pass
+            if self._now() >= deadline:
+                return False
+            time.sleep(0.05)
+        return False
 
     # ------------------------------------------------------------------ contract signals
     def _now(self) -> float:

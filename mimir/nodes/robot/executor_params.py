@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from mimir.nodes import common_params as shared
@@ -47,6 +48,17 @@ class ExecutorNodeConfig(RobotProfile):
     trace_file: str = param(
         "", "JSON-lines file of every streamed target and reported state; empty: none",
         read_only=True)
+    search_tags_on_start: bool = param(
+        False, "once the robot is reset, turn the base in place until the localiser has a "
+        "map pose when it has none (the base moves by itself: off unless the operator wants it)",
+        read_only=True)
+    tag_search_turns: tuple[float, ...] = param(
+        (0.4, -0.4, 0.8, -0.8, 1.2, -1.2),
+        "headings the search turns to, in order (rad from the heading the robot started at)",
+        read_only=True)
+    tag_search_dwell_s: float = param(
+        3.0, "how long the search stands at each heading waiting for a fix (s; the localiser "
+        "takes a fix only while the base stands still)", read_only=True)
     diagnostics_period: float = shared.diagnostics_period("period of /diagnostics (s)")
 
     def __post_init__(self) -> None:
@@ -58,12 +70,17 @@ class ExecutorNodeConfig(RobotProfile):
             if not 0 < port < 65536:
                 raise ProfileError(f"{name} {port} is not a TCP port")
         for name in ("connect_timeout_s", "call_timeout_s", "reset_timeout_s", "state_rate_hz",
-                     "view_timeout_s", "target_tolerance", "diagnostics_period"):
+                     "view_timeout_s", "target_tolerance", "diagnostics_period",
+                     "tag_search_dwell_s"):
             positive(name, getattr(self, name), ProfileError)
         if not self.link_settle_s >= 0.0:
             raise ProfileError(f"link_settle_s {self.link_settle_s} must be zero or positive")
         if not self.pointing_cameras:
             raise ProfileError("pointing_cameras is empty")
+        if not self.tag_search_turns or any(
+                not abs(t) <= math.pi for t in self.tag_search_turns):
+            raise ProfileError(f"tag_search_turns {list(self.tag_search_turns)} must be "
+                               "non-empty turns within half a revolution (rad)")
 
     def profile(self) -> RobotProfile:
         """The robot profile part of the parameters."""
