@@ -22,6 +22,14 @@ Where the tags hang
       edge, which hides all but a few centimetres of wall above the counter. Tags therefore sit
       between and beside the upper cabinets, where the camera that faces the wall sees them.
 
+    Where upper cabinets stand close together (the Long Horizon's row leaves 15 cm between
+    them) no wall slot is free, and a cabinet's side panel hides the wall beside it from a
+    camera in front of it. So the counters carry a row too: slot ``k`` on the counters' front
+    plane (``x = wall_x - counter_depth``), just under the top edge, where the pole camera
+    looks down over the counter at every working pose. Only counters carry them (a lower
+    cabinet's door or a drawer moves); their ids are a block of their own
+    (:meth:`TagSite.front_id`), and the site map lists every slot of that plane too.
+
     The side walls carry no tags: the robot faces the back wall at every working pose, and a
     side wall's position changes with the room's width, which one shared map cannot follow.
 
@@ -32,8 +40,8 @@ Frames
     front, shows the texture); MuJoCo maps a 2D texture onto that face upright, which
     ``test/sim/test_fiducial_tags.py`` checks by detecting every tag in rendered frames.
 
-Geoms are named ``wall/fiducial_<id>``, so segmentation counts them as part of the wall
-(structure); they do not collide.
+Geoms are named ``<mount>/fiducial_<id>`` (``wall`` or the counter's id), so segmentation counts
+a tag as part of what it is stuck on; they do not collide.
 """
 
 from __future__ import annotations
@@ -67,7 +75,8 @@ SITE_MAP_FILE = "fiducials/sim_kitchen.yaml"
 @dataclass(frozen=True)
 class TagSite(settings.Checked, section="fiducial_tags", error=FiducialLayoutError,
               positive=("tag_size", "pitch", "half_span", "clearance", "thickness"),
-              positive_int=("rows", "module_px", "min_tags"), non_negative=("first_id",)):
+              positive_int=("rows", "module_px", "min_tags"),
+              non_negative=("first_id", "front_first_id")):
     """How the kitchens' tags are laid out and drawn.
 
     Attributes:
@@ -82,6 +91,8 @@ class TagSite(settings.Checked, section="fiducial_tags", error=FiducialLayoutErr
             height and pitch far better than one).
         first_id: Id of the lowest tag of the slot at ``y = -max_slot * pitch``; ids grow with
             y along a row, then row by row upward.
+        front_first_id: Id of the counter-front tag of the slot at ``y = -max_slot * pitch``;
+            ids grow with y.
         min_tags: A kitchen showing fewer tags is refused.
         module_px: Texture pixels per module of the tag pattern.
     """
@@ -94,22 +105,28 @@ class TagSite(settings.Checked, section="fiducial_tags", error=FiducialLayoutErr
     thickness: float = 0.002
     rows: int = 2
     first_id: int = 100
+    front_first_id: int = 200
     min_tags: int = 2
     module_px: int = 12
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        dictionary = aruco_dictionary(self.dictionary)
-        count = int(dictionary.bytesList.shape[0])
-        last = self.slot_id(self.max_slot, self.rows - 1)
-        if last >= count:
-            raise FiducialLayoutError(
-                f"fiducial_tags: ids {self.first_id}..{last} exceed the {count} markers of "
-                f"{self.dictionary}")
         if self.pitch < self.outer_size + self.clearance:
             raise FiducialLayoutError(
                 f"fiducial_tags.pitch {self.pitch:g} m leaves neighbouring tags "
                 f"({self.outer_size:g} m with quiet zone) less than {self.clearance:g} m apart")
+        dictionary = aruco_dictionary(self.dictionary)
+        count = int(dictionary.bytesList.shape[0])
+        last = self.slot_id(self.max_slot, self.rows - 1)
+        front_last = self.front_id(self.max_slot)
+        if max(last, front_last) >= count:
+            raise FiducialLayoutError(
+                f"fiducial_tags: ids {self.first_id}..{last} and {self.front_first_id}.."
+                f"{front_last} must lie below the {count} markers of {self.dictionary}")
+        if self.front_first_id <= last and self.first_id <= front_last:
+            raise FiducialLayoutError(
+                f"fiducial_tags: counter-front ids {self.front_first_id}..{front_last} overlap "
+                f"the wall's {self.first_id}..{last}")
 
     @property
     def bits(self) -> int:
@@ -130,6 +147,10 @@ class TagSite(settings.Checked, section="fiducial_tags", error=FiducialLayoutErr
         """Tag id of slot ``k`` in ``row`` (0 = the lowest)."""
         return self.first_id + row * (2 * self.max_slot + 1) + k + self.max_slot
 
+    def front_id(self, k: int) -> int:
+        """Tag id of the counter-front slot ``k``."""
+        return self.front_first_id + k + self.max_slot
+
     def row_height(self, kitchen: KitchenSpec, row: int) -> float:
         """Height of the centres of ``row``'s tags above a kitchen's floor (m)."""
         step = self.outer_size + self.clearance
@@ -138,11 +159,13 @@ class TagSite(settings.Checked, section="fiducial_tags", error=FiducialLayoutErr
 
 @dataclass(frozen=True)
 class PlacedTag:
-    """One tag as hung: its id, the pose of its face in the world (= map) and its size (m)."""
+    """One tag as hung: its id, the pose of its face in the world (= map), its size (m) and what it
+    is stuck on (``wall`` or a counter's id)."""
 
     tag_id: int
     map_from_tag: FloatArray
     size: float
+    mount: str = "wall"
 
     @property
     def position(self) -> tuple[float, float, float]:
@@ -210,7 +233,7 @@ class TagLayout:
             centre = t.map_from_tag[:3, 3] - rot[:, 2] * depth
             axes = (*rot[:, 0], *rot[:, 1])
             out.append(
-                f'<geom name="wall/fiducial_{t.tag_id}" type="box" pos="{floats(centre)}" '
+                f'<geom name="{t.mount}/fiducial_{t.tag_id}" type="box" pos="{floats(centre)}" '
                 f'size="{floats((half, half, depth))}" xyaxes="{floats(axes)}" '
                 f'material="fiducial_{t.tag_id}" contype="0" conaffinity="0"/>')
         return out
@@ -258,9 +281,20 @@ def _back_wall_tag(site: TagSite, kitchen: KitchenSpec, k: int, row: int) -> Pla
     return PlacedTag(site.slot_id(k, row), pose, site.tag_size)
 
 
+def _counter_front_tag(site: TagSite, kitchen: KitchenSpec, k: int, mount: str) -> PlacedTag:
+    pose = np.eye(4)
+    pose[:3, :3] = BACK_WALL_ROTATION
+    # just under the counter's top edge, on its front, the face proud by the geom's thickness
+    height = kitchen.counter_height - site.clearance - site.outer_size / 2.0
+    pose[:3, 3] = (kitchen.wall_x - kitchen.counter_depth - site.thickness, k * site.pitch,
+                   height)
+    return PlacedTag(site.front_id(k), pose, site.tag_size, mount)
+
+
 def plan_tags(kitchen: KitchenSpec, fixtures: Sequence[FixtureSpec] = (),
               site: TagSite | None = None) -> TagLayout:
-    """The tags a kitchen shows: every slot on its back wall clear of corners and upper cabinets.
+    """The tags a kitchen shows: every slot on its back wall clear of corners and upper
+    cabinets, and every slot of the counters' front plane that lies on a counter.
 
     Raises:
         FiducialLayoutError: the tags would reach above the wall, or fewer than
@@ -285,21 +319,32 @@ def plan_tags(kitchen: KitchenSpec, fixtures: Sequence[FixtureSpec] = (),
         if any(y + reach > y0 and y - reach < y1 for y0, y1 in cabinets):
             continue
         tags.extend(_back_wall_tag(site, kitchen, k, row) for row in range(site.rows))
+    counters = [f for f in fixtures if f.type == "counter"]
+    for k in range(-site.max_slot, site.max_slot + 1):
+        y = k * site.pitch
+        on = [f for f in counters
+              if f.y - f.width / 2.0 <= y - reach and y + reach <= f.y + f.width / 2.0]
+        if on:
+            tags.append(_counter_front_tag(site, kitchen, k, on[0].id))
     if len(tags) < site.min_tags:
         raise FiducialLayoutError(
-            f"the back wall (y {low:g}..{high:g} m) has room for {len(tags)} tag(s) beside its "
-            f"upper cabinets, fewer than the {site.min_tags} needed; widen the room or leave "
-            f"{site.outer_size + 2 * site.clearance:.2f} m of wall free between cabinets")
+            f"the kitchen (y {low:g}..{high:g} m) has room for {len(tags)} tag(s) on its back "
+            f"wall beside the upper cabinets and on its counters' fronts, fewer than the "
+            f"{site.min_tags} needed; widen the room, leave "
+            f"{site.outer_size + 2 * site.clearance:.2f} m of wall free between cabinets or add "
+            "a counter")
     return TagLayout(site, tuple(tags))
 
 
 def site_layout(kitchen: KitchenSpec | None = None, site: TagSite | None = None) -> TagLayout:
     """Every slot of the site (``|y| <= half_span``) on the back wall of ``kitchen`` (default:
-    :class:`~mimir_sim.scenario.KitchenSpec`); the source of the shipped map file."""
+    :class:`~mimir_sim.scenario.KitchenSpec`) and on the counters' front plane; the source of
+    the shipped map file."""
     site = site or TagSite()
     kitchen = kitchen or KitchenSpec()
     span = site.max_slot * site.pitch + site.outer_size / 2.0 + site.clearance + 1e-6
-    return plan_tags(replace(kitchen, room_y=(-span, span)), (), site)
+    counter = FixtureSpec("site_counter", "counter", 0.0, 2.0 * span, "counter")
+    return plan_tags(replace(kitchen, room_y=(-span, span)), (counter,), site)
 
 
 #: comment lines at the top of the shipped site map

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from mimir.paths import config_dir
 from mimir.sim_graph import SIM_GRAPH, graph_parameters
@@ -31,6 +32,7 @@ from mimir_sim.fiducial_tags import (
     plan_tags,
     site_layout,
 )
+from mimir_sim.layouts import generate_layout
 from mimir_sim.rendering import Frame
 from mimir_sim.robot_signals import base_pose_matrix, camera_in_base
 from mimir_sim.scenario import FixtureSpec, KitchenSpec, available_scenarios, load_scenario
@@ -88,14 +90,25 @@ def test_every_scenario_kitchen_hangs_tags_of_the_shipped_map() -> None:
         scenario = load_scenario(name)
         layout = plan_tags(scenario.kitchen, scenario.fixtures)
         check_map_covers(layout, shipped)
-        # tags sit on the back wall, clear of every upper cabinet
+        # tags sit on the back wall, clear of every upper cabinet, or on a counter's front
+        kitchen, half = scenario.kitchen, layout.site.outer_size / 2
+        fixtures = {f.id: f for f in scenario.fixtures}
         for tag in layout.tags:
             x, y, z = tag.position
-            assert x == pytest.approx(scenario.kitchen.wall_x - layout.site.thickness)
-            assert z > scenario.kitchen.counter_height
-            for f in scenario.fixtures:
-                if f.type == "upper_cabinet":
-                    assert abs(y - f.y) >= f.width / 2 + layout.site.outer_size / 2
+            if tag.mount == "wall":
+                assert x == pytest.approx(kitchen.wall_x - layout.site.thickness)
+                assert z > kitchen.counter_height
+                for f in scenario.fixtures:
+                    if f.type == "upper_cabinet":
+                        assert abs(y - f.y) >= f.width / 2 + half
+            else:
+                counter = fixtures[tag.mount]
+                assert counter.type == "counter"
+                assert x == pytest.approx(
+                    kitchen.wall_x - kitchen.counter_depth - layout.site.thickness)
+                assert z + half < kitchen.counter_height
+                assert abs(y - counter.y) + half <= counter.width / 2
+        assert any(t.mount != "wall" for t in layout.tags), name
 
 
 def test_the_map_file_round_trips_through_the_loader(tmp_path: Path) -> None:
@@ -127,8 +140,12 @@ def test_a_kitchen_without_room_for_the_tags_is_refused() -> None:
         plan_tags(KitchenSpec(counter_height=2.3))
     with pytest.raises(FiducialLayoutError, match="pitch"):
         TagSite(pitch=0.1)
-    with pytest.raises(FiducialLayoutError, match="exceed"):
+    with pytest.raises(FiducialLayoutError, match="below the 587 markers"):
         TagSite(first_id=580)
+    with pytest.raises(FiducialLayoutError, match="below the 587 markers"):
+        TagSite(front_first_id=560)
+    with pytest.raises(FiducialLayoutError, match="overlap"):
+        TagSite(front_first_id=150)
 
 
 def test_a_moved_tag_is_caught_against_the_map() -> None:
@@ -193,6 +210,58 @@ def test_every_start_pose_sees_a_tag_and_localises(sims: dict[str, KitchenSim]) 
                           f"tags {result.used_tags}")
             assert error < TOLERANCE and yaw_error < YAW_TOLERANCE, errors[-1]
     print("\n".join(errors))
+
+
+def _search_turns() -> list[float]:
+    """The headings the executor's start-up tag search tries in simulation (rad)."""
+    data = yaml.safe_load((config_dir() / "mimir_sim.yaml").read_text(encoding="utf-8"))
+    executor = data["/**/executor"]["ros__parameters"]
+    assert executor["search_tags_on_start"] is True
+    return [float(t) for t in executor["tag_search_turns"]]
+
+
+def _drawn_starts(sim: KitchenSim, seeds: range) -> dict[tuple[float, float, float], str]:
+    """Start poses the generated layouts of ``seeds`` put the robot at (-> a layout's start
+    fixture). A layout's fixtures only trade places and roles, so the scenario's own kitchen has
+    the same geometry at every one of these poses."""
+    own = sim.scene.scenario
+    shapes = sorted((f.type, f.y, f.width) for f in own.fixtures)
+    starts: dict[tuple[float, float, float], str] = {}
+    for seed in seeds:
+        layout = generate_layout(own, seed)
+        assert sorted((f.type, f.y, f.width) for f in layout.fixtures) == shapes
+        fixture = next(f for f in layout.fixtures if f.id == layout.start_at)
+        place = next(f.id for f in own.fixtures if f.y == fixture.y and f.type == fixture.type)
+        starts.setdefault(start_pose_for(sim.scene.fixtures[place]), f"{seed}:{fixture.id}")
+    return starts
+
+
+def test_every_drawn_start_localises_at_once_or_on_the_tag_search(
+        sims: dict[str, KitchenSim]) -> None:
+    """Wherever a generated layout starts the robot (the evaluation's seeds), the pole camera
+    sees a tag from the start heading or from a heading of the executor's start-up search; the
+    Long Horizon's row of upper cabinets leaves a tag beside every one, so it needs no turn."""
+    turns = [0.0, *_search_turns()]
+    rows: list[str] = []
+    for name, sim in sims.items():
+        assert sim.scene.fiducials is not None
+        tag_map = sim.scene.fiducials.fiducial_map()
+        for (x, y, yaw), drawn in sorted(_drawn_starts(sim, range(1000, 1020)).items()):
+            first = None
+            for turn in turns:
+                sim.reset((x, y, yaw + turn))
+                frame = pole_frame(sim)
+                assert frame.color is not None
+                localizer = FiducialLocalizer(tag_map, camera_in_base(sim, "pole"))
+                if localizer.localize(frame.color, intrinsics(frame), frame.stamp) is not None:
+                    first = turn
+                    break
+            rows.append(f"{name} at ({x:.2f}, {y:.2f}) [{drawn}]: "
+                        + ("no tag from any heading" if first is None else f"turn {first:+.1f}"))
+            assert first is not None, rows[-1]
+            if name == "long_horizon":
+                assert first == 0.0, rows[-1]
+    print("\n".join(rows))
 
 
 @pytest.mark.parametrize("pose", [(0.1, -1.0, 0.0), (0.1, -0.4, 0.0), (0.3, 0.2, 0.0),
@@ -265,8 +334,8 @@ def test_the_planar_solve_holds_where_the_full_solve_drifted(
 def test_a_frame_without_a_tag_gives_no_estimate(sims: dict[str, KitchenSim]) -> None:
     sim = sims["long_horizon"]
     assert sim.scene.fiducials is not None
-    # in front of a middle cabinet of the long run, only cabinets and the counter are in view
-    sim.reset(start_pose_for(sim.scene.fixtures["cab_5"]))
+    # facing away from the wall: the room's open side, no tag in view
+    sim.reset((0.0, 0.0, math.pi))
     frame = pole_frame(sim)
     assert frame.color is not None
     localizer = FiducialLocalizer(sim.scene.fiducials.fiducial_map(), camera_in_base(sim, "pole"))
