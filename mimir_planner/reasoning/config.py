@@ -143,7 +143,9 @@ class VerifierConfig(settings.Checked, section="verifier", error=ReasoningConfig
                      within={"min_confidence": (0.0, 1.0)}):
     """Settings of the propose-verify harness (``partial_look_outcomes``: executor outcome
     codes of a look that reached only some of its views; it shows what it saw, never that
-    something is absent)."""
+    something is absent; ``gave_way_outcomes``: executor outcome codes of an open or close
+    whose pull went on past the point where a held part stops it, so the part moved and is not
+    locked)."""
 
     min_confidence: float = 0.5
     rebind_radius_m: float = 1.5
@@ -151,6 +153,7 @@ class VerifierConfig(settings.Checked, section="verifier", error=ReasoningConfig
     extractors: tuple[str, ...] = ("grasp_hold",)
     switched_off: tuple[str, ...] = ()
     partial_look_outcomes: tuple[str, ...] = ("INSPECTED_PARTLY",)
+    gave_way_outcomes: tuple[str, ...] = ("PARTIAL_OPEN", "OPENED", "CLOSED")
 
     def __post_init__(self) -> None:
         super().__post_init__()

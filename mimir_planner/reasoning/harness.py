@@ -447,7 +447,8 @@ class Harness:
             return (held, "locked") if held is not None else (check, "opened")
         if locked:
             check = self._check_locked(claim.object_id, ev)
-            return self._moved_against_locked(claim, ctx, ev, check) or check, "locked"
+            return (self._moved_against_locked(claim, ctx, ev, check)
+                    or self._gave_way_against_locked(ctx, check) or check), "locked"
         if claim.name == "pickable" and claim.new_value is True:
             summary = contact_summary(ev.gripper, self._percepts)
             if summary is None:
@@ -498,6 +499,16 @@ class Harness:
             claim.object_id, "openable", True, claim.confidence,
             f"the fixture moved in the {ctx.intent}", claim.old_value,
             is_opened=ctx.intent == "open", source=claim.source))
+
+    def _gave_way_against_locked(self, ctx: ClaimContext, check: _Check) -> _Check | None:
+        """Said to be locked, but the executor's own outcome of the open or close says the pull
+        went past where a held part stops it: refused; else None."""
+        if check.decision is Decision.REJECT or ctx.intent not in ("open", "close") \
+                or ctx.reported_outcome not in self._cfg.gave_way_outcomes:
+            return None
+        return _Check(Decision.REJECT, f"the executor reported {ctx.reported_outcome} "
+                      f"({ctx.reported_message or 'no message'}): the part gave way, so it is "
+                      "not locked", check.refs)
 
     def _depth_against_the_hand(self, fixture_id: str, ev: Evidence) -> bool:
         """Whether the fixture's motion is a depth change the held hand contradicts: the jaws

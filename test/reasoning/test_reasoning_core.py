@@ -630,6 +630,29 @@ def test_locked_and_opened_reasons_name_the_gripper_the_hand_and_depth() -> None
     assert "moved 0.200 m of 0.250 m commanded" in verdict.reason
 
 
+@pytest.mark.parametrize(("outcome", "decision"), [
+    ("PARTIAL_OPEN", Decision.REJECT), ("OPENED", Decision.REJECT), ("NO_MOTION", Decision.ADMIT),
+    ("", Decision.ADMIT)])
+def test_a_pull_the_executor_saw_give_way_is_not_locked(outcome: str,
+                                                        decision: Decision) -> None:
+    """The hand's travel can stay under ``open_hand_travel_m`` while the door moved a fifth of
+    its way (0.11 m); the executor's outcome of that pull says the part gave way."""
+    import dataclasses
+
+    locked = _evidence_of(make_window(contact=True, opened_m=None, hand=True))
+    claim = PropertyClaim("drawer_3", "locked", True, 0.9, "locked or stuck")
+    ctx = dataclasses.replace(_ctx(), reported_success=False, reported_outcome=outcome,
+                              reported_message="fixture did not open far enough (19% of the path)")
+    (verdict,) = _harness().evaluate([claim], ctx, locked).verdicts
+    assert verdict.decision is decision and verdict.verifier == "locked"
+    if decision is Decision.REJECT:
+        assert f"the executor reported {outcome}" in verdict.reason
+        assert "19% of the path" in verdict.reason
+    # a look is not a pull: its outcome says nothing of a lock
+    look = dataclasses.replace(ctx, intent="inspection")
+    assert _harness().evaluate([claim], look, locked).verdicts[0].decision is Decision.ADMIT
+
+
 def test_locked_needs_the_hand_held_back_from_the_command() -> None:
     harness = _harness()
     window = make_window(contact=True, opened_m=None)
