@@ -48,6 +48,7 @@ from mimir.sim_graph import (
     section_key,
 )
 from mimir.sim_report import InstructionReport, SimJobError
+from mimir.version import code_version
 
 #: Nodes of the simulation graph: (console script, node name), from :data:`SIM_GRAPH`.
 SIM_NODES: tuple[tuple[str, str], ...] = tuple((n.executable, n.name) for n in SIM_GRAPH)
@@ -602,6 +603,7 @@ def write_results(run_dir: Path, scenario: str, options: SimJobOptions, *,
     """Write ``results.json``: the run's judged instructions and figures, for evaluations."""
     data = {
         "version": RESULTS_VERSION,
+        "code_version": code_version(),
         "scenario": scenario,
         "seed": layout_seed(options),
         "vlm_backend": options.vlm_backend,

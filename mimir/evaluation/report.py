@@ -98,6 +98,20 @@ def family_progress(result: TrialResult) -> dict[str, float]:
     return {family: float(np.mean(values)) for family, values in by_family.items()}
 
 
+def code_line(finished: Sequence[TrialResult]) -> str:
+    """Which code the finished trials ran on (an evaluation resumed later may mix versions)."""
+    seeds: dict[str, list[int]] = {}
+    for r in finished:
+        seeds.setdefault(str(r.results.get("code_version") or "not recorded"), []).append(
+            r.spec.seed)
+    if not seeds:
+        return "Code: no trial finished yet."
+    parts = [f"{v} (seeds {', '.join(str(s) for s in sorted(set(ss)))})"
+             for v, ss in sorted(seeds.items(), key=lambda kv: min(kv[1]))]
+    return ("Code: " + "; ".join(parts) + "." if len(parts) > 1
+            else f"Code: every finished trial ran on {next(iter(seeds))}.")
+
+
 def trial_line(result: TrialResult, root: Path) -> dict[str, Any]:
     """One line of ``trials.jsonl``."""
     spec = result.spec
@@ -105,6 +119,7 @@ def trial_line(result: TrialResult, root: Path) -> dict[str, Any]:
         "trial": spec.key, "method": spec.method.name, "seed": spec.seed,
         "noise_scale": spec.noise_scale, "profile": spec.profile,
         "finished": result.finished, "error": result.error,
+        "code_version": result.results.get("code_version", ""),
     }
     if result.finished:
         got = retrieval(spec.folder(root))
@@ -394,6 +409,7 @@ def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root
     text = [f"# mimir eval: {first.scenario}", ""]
     if command:
         text += ["Command:", "", f"    {command}", ""]
+    text += [code_line(finished), ""]
     text += [
         f"Profile {first.profile} at noise scale(s) {', '.join(f'{s:g}' for s in scales)}; "
         f"reasoning backend {first.vlm_backend}; {first.step_budget} planner calls per "

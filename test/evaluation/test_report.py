@@ -111,3 +111,26 @@ def test_methods_with_no_shared_layout_are_not_paired(tmp_path: Path) -> None:
 def test_an_empty_evaluation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one trial"):
         write_report([], [FULL], tmp_path)
+
+
+def test_the_report_says_which_code_the_trials_ran_on(tmp_path: Path) -> None:
+    from mimir.version import code_version
+
+    results = evaluation(tmp_path)
+    text = write_report(results, [FULL, SG], tmp_path).read_text()
+    assert f"Code: every finished trial ran on {code_version()}." in text
+    # an evaluation resumed later, and a trial written before runs recorded their code
+    for seed, version in ((1001, "abc1234"), (1002, None)):
+        path = TrialSpec("locked_unlocked", FULL, seed, "ideal").folder(tmp_path) / "results.json"
+        data = json.loads(path.read_text())
+        if version is None:
+            del data["code_version"]
+        else:
+            data["code_version"] = version
+        path.write_text(json.dumps(data))
+    mixed = [read_trial(r.spec, tmp_path) for r in results]
+    text = write_report(mixed, [FULL, SG], tmp_path).read_text()
+    assert "abc1234 (seeds 1001)" in text and "not recorded (seeds 1002)" in text
+    assert f"{code_version()} (seeds 1000, 1001, 1002, 1003, 1004, 1005)" in text
+    lines = [json.loads(x) for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
+    assert {x["code_version"] for x in lines if x["finished"]} == {code_version(), "abc1234", ""}
