@@ -210,7 +210,8 @@ class Rig:
     """Servers, the executor node, a driver node with the camera, recorders and clients."""
 
     def __init__(self, ctx: Context, ex: MultiThreadedExecutor, *,
-                 arm_kwargs: dict[str, Any] | None = None, **params: Any) -> None:
+                 arm_kwargs: dict[str, Any] | None = None, localised: bool = True,
+                 **params: Any) -> None:
         self.ns = f"/exec_test_{uuid.uuid4().hex[:8]}"
         remaps = ["--ros-args"]
         for topic in ("/tf", "/tf_static", "/diagnostics"):
@@ -230,7 +231,7 @@ class Rig:
         ex.add_node(self.driver)
         self._subscribe()
         self.diag = DiagnosticsCounters(self.driver, "executor")
-        self._start_camera()
+        self._start_camera(localised)
         overrides = {"host": "127.0.0.1", "base_port": self.servers.base[1],
                      "arm_port": self.servers.arm[1], "authkey": self.servers.authkey.decode(),
                      "reset_on_start": True, "pointing_cameras": ["pole"],
@@ -244,7 +245,8 @@ class Rig:
         assert self.client.wait_for_server(timeout_sec=20.0), "execute_primitive not served"
         assert wait_until(self.node._ready.is_set, 20.0), "robot link never came up"
         # the node hears its own odom -> base_link (and the static TF) over DDS a moment later
-        assert wait_until(self._node_has_tf, 10.0), "the node never heard map -> base_link"
+        assert not localised or wait_until(self._node_has_tf, 10.0), \
+            "the node never heard map -> base_link"
 
     def _node_has_tf(self) -> bool:
         try:
@@ -298,7 +300,7 @@ class Rig:
         return float(msg.pose.pose.position.x), float(msg.pose.pose.position.y)
 
     # -- camera ------------------------------------------------------------------------------
-    def _start_camera(self) -> None:
+    def _start_camera(self, localised: bool) -> None:
         d = self.driver
         root = "cameras/pole"
         self._info_pub = d.create_publisher(CameraInfo, f"{root}/color/camera_info", qos.SENSOR)
@@ -308,10 +310,15 @@ class Rig:
         self._camera_lock = threading.Lock()
         static = TransformPublisher(d, static=True)
         now = self._now()
-        static.send([matrix_to_transform(np.eye(4), "map", "odom", now),
-                     matrix_to_transform(BASE_FROM_CAMERA, "base_link", CAMERA_FRAME, now)])
+        static.send([matrix_to_transform(BASE_FROM_CAMERA, "base_link", CAMERA_FRAME, now)])
         self._static = static
+        if localised:
+            self.localise()
         d.create_timer(0.2, self._publish_frame)
+
+    def localise(self) -> None:
+        """From now on ``map -> odom`` is known (identity), as a localiser would send it."""
+        self._static.send([matrix_to_transform(np.eye(4), "map", "odom", self._now())])
 
     def _now(self) -> float:
         return self.driver.get_clock().now().nanoseconds * 1e-9
@@ -474,6 +481,34 @@ def test_open_the_cabinet_end_to_end(rig: Rig) -> None:
     # the hand was sent to the handle the camera showed, then swung it towards the robot
     assert float(np.min(np.linalg.norm(hand - NEAR.hand_base, axis=1))) < 0.01
     assert float(hand[:, 0].min()) < NEAR.hand_base[0] - 0.2
+
+
+def _yaw(msg: Odometry) -> float:
+    q = msg.pose.pose.orientation
+    return 2.0 * math.atan2(q.z, q.w)
+
+
+def test_the_tag_search_turns_until_the_robot_is_localised(
+        make_rig: Callable[..., Rig]) -> None:
+    """No map pose at start: the base turns to the first heading and stands there; once
+    ``map -> odom`` appears the search ends and the base faces where it started."""
+    rig = make_rig(localised=False, search_tags_on_start=True, tag_search_turns=[0.5],
+                   tag_search_dwell_s=6.0)
+    assert wait_until(lambda: rig.latest(rig.odom) is not None
+                      and abs(_yaw(rig.latest(rig.odom)) - 0.5) < 0.05, 20.0), "never turned"
+    # busy meanwhile: a primitive is refused rather than run on a base that is turning
+    assert not rig.send(open_cabinet()).accepted
+    rig.localise()
+    assert wait_until(lambda: rig.diag.count("tag_search.found") == 1, 20.0), rig.diag.counters
+    assert wait_until(lambda: abs(_yaw(rig.latest(rig.odom))) < 0.05, 10.0)
+    assert math.hypot(*rig.odom_xy()) < 0.05
+    assert wait_until(lambda: not rig.node._busy.locked(), 5.0)
+
+
+def test_a_localised_robot_does_not_turn(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(search_tags_on_start=True, tag_search_dwell_s=2.0)
+    assert wait_until(lambda: rig.diag.count("tag_search.found") == 1, 20.0), rig.diag.counters
+    assert abs(_yaw(rig.latest(rig.odom))) < 1e-3 and math.hypot(*rig.odom_xy()) < 1e-3
 
 
 def test_locked_cabinet_is_no_motion(make_rig: Callable[..., Rig]) -> None:

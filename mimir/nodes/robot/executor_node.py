@@ -67,6 +67,8 @@ from mimir_robot.rpc import (
 from mimir_robot.tag_search import search_for_tags
 
 _WARN_KEYS = ("link_error", "rejected", "bad_view", "no_pose", "no_camera_info")
+#: Seconds between looks at TF while the tag search waits for a map pose.
+FIX_POLL_S = 0.05
 
 
 class ExecutorStartupError(RuntimeError):
@@ -213,7 +215,7 @@ class ExecutorNode(Node):
                 pass
             if self._now() >= deadline:
                 return False
-            time.sleep(0.05)
+            time.sleep(FIX_POLL_S)
         return False
 
     # ------------------------------------------------------------------ contract signals
