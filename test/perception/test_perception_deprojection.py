@@ -70,9 +70,10 @@ def test_frame_deprojects_every_instance_exactly() -> None:
     assert isinstance(box, ObjectObservation)
     assert box.frame_id == "map"
     assert box.score == pytest.approx(0.9)
-    # Erosion by 2 px keeps rows 42..77 and cols 62..97.
+    # Erosion by 2 px keeps rows 42..77 and cols 62..97 for the points; the box gets the two
+    # pixels a side back, so it spans the mask's rows 40..79 and cols 60..99.
     assert box.point_count == 36 * 36
-    lo, hi = expected_map_box(1.5, (62, 97), (42, 77))
+    lo, hi = expected_map_box(1.5, (60, 99), (40, 79))
     np.testing.assert_allclose(box.bbox_min, lo, atol=1e-5)
     np.testing.assert_allclose(box.bbox_max, hi, atol=1e-5)
     np.testing.assert_allclose(box.centroid, (lo + hi) / 2.0, atol=0.02)
@@ -357,5 +358,11 @@ def test_matches_a_per_instance_reference_on_random_scenes() -> None:
                 continue
             obs = by_id[info.instance_id]
             assert obs.point_count == len(pts), trial
-            np.testing.assert_allclose(obs.bbox_min, pts.min(axis=0), atol=1e-4)
-            np.testing.assert_allclose(obs.bbox_max, pts.max(axis=0), atol=1e-4)
+            # the centroid is the per-axis median of the points (of a spread sample of them)
+            np.testing.assert_allclose(obs.centroid, np.median(pts, axis=0), atol=0.15)
+            # the box of the eroded points, grown by the pixel erosion took off each side at
+            # the centroid's depth: camera x is the map's -y, camera y its -z
+            z = float((np.asarray(obs.centroid) - OPTICAL_TO_MAP[:3, 3]) @ OPTICAL_TO_MAP[:3, 2])
+            grow = np.array([0.0, z / INTR.fx, z / INTR.fy])
+            np.testing.assert_allclose(obs.bbox_min, pts.min(axis=0) - grow, atol=1e-4)
+            np.testing.assert_allclose(obs.bbox_max, pts.max(axis=0) + grow, atol=1e-4)
