@@ -84,22 +84,38 @@ def locate(ctx: PlanContext, spec: TargetSpec, after: float) -> tuple[tg.CameraV
 def look_until(ctx: PlanContext, spec: TargetSpec, after: float,
                derive: Callable[[tg.CameraView, tg.Found], _T]
                ) -> tuple[tg.CameraView, tg.Found, _T]:
-    """:func:`locate` and ``derive`` (the grasp or views the primitive needs from the view),
-    from a fresh view again when either fails, up to the profile's ``target_looks`` views.
+    """The target and what the primitive needs of it (``derive``: the grasp or views), from
+    the first pointing camera whose view shows both, looking again with fresh views up to the
+    profile's ``target_looks`` times.
 
-    A segmenter misses a small part now and then and stereo depth has holes; one more look
-    usually has them. The first look uses views stamped at or after ``after``.
+    Every camera that shows the target is asked in turn: one that sees the fixture may miss
+    its handle or see it too small (the pole camera looks down on a lower cabinet's handle from
+    the stance a step back from its door), while the next camera, lower or closer, has it. A
+    segmenter misses a small part now and then and stereo depth has holes; a fresh look usually
+    has them. The first look uses views stamped at or after ``after``.
 
     Raises:
-        UnknownTargetError, PointingError: the last look's failure.
+        UnknownTargetError, PointingError: no camera gave both in the last look; the error is
+            of the kind the first camera met, and its message gives every camera's reason.
     """
     for look in range(ctx.profile.target_looks):
-        try:
-            view, found = locate(ctx, spec, after if look == 0 else ctx.now())
-            return view, found, derive(view, found)
-        except (UnknownTargetError, pt.PointingError):
-            if look + 1 == ctx.profile.target_looks:
-                raise
+        since = after if look == 0 else ctx.now()
+        reasons: list[str] = []
+        first: UnknownTargetError | pt.PointingError | None = None
+        for camera in ctx.cameras:
+            view = ctx.view(camera, since)
+            if view is None:
+                reasons.append(f"{camera}: no fresh frame")
+                continue
+            try:
+                found = tg.find_target(view, spec, ctx.tolerance, ctx.profile.match_slack)
+                return view, found, derive(view, found)
+            except (UnknownTargetError, pt.PointingError) as err:
+                reasons.append(str(err))
+                first = first or err
+        if look + 1 == ctx.profile.target_looks:
+            kind = type(first) if first is not None else UnknownTargetError
+            raise kind(f"{spec.describe()}: " + "; ".join(reasons))
     raise AssertionError("target_looks is at least 1")
 
 

@@ -231,3 +231,34 @@ def test_looking_gives_up_after_the_profiles_looks_with_the_last_reason() -> Non
     assert len(asked) == PROFILE.target_looks
     with pytest.raises(ValueError, match="target_looks"):
         RobotProfile(target_looks=0)
+
+
+def test_a_handle_one_camera_misses_is_taken_from_the_next_in_the_same_look() -> None:
+    """The pole camera sees the door but not its handle (too small from a step back); the base
+    camera, asked next in the same look, has it. Where none has it, the error names each."""
+    spec = TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))
+    missed = view_of([door(width=0.6)], ["cabinet"])
+    seen = view_of([door(width=0.6), vertical_bar(-0.22)], ["cabinet", ""], {1: "handle"})
+    seen = tg.CameraView("base", seen.stamp, seen.depth, seen.intrinsics, seen.base_from_camera,
+                         seen.map_from_base, seen.objects, seen.parts)
+    by_camera = {"pole": missed, "base": seen}
+    asked: list[tuple[str, float]] = []
+
+    def view(camera: str, after: float) -> tg.CameraView | None:
+        asked.append((camera, after))
+        return by_camera.get(camera)
+
+    ctx = PlanContext(executor=None, profile=PROFILE,  # type: ignore[arg-type]
+                      cameras=("pole", "base", "wrist"), view=view,
+                      odom_from_map=lambda: EYE, now=lambda: STAMP + 1.0)
+    got, _found, (grasp, _art, _face) = look_until(
+        ctx, spec, STAMP, lambda v, f: tg.handle_target(v, f, PROFILE, STAMP))
+    assert got is seen and grasp.approach[0] > 0.99
+    assert asked == [("pole", STAMP), ("base", STAMP)]  # one look, the wrist never asked
+    by_camera["base"] = missed
+    asked.clear()
+    with pytest.raises(UnknownTargetError) as err:
+        look_until(ctx, spec, STAMP, lambda v, f: tg.handle_target(v, f, PROFILE, STAMP))
+    assert "no handle seen on the target in the pole camera" in str(err.value)
+    assert "wrist: no fresh frame" in str(err.value)
+    assert len(asked) == 3 * PROFILE.target_looks
