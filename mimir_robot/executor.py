@@ -79,6 +79,12 @@ class GraspTarget:
         if np.linalg.norm(self.approach) < 1e-9 or np.linalg.norm(self.finger) < 1e-9:
             raise ValueError("grasp directions must be non-zero")
 
+    def moved(self, new_from_old: FloatArray) -> GraspTarget:
+        """The same grasp in another base_link (``new_from_old``: 4x4, the base moved)."""
+        rot, trans = new_from_old[:3, :3], new_from_old[:3, 3]
+        return GraspTarget(rot @ np.asarray(self.point) + trans, rot @ np.asarray(self.approach),
+                           rot @ np.asarray(self.finger))
+
 
 @dataclass(frozen=True)
 class Articulation:
@@ -102,6 +108,13 @@ class Articulation:
                 raise ValueError(f"articulation {name} must be three finite numbers")
         if np.linalg.norm(self.axis) < 1e-9:
             raise ValueError("articulation axis must be non-zero")
+
+    def moved(self, new_from_old: FloatArray) -> Articulation:
+        """The same motion in another base_link (``new_from_old``: 4x4, the base moved)."""
+        rot, trans = new_from_old[:3, :3], new_from_old[:3, 3]
+        bottom = None if self.bottom is None else self.bottom + float(trans[2])
+        return Articulation(self.kind, rot @ np.asarray(self.axis),
+                            rot @ np.asarray(self.point) + trans, bottom)
 
 
 @dataclass

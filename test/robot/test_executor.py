@@ -330,3 +330,22 @@ def test_no_stance_is_offered_beyond_the_shift_allowed_or_for_a_handle_taken_fro
     drawer = Articulation("prismatic", np.array([-1.0, 0.0, 0.0]))
     assert not ex.in_reach(_pull_from(ex, down, drawer, (0.0, 0.0, 0.0)))
     assert ex.pull_stance(down, drawer) is None
+
+
+def test_a_grasp_and_its_hinge_move_with_the_base() -> None:
+    """Carried into the frame of a base that stepped 0.3 m back and turned 0.1 rad, the
+    handle and hinge stay where they are in the world."""
+    from mimir.transforms import planar_pose
+
+    odom_from_before, odom_from_after = planar_pose(0.0, 0.0, 0.0), planar_pose(-0.3, 0.05, 0.1)
+    after_from_before = np.linalg.inv(odom_from_after) @ odom_from_before
+    grasp, door = HANDLE.moved(after_from_before), DOOR.moved(after_from_before)
+    for here, there in ((grasp.point, HANDLE.point), (door.point, DOOR.point)):
+        np.testing.assert_allclose(odom_from_after[:3, :3] @ here + odom_from_after[:3, 3],
+                                   there, atol=1e-12)
+    np.testing.assert_allclose(odom_from_after[:3, :3] @ grasp.approach, HANDLE.approach,
+                               atol=1e-12)
+    np.testing.assert_allclose(door.axis, DOOR.axis, atol=1e-12)  # vertical stays vertical
+    assert door.kind == "revolute" and door.bottom == DOOR.bottom
+    low = Articulation("revolute", np.array([0.0, 0.0, 1.0]), np.zeros(3), 0.4)
+    assert low.moved(after_from_before).bottom == pytest.approx(0.4)
