@@ -157,6 +157,8 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
     for method in methods:
         own = [r for r in results if r.spec.method.name == method.name]
         done = [r for r in own if r.finished]
+        failed = sum(r.failed for r in own)
+        pending = len(own) - len(done) - failed
         interval = bootstrap_interval([r.progress for r in done])
         instructions = [row for r in done for row in r.instructions]
         figures = [r.results.get("figures", {}) for r in done]
@@ -165,7 +167,8 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
         frames = sum(int(line["retrieved_frames"]) for line in own_lines)
         ages = [a for line in own_lines for a in line["retrieval_reach_s"]]
         rows.append(
-            f"| {method.label} | {len(done)} ({len(own) - len(done)}) | {interval.text()} | "
+            f"| {method.label} | {len(done)} ({failed}"
+            + (f"; {pending} not run" if pending else "") + f") | {interval.text()} | "
             f"{sum(bool(row.get('success')) for row in instructions)}/{len(instructions)} | "
             f"{_fmt(_mean(float(row.get('steps', 0)) for row in instructions))} | "
             f"{_fmt(_mean(float(f.get('keyframes stored', 0)) for f in figures), 0)} | "
@@ -438,11 +441,14 @@ def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root
         "",
         *baseline_table(first.scenario, [r.spec.seed for r in results], first.step_budget),
     ]
-    failed_runs = [r for r in results if not r.finished]
+    failed_runs = [r for r in results if r.failed]
     if failed_runs:
         text += ["", "## Failed runs", ""]
-        text += [f"- {r.spec.key}: {r.error or 'no results (see trial.log)'}"
-                 for r in failed_runs]
+        text += [f"- {r.spec.key}: {r.error}" for r in failed_runs]
+    pending = [r for r in results if not r.finished and not r.failed]
+    if pending:
+        text += ["", f"Not run yet, or stopped before the end ({len(pending)}; the same command "
+                 "runs them): " + ", ".join(r.spec.key for r in pending) + "."]
     if finished:
         _plot_progress(out / "progress.png", methods, intervals)
         _plot_tasks(out / "tasks.png", results, methods)

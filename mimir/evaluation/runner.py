@@ -147,7 +147,13 @@ def run_trials(specs: Sequence[TrialSpec], root: Path, *, jobs: int = 1,
                 launch(spec, root, domain)
             finally:
                 domains.put(domain)
-            return read_trial(spec, root)
+            result = read_trial(spec, root)
+            if not result.finished and not result.error:
+                # it ran to its end without a word: a failure, not a trial still to run
+                error = "the trial process ended without results (see trial.log)"
+                (spec.folder(root) / "error.json").write_text(json.dumps({"error": error}))
+                result = read_trial(spec, root)
+            return result
 
         with ThreadPoolExecutor(max_workers=max(1, len(claimed))) as pool:
             futures = {pool.submit(run_one, index): index for index in todo}

@@ -109,6 +109,12 @@ class TrialResult:
     error: str = ""
 
     @property
+    def failed(self) -> bool:
+        """The trial ran and failed (its error is known); an unfinished trial without one was
+        not run yet or was stopped, and a resumed evaluation runs it."""
+        return not self.finished and bool(self.error)
+
+    @property
     def instructions(self) -> list[dict[str, Any]]:
         """The judged instructions of a finished trial."""
         return list(self.results.get("instructions", []))

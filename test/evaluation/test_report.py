@@ -134,3 +134,19 @@ def test_the_report_says_which_code_the_trials_ran_on(tmp_path: Path) -> None:
     assert f"{code_version()} (seeds 1000, 1001, 1002, 1003, 1004, 1005)" in text
     lines = [json.loads(x) for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
     assert {x["code_version"] for x in lines if x["finished"]} == {code_version(), "abc1234", ""}
+
+
+def test_trials_not_run_yet_are_not_counted_as_failed(tmp_path: Path) -> None:
+    """A report of an evaluation stopped half way (``--report-only``): trials without a folder,
+    or whose run was stopped before it ended, are to be run, not failures."""
+    results = evaluation(tmp_path)
+    later = [TrialSpec("locked_unlocked", FULL, seed, "ideal") for seed in (1006, 1007)]
+    later[1].folder(tmp_path).mkdir(parents=True)  # stopped mid-run: a folder, no results
+    text = write_report([*results, *(read_trial(s, tmp_path) for s in later)], [FULL, SG],
+                        tmp_path).read_text()
+    assert "| full | 6 (0; 2 not run) | 100.0% [100.0, 100.0] | 18/18 |" in text
+    assert "| SG | 5 (1) |" in text
+    assert "- sg/scale-1/seed-1005: node planner died" in text
+    assert ("Not run yet, or stopped before the end (2; the same command runs them): "
+            "full/scale-1/seed-1006, full/scale-1/seed-1007.") in text
+    assert "full/scale-1/seed-1006:" not in text  # not listed among the failed runs

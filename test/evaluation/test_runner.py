@@ -16,7 +16,7 @@ from eval_helpers import finish_trial
 
 from mimir.evaluation.methods import EvalConfigError, Method
 from mimir.evaluation.runner import run_trials
-from mimir.evaluation.trials import TrialSpec, trial_specs
+from mimir.evaluation.trials import TrialSpec, read_trial, trial_specs
 from mimir.ros.domains import DOMAIN_LOCKS
 
 FULL = Method(name="full", label="full")
@@ -106,3 +106,16 @@ def test_a_trial_that_leaves_no_results_is_reported_unfinished(tmp_path: Path) -
     results = run_trials(specs(1), tmp_path, launch=crash, show_progress=False)
     assert [r.finished for r in results] == [False, False]
     assert results[0].error == "node analyzer died"
+    assert all(r.failed for r in results)
+
+
+def test_a_trial_that_ends_without_results_or_a_word_is_a_failure(tmp_path: Path) -> None:
+    """A trial process that ended leaving nothing failed; it is not a trial still to run."""
+    def silent(spec: TrialSpec, root: Path, domain: int) -> None:
+        return None
+
+    results = run_trials(specs(1), tmp_path, launch=silent, show_progress=False)
+    assert all(r.failed and "ended without results" in r.error for r in results)
+    # read back later (a report of the folder), they stay failures
+    again = [read_trial(r.spec, tmp_path) for r in results]
+    assert all(r.failed for r in again)
