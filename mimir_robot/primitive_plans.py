@@ -61,24 +61,41 @@ class PlanContext:
     tolerance: float = 0.6
 
 
+def _one_look(ctx: PlanContext, spec: TargetSpec, since: float,
+              derive: Callable[[tg.CameraView, tg.Found], _T]
+              ) -> tuple[tg.CameraView, tg.Found, _T]:
+    """One look: each pointing camera in turn, with its view stamped at or after ``since``,
+    until one shows the target and ``derive`` gets what the primitive needs from it.
+
+    Raises:
+        UnknownTargetError, PointingError: no camera gave both; the error is of the kind the
+            first camera met, and its message gives every camera's reason.
+    """
+    reasons: list[str] = []
+    first: UnknownTargetError | pt.PointingError | None = None
+    for camera in ctx.cameras:
+        view = ctx.view(camera, since)
+        if view is None:
+            reasons.append(f"{camera}: no fresh frame")
+            continue
+        try:
+            found = tg.find_target(view, spec, ctx.tolerance, ctx.profile.match_slack)
+            return view, found, derive(view, found)
+        except (UnknownTargetError, pt.PointingError) as err:
+            reasons.append(str(err))
+            first = first or err
+    kind = type(first) if first is not None else UnknownTargetError
+    raise kind(f"{spec.describe()}: " + "; ".join(reasons))
+
+
 def locate(ctx: PlanContext, spec: TargetSpec, after: float) -> tuple[tg.CameraView, tg.Found]:
     """The first pointing camera whose view (stamped at or after ``after``) shows the target.
 
     Raises:
         UnknownTargetError: no camera shows it (the reasons of every camera in the message).
     """
-    reasons = []
-    for camera in ctx.cameras:
-        view = ctx.view(camera, after)
-        if view is None:
-            reasons.append(f"{camera}: no fresh frame")
-            continue
-        try:
-            return view, tg.find_target(view, spec, ctx.tolerance,
-                                        ctx.profile.match_slack)
-        except UnknownTargetError as err:
-            reasons.append(str(err))
-    raise UnknownTargetError(f"{spec.describe()} not found: " + "; ".join(reasons))
+    view, found, _ = _one_look(ctx, spec, after, lambda _view, _found: None)
+    return view, found
 
 
 def look_until(ctx: PlanContext, spec: TargetSpec, after: float,
@@ -89,33 +106,19 @@ def look_until(ctx: PlanContext, spec: TargetSpec, after: float,
     profile's ``target_looks`` times.
 
     Every camera that shows the target is asked in turn: one that sees the fixture may miss
-    its handle or see it too small (the pole camera looks down on a lower cabinet's handle from
-    the stance a step back from its door), while the next camera, lower or closer, has it. A
-    segmenter misses a small part now and then and stereo depth has holes; a fresh look usually
-    has them. The first look uses views stamped at or after ``after``.
+    its handle or see it as a few pixels while another, lower or closer, has it. A segmenter
+    misses a small part now and then and stereo depth has holes; a fresh look usually has
+    them. The first look uses views stamped at or after ``after``.
 
     Raises:
-        UnknownTargetError, PointingError: no camera gave both in the last look; the error is
-            of the kind the first camera met, and its message gives every camera's reason.
+        UnknownTargetError, PointingError: the last look's failure (:func:`_one_look`).
     """
     for look in range(ctx.profile.target_looks):
-        since = after if look == 0 else ctx.now()
-        reasons: list[str] = []
-        first: UnknownTargetError | pt.PointingError | None = None
-        for camera in ctx.cameras:
-            view = ctx.view(camera, since)
-            if view is None:
-                reasons.append(f"{camera}: no fresh frame")
-                continue
-            try:
-                found = tg.find_target(view, spec, ctx.tolerance, ctx.profile.match_slack)
-                return view, found, derive(view, found)
-            except (UnknownTargetError, pt.PointingError) as err:
-                reasons.append(str(err))
-                first = first or err
-        if look + 1 == ctx.profile.target_looks:
-            kind = type(first) if first is not None else UnknownTargetError
-            raise kind(f"{spec.describe()}: " + "; ".join(reasons))
+        try:
+            return _one_look(ctx, spec, after if look == 0 else ctx.now(), derive)
+        except (UnknownTargetError, pt.PointingError):
+            if look + 1 == ctx.profile.target_looks:
+                raise
     raise AssertionError("target_looks is at least 1")
 
 

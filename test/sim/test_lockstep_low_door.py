@@ -15,45 +15,50 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from lockstep_helpers import lockstep_on
 
-from mimir_robot.requests import PrimitiveRequest, TargetSpec
+from mimir_robot import primitive_plans
+from mimir_robot.executor import Outcome
+from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim
+
+
+def open_from_the_ordinary_stance(sim: KitchenSim, robot) -> Outcome:
+    """Stand where a move to cab_9 puts the base (its front at the standoff, facing it) and
+    open it as memory holds it (the centre of what the cameras saw, its top and front)."""
+    lo, hi = (tuple(float(v) for v in corner) for corner in sim.entity_box("cab_9"))
+    middle = (lo[1] + hi[1]) / 2.0
+    stance = robot.run(PrimitiveRequest("move_to", TargetSpec(
+        position=(lo[0] - robot.profile.face_standoff, middle, 0.0), yaw=0.0)))
+    assert stance.success, stance
+    remembered = TargetSpec("cabinet_9", "cabinet", ((lo[0] + hi[0]) / 2.0, middle, hi[2] - 0.1))
+    return robot.run(PrimitiveRequest("open", remembered))
 
 
 def test_a_lower_cabinet_opens_after_a_step_back(tidybot_dir: Path) -> None:
     sim = KitchenSim.from_scenario(load_scenario("long_horizon"), tidybot_dir)
     with lockstep_on(sim) as robot:
-        lo, hi = (tuple(float(v) for v in corner) for corner in sim.entity_box("cab_9"))
-        middle = (lo[1] + hi[1]) / 2.0
-        # where a move to the cabinet puts the base: its front at the standoff, facing it
-        stance = robot.run(PrimitiveRequest("move_to", TargetSpec(
-            position=(lo[0] - robot.profile.face_standoff, middle, 0.0), yaw=0.0)))
-        assert stance.success, stance
-        # what memory holds of it: the centre of what the cameras saw, its top and front
-        remembered = TargetSpec("cabinet_9", "cabinet",
-                                ((lo[0] + hi[0]) / 2.0, middle, hi[2] - 0.1))
-        outcome = robot.run(PrimitiveRequest("open", remembered))
+        outcome = open_from_the_ordinary_stance(sim, robot)
         assert outcome.success and outcome.code == "OPENED", outcome
         assert outcome.measurements["pull_stance_shift"] > 0.1
         assert outcome.measurements["pull_in_reach"] == 1.0  # from where it pulled
+        assert outcome.measurements["handle_carried"] == 0.0  # found again from there
         assert sim.fixture_opening("cab_9") > 0.9  # rad
         assert "cab_9" not in outcome.message
 
 
 def test_a_handle_lost_after_the_step_back_is_carried_by_odometry(
-        tidybot_dir: Path, monkeypatch) -> None:
+        tidybot_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """From a step back the pole camera may see the handle as a few pixels, or the segmenter
     may miss it: the handle seen before the step, moved by the base's odometry, is pulled."""
-    from mimir_robot import primitive_plans
-    from mimir_robot.requests import UnknownTargetError
-
     real = primitive_plans.look_until
     calls: list[int] = []
 
-    def blind_after_the_step(*args, **kwargs):
+    def blind_after_the_step(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) > 1:
             raise UnknownTargetError("no handle seen on the target in the pole camera")
@@ -62,14 +67,7 @@ def test_a_handle_lost_after_the_step_back_is_carried_by_odometry(
     monkeypatch.setattr(primitive_plans, "look_until", blind_after_the_step)
     sim = KitchenSim.from_scenario(load_scenario("long_horizon"), tidybot_dir)
     with lockstep_on(sim) as robot:
-        lo, hi = (tuple(float(v) for v in corner) for corner in sim.entity_box("cab_9"))
-        middle = (lo[1] + hi[1]) / 2.0
-        stance = robot.run(PrimitiveRequest("move_to", TargetSpec(
-            position=(lo[0] - robot.profile.face_standoff, middle, 0.0), yaw=0.0)))
-        assert stance.success, stance
-        remembered = TargetSpec("cabinet_9", "cabinet",
-                                ((lo[0] + hi[0]) / 2.0, middle, hi[2] - 0.1))
-        outcome = robot.run(PrimitiveRequest("open", remembered))
+        outcome = open_from_the_ordinary_stance(sim, robot)
         assert len(calls) == 2  # the look before the step, and the one after it that failed
         assert outcome.success and outcome.code == "OPENED", outcome
         assert outcome.measurements["handle_carried"] == 1.0
