@@ -120,6 +120,11 @@ class DeprojectionConfig(settings.Checked, section="deprojection", error=Percept
     map_frame: str = "map"
     workspace_m: float = DEFAULT_BOUNDS.workspace_m
 
+    @property
+    def erosion_radius(self) -> int:
+        """Erosion radius on the sampling grid (samples; 0 when erosion is off)."""
+        return max(1, round(self.erode_px / self.pixel_stride)) if self.erode_px > 0 else 0
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.depth_unit not in ("mm", "m"):
@@ -481,7 +486,7 @@ class Deprojector:
         interior: npt.NDArray[np.uint8]
         if cfg.erode_px > 0:
             # With a stride the erosion runs on the subsampled ids, rounded to whole samples.
-            radius = max(1, round(cfg.erode_px / stride))
+            radius = cfg.erosion_radius
             kernel = np.ones((2 * radius + 1, 2 * radius + 1), dtype=np.uint8)
             low = np.asarray(cv2.erode(ids, kernel, borderType=cv2.BORDER_REPLICATE), np.uint16)
             high = np.asarray(cv2.dilate(ids, kernel, borderType=cv2.BORDER_REPLICATE), np.uint16)
@@ -691,7 +696,7 @@ class Deprojector:
         """Grow the boxes (in place) by what erosion took off the masks.
 
         A small object far away is a few pixels wide, and an erosion of two pixels a side
-        left a 6.7 cm cup 2-4 cm wide in memory, too small to crop its keyframes by or to judge
+        left a 6.7 cm cup 2-5 cm wide in memory, too small to crop its keyframes by or to judge
         the room around it. The pixels come back as metres at the depth of the instance's
         centroid: ``r * z / f`` along the camera's x and y axes, whose share of each map axis
         the box's growth takes.
@@ -699,8 +704,7 @@ class Deprojector:
         cfg = self._config
         if cfg.erode_px <= 0 or not len(lo):
             return
-        stride = cfg.pixel_stride
-        eroded = max(1, round(cfg.erode_px / stride)) * stride  # image pixels taken per side
+        eroded = cfg.erosion_radius * cfg.pixel_stride  # image pixels taken per side
         rot, trans = pose[:3, :3], pose[:3, 3]
         depth = np.maximum((centroids - trans) @ rot, 0.0)[:, 2]  # camera z of each centroid
         across = eroded * depth / intrinsics.fx
