@@ -83,15 +83,21 @@ def _inside(value: float, bounds: tuple[float, float], top: float) -> float:
 
 @dataclass(frozen=True)
 class NamingConfig(settings.Checked, section="naming", error=AppearanceConfigError,
-                   positive=("hue_margin_deg", "lightness_margin", "chroma_margin"),
+                   positive=("hue_margin_deg", "lightness_margin", "chroma_margin",
+                             "main_share_margin"),
                    within={"min_confidence": (0.0, 1.0)}):
     """How colour words are given: the margins over which a word's confidence rises from 0 at
-    its region's edge to 1, and the confidence below which a word is not reported at all."""
+    its region's edge to 1, and the confidence below which a word is not reported at all.
+
+    ``main_share_margin``: how much more of the object the larger colour must cover than a
+    second, distinct one to be the main colour with full confidence (an even check pattern
+    has no main colour: which square wins depends on the view)."""
 
     hue_margin_deg: float = 10.0
     lightness_margin: float = 6.0
     chroma_margin: float = 6.0
     min_confidence: float = 0.05
+    main_share_margin: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -495,16 +501,22 @@ def _colour_word(lab: Lab, share: float,
                      f"chroma {math.hypot(lab[1], lab[2]):.0f}")
 
 
+def _distinct_second(appearance: Appearance, config: AppearanceConfig) -> bool:
+    """Whether the object has a second colour of its own: one covering at least
+    ``pattern.second_share_min`` that differs in hue or chroma, not only in shading."""
+    return (len(appearance.colours) > 1
+            and appearance.colours[1][1] >= config.pattern.second_share_min
+            and appearance.chroma_delta() >= config.pattern.chroma_delta_min)
+
+
 def colour_words(appearance: Appearance, config: AppearanceConfig) -> list[Attribute]:
     """The colour word of each main colour that counts (the second only when it covers
     ``pattern.second_share_min`` and differs in hue or chroma, not only in shading), the most
     confident region per colour, main colour first."""
     out: list[Attribute] = []
     for index, (lab, share) in enumerate(appearance.colours):
-        if index > 0 and share < config.pattern.second_share_min:
+        if index > 0 and not _distinct_second(appearance, config):
             break
-        if index > 0 and appearance.chroma_delta() < config.pattern.chroma_delta_min:
-            break  # the same colour, shaded
         attribute = _colour_word(lab, share, config)
         if attribute.confidence < config.naming.min_confidence \
                 or any(a.word == attribute.word for a in out):
@@ -515,11 +527,22 @@ def colour_words(appearance: Appearance, config: AppearanceConfig) -> list[Attri
 
 def main_colour_word(appearance: Appearance, config: AppearanceConfig) -> Attribute | None:
     """The colour word of the object's main colour (the larger), or None when it is not
-    named with ``naming.min_confidence`` (a label's or a part's colour is never the main)."""
+    named with ``naming.min_confidence`` (a label's or a part's colour is never the main).
+
+    Where a second, distinct colour (as :func:`colour_words` counts one) covers nearly as much,
+    the confidence falls with the lead in share, to 0 at an even split
+    (``naming.main_share_margin``)."""
     if not appearance.colours:
         return None
     lab, share = appearance.colours[0]
     attribute = _colour_word(lab, share, config)
+    if _distinct_second(appearance, config):
+        lead = share - appearance.colours[1][1]
+        if lead < config.naming.main_share_margin:
+            attribute = dataclasses.replace(
+                attribute, confidence=attribute.confidence * max(
+                    0.0, lead / config.naming.main_share_margin),
+                why=f"{attribute.why}, only {lead:.0%} more of it than of a second colour")
     return attribute if attribute.confidence >= config.naming.min_confidence else None
 
 

@@ -252,7 +252,8 @@ class AttributeTable:
         Per kind of attribute: it carries when memory knows every word asked, contradicts when
         it knows words of that kind and none of those asked, and is unknown when it knows none,
         or some of those asked but not all. One colour asked for (``the white mug``) is the
-        thing's main colour: a blue mug with a white label does not carry it (unknown, not
+        thing's main colour: a blue mug with a white label does not carry it, nor does a box
+        checked evenly in two colours, whose main colour no view tells (unknown, not
         contradicted, since its main colour may be misread); two (``the red can with the white
         label``) may be any of its colours.
         """
@@ -284,9 +285,10 @@ class AttributeTable:
             if not known:
                 unknown.append(f"{_KIND_WORD[kind]} not known")
             elif asked <= known and kind == "color" and len(asked) == 1 and node is not None \
-                    and (main := self.main_colours(node)) and not asked <= main:
-                unknown.append(f"{' and '.join(sorted(asked))} only in part (remembered "
-                               f"{' and '.join(sorted(main))} as a whole: {why})")
+                    and not asked <= (main := self.main_colours(node)):
+                whole = (f"remembered {' and '.join(sorted(main))} as a whole" if main
+                         else "its main colour not known")
+                unknown.append(f"{' and '.join(sorted(asked))} only in part ({whole}: {why})")
             elif asked <= known:
                 carried.append(why)
             elif asked & known:

@@ -18,6 +18,7 @@ from mimir_perception.appearance import (
     describe,
     distance,
     load_appearance_config,
+    main_colour_word,
     match,
     object_mask,
     parse_appearance_config,
@@ -92,6 +93,21 @@ def test_shading_is_not_a_second_colour(config: AppearanceConfig) -> None:
     app = describe(image.astype(np.uint8), None, config)
     assert words(app, config) == ["green"]
     assert pattern_word(app, config).word == "plain"
+
+
+def test_an_even_check_has_no_main_colour(config: AppearanceConfig) -> None:
+    """Which square of an even check covers more depends on the view, so neither is the
+    main colour; a band over a fifth of the object, or shading, leaves the main colour sure."""
+    for angle in (0.0, 30.0):
+        even = main_colour_word(describe(drawn(PURPLE, YELLOW, "checks", angle=angle), None,
+                                         config), config)
+        assert even is None or even.confidence < 0.2, even
+    banded = main_colour_word(describe(drawn(BLUE, WHITE, "stripes"), None, config), config)
+    assert banded is not None and banded.word == "blue" and banded.confidence > 0.9, banded
+    shade = drawn(GREEN).astype(np.float32)
+    shade[:, 45:] *= 0.55
+    shaded = main_colour_word(describe(shade.astype(np.uint8), None, config), config)
+    assert shaded is not None and shaded.word == "green" and shaded.confidence > 0.9, shaded
 
 
 def _from_lab(lightness: float, hue_deg: float, chroma: float) -> tuple[int, int, int]:
@@ -199,6 +215,8 @@ def _shipped() -> dict[str, Any]:
     (lambda d: d["crops"].update(sightings=0), "sightings"),
     (lambda d: d["crops"].update(keyframes_per_camera=2.5), "keyframes_per_camera"),
     (lambda d: d["pattern"].update(span_margin=0.0), "span_margin"),
+    (lambda d: d["naming"].update(main_share_margin=0.0), "main_share_margin"),
+    (lambda d: d["naming"].update(main_share_margin="wide"), "main_share_margin"),
     (lambda d: d.update(extra=1), "unknown"),
 ])
 def test_malformed_settings_are_refused(change: Any, message: str) -> None:

@@ -322,6 +322,44 @@ def test_a_described_box_is_the_one_whose_keyframes_show_that_pattern(pantry,
     store.close()
 
 
+PURPLE_BGR, YELLOW_BGR = (180, 60, 150), (30, 205, 245)
+
+
+@pytest.mark.parametrize("plain_yellow_too", [True, False])
+def test_an_evenly_checked_box_is_not_the_yellow_one(pantry, tmp_path: Path,
+                                                     plain_yellow_too: bool) -> None:
+    """``the yellow one`` is a box that is yellow as a whole: a box checked evenly in purple
+    and yellow has no main colour its keyframes can tell, so it is not taken for it; the plain
+    yellow box is, and without one the goal does not complete on the checked box."""
+    world, task, kit = pantry
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    frames = {"cabinet_1": lambda k: _checked_frame(PURPLE_BGR, YELLOW_BGR, seed=k)}
+    if plain_yellow_too:
+        frames["cabinet_2"] = lambda k: _frame(YELLOW_BGR, 17, seed=k)
+    boxes = {}
+    for holder, frame in frames.items():
+        x, y, z = kit.fixtures[holder].position
+        node = _remember(world, kit, holder, "cereal box")
+        for k in range(3):
+            store.save(frame(k), timestamp=10.0 + k, camera="wrist",
+                       trigger=Trigger.INTERACTION_POST, node_ids=[node],
+                       camera_view=_view((x - 0.6, y, z - 0.05)))
+        boxes[holder] = node
+    session = session_for(world, task, keyframes=store)
+    checked = world.state.nodes[boxes["cabinet_1"]]
+    assert session.recall.attributes.known(checked, "color")[0] == {"purple", "yellow"}
+    assert session.recall.attributes.main_colours(checked) == frozenset()
+    result = session.run_instruction("Find the cereal box, the yellow one.", kit)
+    if plain_yellow_too:
+        assert task.status("g001_find") is GoalStatus.COMPLETED, result.reason
+        assert result.run is not None
+        assert [e.node_id for e in result.run.answer_entities["g001_find"]] == [boxes["cabinet_2"]]
+    else:
+        assert task.status("g001_find") is not GoalStatus.COMPLETED, result.reason
+        assert "yellow only in part (its main colour not known" in result.reason
+    store.close()
+
+
 @pytest.fixture
 def cups(kitchen_of):
     return kitchen_of([
