@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from mimir_memory.graph import AT_LAST_PLACE, SceneGraphState, SceneNode
 from mimir_memory.task import FailedBinding
 from mimir_perception.appearance import Match
-from mimir_planner.clutter import gaps_beside
+from mimir_planner.clutter import Viewpoint, rooms_around
 from mimir_planner.errors import RecallError
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.primitives import PrimitiveRegistry, RobotContext
@@ -150,6 +150,9 @@ class Grounder:
         self.seen_well: Callable[[SceneNode], bool] | None = None
         """Whether some keyframe shows a node well enough to measure its look; None while no
         keyframes are there to look at."""
+        self.viewpoint: Viewpoint | None = None
+        """Where the cameras saw a node from (the side the hand comes from); None while no
+        keyframes are there to tell."""
 
     # ------------------------------------------------------------------ helpers
     def mention_of(self, spec: GoalSpec) -> str | None:
@@ -585,27 +588,27 @@ class Grounder:
     def _roomy(self, world: SceneGraphState, admissible: Sequence[Candidate],
                dropped: list[tuple[str, str]]) -> list[Candidate]:
         """The candidates of a goal that asks for room to grasp: those whose remembered box has
-        ``clutter.finger_gap_m`` or more to every neighbour on its level
-        (:func:`mimir_planner.clutter.side_gap`), roomiest first. The others go to ``dropped``
-        with their gap; an item only listed in a fixture's contents, or a node without a usable
-        box, cannot be judged and is dropped too (fail closed)."""
+        ``clutter.finger_gap_m`` or more to every neighbour on its level and nothing in front
+        of it in the hand's way (:func:`mimir_planner.clutter.room_around`), roomiest first.
+        The others go to ``dropped`` with why; an item only listed in a fixture's contents, or
+        a node without a usable box, cannot be judged and is dropped too (fail closed)."""
         config = self.registry.config
         needed = config.clutter.finger_gap_m
-        gaps = gaps_beside(world, admissible, config.clutter, config.is_fixture_label)
+        rooms = rooms_around(world, admissible, config.clutter, config.is_fixture_label,
+                             self.viewpoint)
         roomy: list[tuple[float, int, Candidate]] = []
         for order, cand in enumerate(admissible):
-            if cand.node_id not in gaps or cand.content_item is not None:
+            if cand.node_id not in rooms or cand.content_item is not None:
                 dropped.append((cand.node_id, f"'{cand.content_item or cand.node_id}' is only "
                                 "listed; the space around it was not seen"))
                 continue
-            gap = gaps[cand.node_id]
-            if gap is None:
+            room = rooms[cand.node_id]
+            if room is None:
                 dropped.append((cand.node_id, "no remembered box to judge the space around it"))
-            elif gap < needed:
-                dropped.append((cand.node_id, f"only {gap:.3f} m beside it to a neighbour "
-                                f"(the fingers need {needed:.2f} m)"))
+            elif room.usable < needed:
+                dropped.append((cand.node_id, room.why_short(needed)))
             else:
-                roomy.append((-gap, order, cand))
+                roomy.append((-room.usable, order, cand))
         roomy.sort(key=lambda item: (item[0], item[1]))
         return [cand for _, _, cand in roomy]
 

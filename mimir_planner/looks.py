@@ -79,6 +79,7 @@ class Look:
         frames: Keyframe ids measured.
         appearances: The measurement of each of those frames.
         skipped: (keyframe id, why) for linked frames left out.
+        viewpoints: Map position (x, y, z) of the camera of each measured frame.
     """
 
     node_id: str
@@ -86,6 +87,7 @@ class Look:
     frames: tuple[str, ...]
     appearances: tuple[Appearance, ...] = field(repr=False)
     skipped: tuple[tuple[str, str], ...] = ()
+    viewpoints: tuple[tuple[float, float, float], ...] = ()
 
     def why(self, kind: str, word: str) -> str:
         """One line on where a word came from."""
@@ -178,6 +180,7 @@ class NodeLooks:
         pooled: dict[str, dict[str, float]] = {kind: {} for kind in KINDS}
         used: list[str] = []
         measured: list[Appearance] = []
+        viewpoints: list[tuple[float, float, float]] = []
         for record, box in boxes:
             if len(used) == self.frames:
                 break
@@ -188,6 +191,8 @@ class NodeLooks:
                 continue
             used.append(record.frame_id)
             measured.append(appearance)
+            if record.camera_view is not None:
+                viewpoints.append(record.camera_view.position)
             for attribute in colour_words(appearance, self.config):
                 pooled["color"][attribute.word] = (pooled["color"].get(attribute.word, 0.0)
                                                    + attribute.confidence)
@@ -199,7 +204,8 @@ class NodeLooks:
                                                + pattern.confidence)
         count = max(len(used), 1)
         words = {kind: {w: c / count for w, c in found.items()} for kind, found in pooled.items()}
-        look = Look(node.node_id, words, tuple(used), tuple(measured), tuple(skipped))
+        look = Look(node.node_id, words, tuple(used), tuple(measured), tuple(skipped),
+                    tuple(viewpoints))
         self._cache[node.node_id] = (key, look)
         return look
 
@@ -307,6 +313,14 @@ class NodeLooks:
         if pattern.confidence >= min_confidence:
             words.add(pattern.word)
         return FrameLook(node.node_id, (box[2] - box[0], box[3] - box[1]), frozenset(words))
+
+    def viewpoint(self, node: SceneNode) -> tuple[float, float] | None:
+        """Where the cameras saw the node from: the mean horizontal map position (x, y) of the
+        cameras of its measured frames, or None when no frame measured it."""
+        seen = self.look(node).viewpoints
+        if not seen:
+            return None
+        return (float(np.mean([p[0] for p in seen])), float(np.mean([p[1] for p in seen])))
 
     def words(self, node: SceneNode, kind: str, min_confidence: float
               ) -> tuple[frozenset[str], str]:

@@ -208,7 +208,8 @@ class PlannerSession:
             self._see_with(keyframes)
         self.gate = gate or OperatorGate(config.gate)
         self.chooser = chooser or clearance_chooser(lambda: self.world.state, config.clutter,
-                                                    config.is_fixture_label)
+                                                    config.is_fixture_label,
+                                                    lambda: self.grounder.viewpoint)
         counter = itertools.count(1)
         self._clock = clock or (lambda: float(next(counter)))
         self.history: list[HistoryEntry] = []
@@ -1030,6 +1031,7 @@ class PlannerSession:
         self.recall.attributes.appearance = looks.words
         self.grounder.likeness = looks.likeness
         self.grounder.seen_well = lambda node: bool(looks.look(node).appearances)
+        self.grounder.viewpoint = looks.viewpoint
         if self.retriever is not None and isinstance(self.retriever.reasoner,
                                                      OfflineRetrievalReasoner):
             min_confidence = self.config.attributes.min_confidence

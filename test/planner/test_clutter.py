@@ -11,7 +11,7 @@ from planner_kitchen import Fixture, admit_property, see, session_for
 from mimir_memory.graph import AT_LAST_PLACE, HAND_PARENT
 from mimir_memory.task import GoalStatus
 from mimir_memory.world import WorldMemory
-from mimir_planner.clutter import clearance_chooser, side_gap
+from mimir_planner.clutter import Room, approach_to, clearance_chooser, room_around, side_gap
 from mimir_planner.config import ClutterConfig, PlannerConfigError, load_planner_config
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.recall import Candidate
@@ -58,6 +58,58 @@ def test_what_does_not_count_as_a_neighbour(world: WorldMemory) -> None:
     held = see(world, "sponge", (1.0, -0.09, 1.5), stamp=1.0, half=0.04)
     world.set_parent(held, HAND_PARENT, "hand", stamp=3.0)
     assert gap(world, bottle) == math.inf
+
+
+FROM_THE_ROOM = (1.0, 0.0)  # the hand comes in along +x: the robot stands at smaller x
+
+
+def room(world: WorldMemory, node_id: str,
+         approach: tuple[float, float] | None = FROM_THE_ROOM) -> Room | None:
+    return room_around(world.state.nodes[node_id], world.state, CONFIG, IS_FIXTURE, approach)
+
+
+def test_a_neighbour_in_front_blocks_the_way_in(world: WorldMemory) -> None:
+    """A tea box 9 cm in front of a bottle leaves room beside it but none for the hand to
+    come through; one behind it, or in front but beside the hand's way, does not block."""
+    bottle = see(world, "water bottle", (1.2, 0.0, 1.5), stamp=1.0, half=0.03)
+    behind = see(world, "mug", (1.36, 0.0, 1.5), stamp=1.0, half=0.03)
+    aside = see(world, "cup", (1.0, 0.13, 1.5), stamp=1.0, half=0.03)  # 7 cm to the side
+    clear = room(world, bottle)
+    assert clear is not None and clear.blocker is None
+    assert clear.usable == pytest.approx(0.10)  # to the mug behind
+    in_front = see(world, "tea box", (1.03, 0.02, 1.5), stamp=1.0, half=0.04)
+    blocked = room(world, bottle)
+    assert blocked is not None and blocked.blocker == in_front
+    assert blocked.gap == pytest.approx(0.10) and blocked.usable == 0.0
+    assert "in the hand's way" in blocked.why_short(CONFIG.finger_gap_m)
+    # seen from the other side (the hand comes in along -x), the mug behind is in front
+    other_way = room(world, bottle, (-1.0, 0.0))
+    assert other_way is not None and other_way.blocker == behind
+    # without a direction to come from, only the gaps beside it count
+    unknown = room(world, bottle, None)
+    assert unknown is not None and unknown.blocker is None and unknown.usable == blocked.gap
+    assert {behind, aside}.isdisjoint({blocked.blocker})
+
+
+def test_the_way_in_runs_from_where_the_cameras_saw_it(world: WorldMemory) -> None:
+    bottle = see(world, "water bottle", (1.2, 0.5, 1.5), stamp=1.0, half=0.03)
+    node = world.state.nodes[bottle]
+    assert approach_to(node, (0.2, 0.5)) == pytest.approx((1.0, 0.0))
+    assert approach_to(node, (1.2, -0.5)) == pytest.approx((0.0, 1.0))
+    assert approach_to(node, None) is None
+    assert approach_to(node, (1.2, 0.5)) is None  # seen from right above: no way in known
+
+
+def test_the_chooser_passes_over_a_bottle_with_something_in_front(world: WorldMemory) -> None:
+    hidden = see(world, "ketchup", (1.2, 0.4, 1.5), stamp=1.0, half=0.04)
+    see(world, "mustard", (1.0, 0.4, 1.5), stamp=1.0, half=0.04)  # 12 cm in front of it
+    open_ = see(world, "ketchup", (1.2, -0.4, 1.5), stamp=1.0, half=0.04)
+    seen_from = {hidden: (0.3, 0.4), open_: (0.3, -0.4)}
+    blind = clearance_chooser(lambda: world.state, CONFIG, IS_FIXTURE)
+    assert blind(spec(), candidates(hidden, open_)) is None  # both have room beside them
+    sighted = clearance_chooser(lambda: world.state, CONFIG, IS_FIXTURE,
+                                lambda: lambda node: seen_from.get(node.node_id))
+    assert sighted(spec(), candidates(hidden, open_)) == open_
 
 
 def spec() -> GoalSpec:
@@ -143,6 +195,27 @@ def test_wedged_bottles_send_the_robot_to_look_for_another(counter) -> None:
     assert [e.node_id for e in report.answer_entities["g001_find"]] == [stored]
     assert "cabinet_1" in {s.target for s in kit.executed}
     assert {first, second}.isdisjoint(s.target for s in kit.executed)
+
+
+def test_a_find_for_room_passes_over_the_bottle_behind_a_box(counter) -> None:
+    """Seen from the room (smaller x), the bottle with a tea box in front of it is not the one
+    with clear space around it, though it has room beside it; the trace says what is in the
+    way."""
+    world, task, kit = counter
+    behind_box = _bottle(world, -0.4, neighbour_gap=None)
+    see(world, "tea box", (0.88, -0.4, 0.95), stamp=2.0, half=0.04)  # 4 cm in front of it
+    clear = _bottle(world, 0.3, neighbour_gap=0.035)
+    # beside them, the bottle behind the box has the more room: only the way in tells
+    beside = {n: room(world, n, None) for n in (behind_box, clear)}
+    assert beside[behind_box] is not None and beside[clear] is not None
+    assert beside[behind_box].usable > beside[clear].usable >= CONFIG.finger_gap_m
+    session = session_for(world, task)
+    session.grounder.viewpoint = lambda node: (0.3, float(node.centroid[1]))
+    session.submit(ROOMY)
+    report = session.run(kit)
+    assert report.completed == ["g001_find"], task.state.status_reason
+    assert [e.node_id for e in report.answer_entities["g001_find"]] == [clear]
+    assert behind_box not in {s.target for s in kit.executed}
 
 
 def test_with_every_bottle_wedged_and_nowhere_to_look_the_find_blocks(kitchen_of) -> None:

@@ -102,6 +102,21 @@ def test_the_green_apple_is_the_one_its_keyframes_show_green(kitchen, tmp_path: 
     store.close()
 
 
+def test_a_node_is_seen_from_where_its_measured_frames_were_taken(kitchen,
+                                                                 tmp_path: Path) -> None:
+    """The way the hand comes in (mimir_planner.clutter) runs from the cameras that saw the
+    thing: the mean horizontal position of its measured frames' cameras; none without them."""
+    world, _, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    seen = _apple_seen(world, kit, store, "cabinet_1", GREEN, stamp=10.0)
+    unseen = _apple_seen(world, kit, store, "cabinet_2", GREEN, stamp=20.0, with_view=False)
+    looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+    x, y, _ = kit.fixtures["cabinet_1"].position
+    assert looks.viewpoint(world.state.nodes[seen]) == pytest.approx((x - 0.6, y))
+    assert looks.viewpoint(world.state.nodes[unseen]) is None
+    store.close()
+
+
 def test_keyframes_without_a_camera_view_leave_the_colour_unknown(kitchen,
                                                                  tmp_path: Path) -> None:
     world, task, kit = kitchen
