@@ -114,7 +114,7 @@ class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigE
     least ``stripe_elongation_min``) that runs across the object (covering ``stripe_span_min``
     of its length that way) is a stripe, several patches are checks. The margins turn
     distances from these thresholds into confidences (``checks_margin``: patches beyond the
-    first for full confidence in checks).
+    first of either colour for full confidence in checks).
     """
 
     second_share_min: float = 0.08
@@ -297,6 +297,8 @@ class Appearance:
         elongation: Length over width of the largest such patch (a band is long and thin).
         span: How much of the object's length along that patch's long axis the patch covers
             (a band around the object spans it, a label or a mark does not).
+        main_blobs: Separate patches of the main colour of the same least size: one around a
+            label, two beside a band, two or more for checks (each colour's squares apart).
         texture: Normalised histogram of the masked pixels' gradient directions (weighted by
             strength) with a last bin for smooth pixels: print, grain and edges.
     """
@@ -310,6 +312,7 @@ class Appearance:
     elongation: float = 0.0
     span: float = 0.0
     texture: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(1))
+    main_blobs: int = 0
 
     def chroma_delta(self) -> float:
         """How far apart the two main colours lie in chromaticity (:func:`chromaticity`),
@@ -379,6 +382,7 @@ def describe(bgr: BgrImage, mask: Mask | None, config: AppearanceConfig,
     label_image[mask] = (labels == order[0]).astype(np.int8)  # 1: the main colour
     density, coherence = _boundary(label_image)
     blobs, elongation, span = _patches(label_image == 0, mask, cfg.blob_share)
+    main_blobs, _, _ = _patches(label_image == 1, mask, cfg.blob_share)
     scale = _CHROMA_SCALE / (pixels[:, 0:1] + _DARK_OFFSET)
     hist, _ = np.histogramdd(
         np.column_stack([pixels[:, 0], pixels[:, 1:] * scale]),
@@ -386,7 +390,7 @@ def describe(bgr: BgrImage, mask: Mask | None, config: AppearanceConfig,
         range=((0.0, 100.0), (-120.0, 120.0), (-120.0, 120.0)))
     hist = hist.ravel() / max(hist.sum(), 1.0)
     return Appearance(count, colours, hist, density, coherence, blobs, elongation, span,
-                      _texture(bgr, mask, cfg.texture_bins))
+                      _texture(bgr, mask, cfg.texture_bins), main_blobs)
 
 
 def _kmeans(points: npt.NDArray[np.float64], k: int, rng: np.random.Generator
@@ -568,8 +572,10 @@ def pattern_word(appearance: Appearance, config: AppearanceConfig) -> Attribute:
         if long_by >= 0.0:
             return Attribute("striped", min(patterned, 1.0, long_by), measured)
         return Attribute("plain", 0.0, measured + " (one short patch: a label or a mark)")
-    return Attribute("checked", min(patterned, 1.0, (appearance.blobs - 1) / cfg.checks_margin),
-                     measured)
+    # every patch beyond the first of either colour: a 2x2 check splits both colours in two
+    extra = appearance.blobs - 1 + max(appearance.main_blobs - 1, 0)
+    return Attribute("checked", min(patterned, 1.0, extra / cfg.checks_margin),
+                     f"{measured}, the main colour in {appearance.main_blobs} patch(es)")
 
 
 # ------------------------------------------------------------------------------ matching

@@ -95,6 +95,24 @@ def test_shading_is_not_a_second_colour(config: AppearanceConfig) -> None:
     assert pattern_word(app, config).word == "plain"
 
 
+def test_checks_split_both_colours_into_patches(config: AppearanceConfig) -> None:
+    """Two squares of each colour make a sure check: a face of a 2x2 check shows only two
+    patches of its second colour, but its main colour falls apart in two as well; a band
+    splits the main colour in two and stays a stripe, a label leaves it whole."""
+    checks = describe(drawn(RED, BLUE, "checks"), None, config)
+    assert (checks.blobs, checks.main_blobs) == (2, 2)
+    said = pattern_word(checks, config)
+    assert said.word == "checked" and said.confidence == pytest.approx(1.0), said
+    band = describe(drawn(BLUE, DARK, "stripes"), None, config)
+    assert (band.blobs, band.main_blobs) == (1, 2)
+    assert pattern_word(band, config).word == "striped"
+    label = drawn(GREEN)
+    label[30:60, 30:60] = drawn(WHITE)[30:60, 30:60]
+    labelled = describe(label, None, config)
+    assert (labelled.blobs, labelled.main_blobs) == (1, 1)
+    assert pattern_word(labelled, config).word == "plain"
+
+
 def test_an_even_check_has_no_main_colour(config: AppearanceConfig) -> None:
     """Which square of an even check covers more depends on the view, so neither is the
     main colour; a band over a fifth of the object, or shading, leaves the main colour sure."""
