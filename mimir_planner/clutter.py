@@ -8,7 +8,8 @@ candidate's holder, held objects and objects memory no longer believes at their 
 not count. A candidate with no such neighbour has unlimited room. Given the direction the hand
 comes from (the side the cameras saw the object from, where the robot stands), a neighbour in
 front of the object and across the hand's way (the object's width and a finger's room either
-side) blocks it, however far in front it stands: the hand would have to pass through it.
+side) blocks it wherever it stands in front within ``neighbour_radius_m``: the hand would have
+to pass through it.
 
 :func:`clearance_chooser` uses it among pick candidates that recall ties: when some candidate
 lacks ``finger_gap_m`` on a side and another has clearly more room (``min_difference_m``), it
@@ -85,15 +86,6 @@ def _counts_as_neighbour(node: SceneNode, target: SceneNode,
         return False
     where = node.properties.get(AT_LAST_PLACE)
     return not (where is not None and where.value is False)
-
-
-def side_gap(target: SceneNode, state: SceneGraphState, config: ClutterConfig,
-             is_fixture: Callable[[str], bool]) -> float | None:
-    """The narrowest horizontal gap (m) between ``target``'s box and a neighbour's on its level;
-    ``inf`` with no neighbour, None when ``target`` has no usable box. Overlapping boxes give
-    a negative gap (how far they overlap)."""
-    room = room_around(target, state, config, is_fixture)
-    return None if room is None else room.gap
 
 
 def _extent(box: Box, axis: np.ndarray) -> tuple[float, float]:

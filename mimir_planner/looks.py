@@ -320,7 +320,8 @@ class NodeLooks:
         seen = self.look(node).viewpoints
         if not seen:
             return None
-        return (float(np.mean([p[0] for p in seen])), float(np.mean([p[1] for p in seen])))
+        x, y = np.mean(np.asarray(seen, dtype=np.float64)[:, :2], axis=0)
+        return float(x), float(y)
 
     def words(self, node: SceneNode, kind: str, min_confidence: float
               ) -> tuple[frozenset[str], str]:

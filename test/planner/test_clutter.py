@@ -11,7 +11,7 @@ from planner_kitchen import Fixture, admit_property, see, session_for
 from mimir_memory.graph import AT_LAST_PLACE, HAND_PARENT
 from mimir_memory.task import GoalStatus
 from mimir_memory.world import WorldMemory
-from mimir_planner.clutter import Room, approach_to, clearance_chooser, room_around, side_gap
+from mimir_planner.clutter import Room, approach_to, clearance_chooser, room_around
 from mimir_planner.config import ClutterConfig, PlannerConfigError, load_planner_config
 from mimir_planner.instructions import GoalKind, GoalSpec
 from mimir_planner.recall import Candidate
@@ -28,7 +28,8 @@ def world(tmp_path: Path):
 
 
 def gap(world: WorldMemory, node_id: str) -> float | None:
-    return side_gap(world.state.nodes[node_id], world.state, CONFIG, IS_FIXTURE)
+    room = room_around(world.state.nodes[node_id], world.state, CONFIG, IS_FIXTURE)
+    return None if room is None else room.gap
 
 
 def test_the_narrowest_gap_to_a_neighbour_on_the_same_level(world: WorldMemory) -> None:
