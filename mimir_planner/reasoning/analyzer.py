@@ -60,6 +60,7 @@ from mimir_planner.reasoning.percepts import (
     pull_tracking,
     release_point,
     settled_pair,
+    shut_in_view,
 )
 from mimir_planner.reasoning.prompts import PromptLibrary
 from mimir_planner.reasoning.vlm import (
@@ -319,18 +320,26 @@ class InteractionAnalyzer:
             if primitive.start_stamp <= d.stamp <= primitive.end_stamp + margin
         )
         open_top = set(self._cfg.vocabulary.open_top_labels)
+        looking = [f for f in window.frames if f.stamp >= primitive.start_stamp]
         interiors: set[str] = set()
+        shut: set[str] = set()
         for node in fixtures:
             opened_now = intent == "open" and moved(displacements.get(node.node_id), percepts)
-            if opened_now or is_opened(node) or node.label in open_top:
+            if opened_now or node.label in open_top:
                 interiors.add(node.node_id)
+            elif is_opened(node):
+                looked_at = intent == "inspection" and node.node_id == primitive.target_id
+                if looked_at and node.bbox is not None \
+                        and shut_in_view(looking, node.bbox, percepts):
+                    shut.add(node.node_id)
+                else:
+                    interiors.add(node.node_id)
         if target is None:
             target = next((n for n in fixtures if n.node_id == primitive.target_id), None)
         visible = 0
         if target is not None and target.bbox is not None:
-            visible = sum(in_view(f, target.bbox, percepts) for f in window.frames
-                          if f.stamp >= primitive.start_stamp)
-        refs = tuple(f.ref for f in window.frames if f.stamp >= primitive.start_stamp)
+            visible = sum(in_view(f, target.bbox, percepts) for f in looking)
+        refs = tuple(f.ref for f in looking)
         return Evidence(
             gripper=window.robot_states,
             displacements=displacements,
@@ -339,6 +348,7 @@ class InteractionAnalyzer:
             pull=pull,
             detections=seen,
             observed_interiors=frozenset(interiors),
+            found_shut=frozenset(shut),
             visible_frames=visible,
             refs=refs[-6:],
             target_id=primitive.target_id,

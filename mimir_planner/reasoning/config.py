@@ -66,7 +66,9 @@ class AnalyzerConfig(settings.Checked, section="analyzer", error=ReasoningConfig
 
 @dataclass(frozen=True)
 class VocabularyConfig:
-    """Property vocabulary, fixture labels and word lists used to read answers."""
+    """Property vocabulary, fixture and structure labels and word lists used to read answers
+    (``structure_labels``: the room's fixed parts, which hold nothing inside them and are
+    never held)."""
 
     seeded_properties: tuple[str, ...] = (
         "accessible",
@@ -79,6 +81,7 @@ class VocabularyConfig:
     fullness_values: tuple[str, ...] = ("empty", "partially_full", "full", "unknown")
     fixture_labels: tuple[str, ...] = ("cabinet", "drawer", "fridge", "microwave", "oven")
     open_top_labels: tuple[str, ...] = ("bin", "basket")
+    structure_labels: tuple[str, ...] = ("counter", "shelf", "table", "sink", "wall", "floor")
     failure_keywords: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: {
             "fixture_locked": ("locked", "stuck", "no motion"),
@@ -97,15 +100,24 @@ class VocabularyConfig:
     )
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    @property
+    def never_contents(self) -> frozenset[str]:
+        """Labels nothing holds: fixtures (their doors, shelves and walls are detected with
+        their labels) and the room's structure (a counter slab over a lower unit, the wall
+        behind a shelf)."""
+        return frozenset(self.fixture_labels) | frozenset(self.structure_labels)
+
 
 @dataclass(frozen=True)
 class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigError,
                     positive=("min_contact_samples", "open_displacement_m", "open_hand_travel_m",
                               "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
                               "min_visible_frames", "depth_change_quantile",
-                              "content_min_detections", "content_spot_m"),
+                              "content_min_detections", "content_spot_m", "interior_back_m",
+                              "interior_stride_px"),
                     non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
-                                  "registration_max_m", "registration_max_rad"),
+                                  "registration_max_m", "registration_max_rad",
+                                  "interior_inset_m"),
                     within={"depth_change_quantile": (0.0, 1.0),
                             "content_spot_share": (0.0, 1.0)}):
     """Thresholds of the generic percepts that verifiers and the offline reasoner use."""
@@ -127,6 +139,9 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
     content_min_detections: int = 1
     content_spot_m: float = 0.04
     content_spot_share: float = 0.5
+    interior_inset_m: float = 0.05
+    interior_back_m: float = 0.15
+    interior_stride_px: int = 1
 
 
 #: every verdict kind of the harness, each of which can be switched off (its claims then pass

@@ -263,6 +263,8 @@ class Evidence:
         pull: how the hand followed the commanded pull on the action's target, where measured.
         detections: 3D detections made during and just after the action.
         observed_interiors: fixtures whose inside the cameras could see (open or open-top).
+        found_shut: fixtures memory holds open that the action's look found shut: no depth
+            reached their back (a door pushed to since it was opened).
         visible_frames: frames in which the action's target lay in view with depth.
         refs: evidence references of the frames.
         target_id: the node the action was about; the gripper, the pull and the view count
@@ -276,6 +278,7 @@ class Evidence:
     pull: PullTracking | None = None
     detections: tuple[Detection3D, ...] = ()
     observed_interiors: frozenset[str] = frozenset()
+    found_shut: frozenset[str] = frozenset()
     visible_frames: int = 0
     refs: tuple[str, ...] = ()
     target_id: str = ""
@@ -296,13 +299,15 @@ class Evidence:
             pull=self.pull if own else None,
             detections=self.detections,
             observed_interiors=self.observed_interiors,
+            found_shut=self.found_shut,
             visible_frames=self.visible_frames if own else 0,
             refs=self.refs,
             target_id=self.target_id if own else "",
         )
 
     def merged(self, other: Evidence) -> Evidence:
-        """Evidence of both; the newer (``other``) measurement of a fixture wins."""
+        """Evidence of both; the newer (``other``) measurement of a fixture wins, and so does
+        its view of whether a fixture stood open or shut."""
         gripper = {s.stamp: s for s in (*self.gripper, *other.gripper)}
         detections = {d.ref: d for d in (*self.detections, *other.detections)}
         refs = dict.fromkeys((*self.refs, *other.refs))
@@ -315,7 +320,9 @@ class Evidence:
                               if k not in other.depth_changes},
             pull=other.pull or self.pull,
             detections=tuple(detections.values()),
-            observed_interiors=self.observed_interiors | other.observed_interiors,
+            observed_interiors=(self.observed_interiors - other.found_shut)
+            | other.observed_interiors,
+            found_shut=(self.found_shut - other.observed_interiors) | other.found_shut,
             visible_frames=max(self.visible_frames, other.visible_frames),
             refs=tuple(refs),
             target_id=self.target_id or other.target_id,

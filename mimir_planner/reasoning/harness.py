@@ -5,15 +5,17 @@ motion, detections inside a fixture volume, node existence):
 
 * ``opened`` / ``closed`` (``openable`` with ``is_opened``) needs measured fixture motion (the
   held hand's travel or the depth change in the fixture's region); without it the claim is
-  deferred and re-checked when new evidence arrives.
+  deferred and re-checked when new evidence arrives. The one exception: a look into a fixture
+  memory held open that found no depth at its back admits "closed" (its door was pushed to).
 * ``locked`` needs the jaws closed on the handle, the hand held back from the commanded pull
   where the executor reported its command, and no motion in depth or of the hand.
 * a missed grasp needs the absence of contact; an outcome that contradicts the evidence is
   corrected to the category the evidence supports. Where no mechanical predicate exists, an
   outcome is checked against the executor's own report and deferred when the cameras saw the
   target in too few frames.
-* "fixture contains X" needs a detection of X inside the opened fixture's 3D box; "empty" needs
-  none, where detections with fixture labels (the fixture's own parts) do not count.
+* "fixture contains X" needs a detection of X inside the opened fixture's 3D box, and X must not
+  be a fixture or the room's structure (a counter); "empty" needs none, where detections with
+  those labels (the fixture's own parts, the slab on top of it) do not count.
 * every cited id must exist; an unknown or misspelt id is rebound to the nearest node with
   the same label, or the claim is rejected.
 * duplicates, and claims whose type a deterministic extractor owns, are rejected.
@@ -59,6 +61,7 @@ from mimir_planner.reasoning.percepts import (
     detections_inside,
     moved,
     names_match,
+    never_held,
 )
 from mimir_planner.reasoning.signals import signals_text
 from mimir_planner.reasoning.world_view import Box3D, WorldView
@@ -441,6 +444,10 @@ class Harness:
         locked = (claim.name == "locked" and claim.new_value is True) or (
             claim.name == "openable" and claim.new_value is False
         )
+        if state_change and claim.is_opened is False and ctx.intent == "inspection" \
+                and claim.object_id in ev.found_shut:
+            return _Check(Decision.ADMIT, f"no depth reached the back of '{claim.object_id}' "
+                          "in the look: it stands closed", ev.refs), "opened"
         if state_change:
             check = self._check_motion(claim.object_id, ev)
             held = self._held_against_unlocked(claim, ctx, ev, check)
@@ -639,7 +646,7 @@ class Harness:
         labels do not vote). One distance matrix for all hits."""
         if not hits:
             return []
-        cfg, parts = self._percepts, set(self._vocab.fixture_labels)
+        cfg, parts = self._percepts, self._vocab.never_contents
         voters = [d for d in inside if d.label not in parts]
         where = np.stack([d.position for d in voters])
         near = np.linalg.norm(np.stack([d.position for d in hits])[:, None, :] - where[None],
@@ -651,6 +658,9 @@ class Harness:
                 if v >= cfg.content_spot_share * n]
 
     def _verify_content(self, claim: ContentClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
+        if never_held(claim.name, self._vocab):
+            return _Check(Decision.REJECT, f"'{claim.name}' is a fixture or part of the room, "
+                          f"not something '{claim.fixture_id}' holds")
         box = self._observed_volume(claim.fixture_id, ev)
         if isinstance(box, _Check):
             return box
@@ -740,7 +750,9 @@ class Harness:
         """Looking into a fixture succeeds only where its inside was in view."""
         if ctx.target_id in ev.observed_interiors:
             return self._outcome_by_report(claim, ctx, ev)
-        why = f"interior not observed: '{ctx.target_id}' was closed (or not known open)"
+        why = (f"interior not observed: '{ctx.target_id}' stands closed (no depth reached its "
+               "back)" if ctx.target_id in ev.found_shut else
+               f"interior not observed: '{ctx.target_id}' was closed (or not known open)")
         if not claim.success:
             return _Check(Decision.ADMIT, why)
         return _Check(Decision.CORRECT, why, (), dataclasses.replace(

@@ -12,7 +12,8 @@ a lot; jaws held shut with neither means locked; jaws that never held means a mi
 pick succeeded when the jaws still hold something at the end. Contents come only from an
 inspection of a fixture whose interior was in view (open, or open-top): the detections inside
 its box, fixture parts left out. Inspecting a closed fixture reports the interior as not
-observed, never as empty.
+observed, never as empty; one memory held open that the look found shut is said to stand
+closed again.
 """
 
 from __future__ import annotations
@@ -109,6 +110,16 @@ class OfflineReasoner:
             failure = None if success else f"{OFFLINE_NAME}: missed grasp - the jaws hold nothing"
         elif ctx.intent == "inspection":
             success, failure, contents = self._inspection(inputs)
+            if ctx.target_id in ev.found_shut:
+                updates = [{
+                    "object_id": ctx.target_id,
+                    "property": "openable",
+                    "old_value": _prior_value(inputs.prior_state, "openable"),
+                    "new_value": True,
+                    "confidence": 0.8,
+                    "reasoning": f"{OFFLINE_NAME}: the door stands closed again",
+                    "is_opened": False,
+                }]
         return {
             "task_success": success,
             "failure_reason": failure,
@@ -158,12 +169,15 @@ class OfflineReasoner:
         fixture = next((f for f in inputs.fixtures if f.fixture_id == ctx.target_id), None)
         if fixture is None or fixture.bbox is None:
             return False, f"{OFFLINE_NAME}: '{ctx.target_id}' has no volume to look into", []
+        if fixture.fixture_id in ev.found_shut:
+            return False, (f"{OFFLINE_NAME}: interior not observed - '{ctx.target_id}' is closed "
+                           "again: no depth reached its back"), []
         if fixture.fixture_id not in ev.observed_interiors:
             return False, f"{OFFLINE_NAME}: interior not observed - '{ctx.target_id}' is closed", []
         if ctx.reported_success is False:
             return False, (f"{OFFLINE_NAME}: the look failed ({ctx.reported_message}); nothing "
                            "said about the inside"), []
-        parts = set(self._vocab.fixture_labels)
+        parts = self._vocab.never_contents
         lo, hi = fixture.bbox.lower, fixture.bbox.upper
         inside = [d for d in ev.detections
                   if d.label not in parts and bool(np.all((d.position >= lo) & (d.position <= hi)))]

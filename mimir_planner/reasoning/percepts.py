@@ -307,6 +307,56 @@ def in_view(frame: CameraFrame, box: Box3D, cfg: PerceptConfig) -> bool:
     return int((np.isfinite(depth) & (depth > 0)).sum()) >= cfg.depth_min_valid_pixels
 
 
+def reach_inside(frame: CameraFrame, box: Box3D, cfg: PerceptConfig) -> int | None:
+    """How many of a frame's depth points land at the back of a fixture's box.
+
+    The depth image (every ``interior_stride_px``-th pixel each way; all of it, since a box
+    the camera stands next to or in has no image rectangle) is lifted into ``map``. The box is
+    looked into along its level axis that points most nearly away from the camera. Points
+    count when they lie within the box shrunk by ``interior_inset_m`` across that axis (so a
+    counter slab on a lower unit, or the wall beside it, stays out), between the box's front,
+    widened outward by the inset, and its back; those within ``interior_back_m`` of the back
+    are returned. A shut door stops every ray at the fixture's front, well before its back; an
+    open one lets the rays reach the back wall, the floor and what stands there. None where it
+    cannot be measured: no depth or pose, the camera right above the box's centre, or fewer
+    than ``depth_min_valid_pixels`` sampled points in that column (the box is out of view).
+    """
+    if frame.depth is None or frame.intrinsics is None or frame.camera_to_map is None:
+        return None
+    camera = frame.camera_to_map[:3, 3]
+    level = (box.center - camera)[:2]
+    if float(np.linalg.norm(level)) < 1e-6:
+        return None
+    axis = int(np.argmax(np.abs(level)))
+    away = 1.0 if level[axis] > 0 else -1.0
+    step = cfg.interior_stride_px
+    sampled = frame.depth[::step, ::step]
+    vs, us = np.nonzero(np.isfinite(sampled) & (sampled > 0))
+    z = sampled[vs, us].astype(np.float64)
+    rays = np.linalg.inv(frame.intrinsics) @ np.vstack([us * step, vs * step, np.ones_like(z)])
+    points = (frame.camera_to_map[:3, :3] @ (rays * z) + camera[:, None]).T
+    inset = np.minimum(cfg.interior_inset_m, (box.upper - box.lower) / 4.0)
+    lower, upper = box.lower + inset, box.upper - inset
+    front, back = (box.lower[axis], box.upper[axis])[::int(away)]
+    lower[axis], upper[axis] = sorted((front - away * inset[axis], back))
+    kept = points[np.all((points >= lower) & (points <= upper), axis=1)]
+    if len(kept) < cfg.depth_min_valid_pixels:
+        return None
+    return int(np.count_nonzero(away * (back - kept[:, axis]) <= cfg.interior_back_m))
+
+
+def shut_in_view(frames: Iterable[CameraFrame], box: Box3D, cfg: PerceptConfig) -> bool | None:
+    """Whether the frames show a fixture shut: True when at least ``min_visible_frames`` of
+    them measure :func:`reach_inside` and none counts ``depth_min_valid_pixels`` points at the
+    back; False when one does; None when too few measure it (the cameras say nothing)."""
+    counts = [n for n in (reach_inside(f, box, cfg) for f in frames) if n is not None]
+    if any(n >= cfg.depth_min_valid_pixels for n in counts):
+        return False
+    if len(counts) < cfg.min_visible_frames:
+        return None
+    return True
+
+
 def displacement_threshold(measure: DisplacementMeasurement, cfg: PerceptConfig) -> float:
     """Motion that counts as a real opening or closing, in the measurement's unit."""
     return cfg.open_hand_travel_m if measure.source == "hand" else cfg.open_displacement_m
@@ -349,6 +399,17 @@ def names_match(name: str, label: str, synonyms: Mapping[str, Sequence[str]]) ->
     return any(c and (set(c) <= name_words or name_words <= set(c)) for c in candidates)
 
 
+def never_held(name: str, vocab: VocabularyConfig) -> bool:
+    """Whether a content name means a fixture or the room's structure: the name is one of
+    those labels (``cabinet``, ``counter``), or its last word is a structure label (``kitchen
+    counter``; but a ``cereal box`` is held, although ``box`` is a fixture label)."""
+    said = words(name)
+    if not said:
+        return False
+    parts = {words(label) for label in vocab.never_contents}
+    return said in parts or (said[-1],) in {words(label) for label in vocab.structure_labels}
+
+
 def detections_inside(
     detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig
 ) -> list[Detection3D]:
@@ -359,13 +420,15 @@ def detections_inside(
 def contents_inside(
     detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig, vocab: VocabularyConfig
 ) -> list[Detection3D]:
-    """Detections inside the box that can be contents: fixture labels are left out.
+    """Detections inside the box that can be contents: fixture and structure labels are left
+    out.
 
     A fixture's own door, shelves and walls (and the edge of a neighbour within the margin)
-    are detected with fixture labels; they are structure, never what the fixture holds.
+    are detected with fixture labels, and the counter slab on a lower unit with its own; they
+    are structure, never what the fixture holds.
     """
-    fixtures = set(vocab.fixture_labels)
-    return [d for d in detections_inside(detections, box, cfg) if d.label not in fixtures]
+    parts = vocab.never_contents
+    return [d for d in detections_inside(detections, box, cfg) if d.label not in parts]
 
 
 def primitive_intent(name: str, vocab: VocabularyConfig) -> str:

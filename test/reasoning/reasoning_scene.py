@@ -31,6 +31,9 @@ CAM_POSE = np.array(
     [[0.0, 0.0, 1.0, 0.0], [-1.0, 0.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.5], [0.0, 0.0, 0.0, 1.0]]
 )
 
+# a tall unit filling most of the test camera's view: front at x 0.8, back at 1.2
+CUPBOARD = Box3D(np.array([0.8, -0.4, 0.1]), np.array([1.2, 0.4, 0.9]))
+
 
 def make_world() -> InMemoryWorld:
     """drawer_3 (target), drawer_4 beside it, cabinet_1 further off, a mug on the counter."""
@@ -83,6 +86,7 @@ def make_window(
     steps: int = 6,
     start: float = 100.0,
     end: float = 103.0,
+    looks_in: bool = False,
 ) -> ActionWindow:
     """An action window on drawer_3.
 
@@ -93,6 +97,9 @@ def make_window(
         hand: report the commanded and achieved hand positions: the command pulls 0.25 m back
             while the jaws are engaged; the hand follows by ``opened_m`` (held back when the
             drawer does not move).
+        looks_in: the base camera's depth reaches 1.15 m, past drawer_3's front (0.8 m) to its
+            back: the look sees into an open drawer. Otherwise every ray stops at 0.8 m, as at
+            a shut front.
     """
     stamps = np.linspace(start, end, steps)
     frames: list[CameraFrame] = []
@@ -100,7 +107,7 @@ def make_window(
         for si, t in enumerate(stamps):
             extra: dict[str, object] = {}
             if cam == "base" and depth:
-                d = np.full((H, W), 0.8, dtype=np.float32)
+                d = np.full((H, W), 1.15 if looks_in else 0.8, dtype=np.float32)
                 if opened_m is not None and si == steps - 1:
                     d[17:32, 19:46] = 0.8 - opened_m  # drawer_3's front, pulled out
                 extra = {"depth": d, "intrinsics": K, "camera_to_map": CAM_POSE}

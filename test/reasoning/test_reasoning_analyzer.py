@@ -192,9 +192,11 @@ def _opened_world() -> InMemoryWorld:
 def test_inspection_uses_inspection_prompt_and_matches_plurals() -> None:
     cup = scissors()
     cup2 = type(cup)("cup", np.array([1.1, -0.1, 0.45]), 0.8, 103.0, "wrist", "det:cup:1")
+    # no depth: a flat depth at the drawer's front would show it shut (see test_shut_doors)
     with serve([ok("analyzer_inspection_contents.json")]) as srv:
         result = _analyzer(srv.vlm_config(), _opened_world()).analyze(
-            make_window(contact=False, opened_m=None), primitive("Inspect"), [cup, cup2]
+            make_window(contact=False, opened_m=None, depth=False), primitive("Inspect"),
+            [cup, cup2]
         )
         prompt = srv.requests[0]["messages"][0]["content"][0]["text"]
     assert result.mode == "inspection"

@@ -7,6 +7,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from reasoning_scene import (
+    CAM_POSE,
+    CUPBOARD,
+    H,
+    K,
+    W,
     config,
     err,
     make_window,
@@ -19,14 +24,18 @@ from recorded_server import Step, serve
 
 from mimir_planner.reasoning import (
     OFFLINE_NAME,
+    ActionWindow,
+    CameraFrame,
     ChatMessage,
     Decision,
     ImagePart,
+    InMemoryWorld,
     InteractionAnalyzer,
     OfflineReasoner,
     OpenAICompatibleBackend,
     TextPart,
     VlmRequest,
+    load_reasoning_config,
     make_backend,
 )
 from mimir_planner.reasoning.errors import (
@@ -200,7 +209,7 @@ def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> N
     assert drawer is not None
     opened.put(replace(drawer, properties={"openable": {"value": True, "is_opened": True}}))
     analyzer = InteractionAnalyzer(make_backend(cfg), opened, cfg)
-    window = make_window(contact=False, opened_m=None)
+    window = make_window(contact=False, opened_m=None, looks_in=True)
     own_door = type(scissors())("drawer", np.array([1.0, 0.1, 0.5]), 0.9, 102.0, "wrist", "d:4")
     inspect = replace(primitive("Inspect"), reported_success=True)
     seen = analyzer.analyze(window, inspect, [scissors(), own_door])
@@ -217,6 +226,70 @@ def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> N
     assert passing.contents_updates == () and passing.answer.contents_updates == ()
 
 
+def _look_into(depth_m: float) -> ActionWindow:
+    """A look at the cupboard-sized drawer_3: the base camera reads a flat ``depth_m``."""
+    rgb = np.zeros((H, W, 3), np.uint8)
+    depth = np.full((H, W), depth_m, dtype=np.float32)
+    return ActionWindow(tuple(CameraFrame("base", 100.0 + i, rgb, depth, K, CAM_POSE)
+                              for i in range(4)))
+
+
+def _held_open() -> InMemoryWorld:
+    """The test world with drawer_3 as large as the cupboard and recorded standing open."""
+    world = make_world()
+    drawer = world.node("drawer_3")
+    assert drawer is not None
+    world.put(replace(drawer, bbox=CUPBOARD, contents=("scissors",),
+                      properties={"openable": {"value": True, "is_opened": True}}))
+    return world
+
+
+def test_a_door_pushed_to_since_it_was_opened_is_seen_shut_and_memory_told() -> None:
+    cfg = config(backend="offline")
+    inspect = replace(primitive("Inspect"), reported_success=True)
+    seen_inside = replace(scissors(), position=np.array([1.0, 0.0, 0.5]))
+    # the rays reach the back: the look counts and its contents are read
+    open_look = InteractionAnalyzer(make_backend(cfg), _held_open(), cfg).analyze(
+        _look_into(1.15), inspect, [seen_inside])
+    assert [i.name for i in open_look.contents_updates[0].contents] == ["scissors"]
+    assert all(u.is_opened is None for u in open_look.property_updates)
+    # every ray stops at the front: the look failed because the door stands closed, nothing
+    # about the inside is written, and memory learns the door is closed
+    shut = InteractionAnalyzer(make_backend(cfg), _held_open(), cfg).analyze(
+        _look_into(0.8), inspect, [seen_inside])
+    assert shut.contents_updates == () and shut.answer.contents_updates == ()
+    (outcome,) = shut.outcome_updates
+    assert outcome.success is False and "closed" in (outcome.failure_reason or "")
+    (closed,) = shut.property_updates
+    assert (closed.object_id, closed.property, closed.is_opened) == ("drawer_3", "openable", False)
+    assert "no depth reached the back" in closed.verdict.reason
+
+
+def test_a_model_that_calls_a_shut_door_open_or_a_counter_contents_is_held() -> None:
+    inspect = replace(primitive("Inspect"), reported_success=True)
+    seen_inside = replace(scissors(), position=np.array([1.0, 0.0, 0.5]))
+    slab = replace(scissors(), label="counter", position=np.array([1.1, 0.0, 0.6]), ref="d:slab")
+    with serve([ok("analyzer_inspection_contents.json"),
+                ok("analyzer_inspection_counter.json")]) as srv:
+        cfg = replace(load_reasoning_config(), vlm=srv.vlm_config())
+        # the model reports the contents of a door the cameras saw shut
+        shut = InteractionAnalyzer(OpenAICompatibleBackend(cfg.vlm, sleep=lambda _s: None),
+                                   _held_open(), cfg).analyze(_look_into(0.8), inspect,
+                                                              [seen_inside])
+        # the model names the counter slab over the unit among what it holds
+        counter = InteractionAnalyzer(OpenAICompatibleBackend(cfg.vlm, sleep=lambda _s: None),
+                                      _held_open(), cfg).analyze(_look_into(1.15), inspect,
+                                                                 [seen_inside, slab])
+    assert shut.contents_updates == ()
+    assert [(o.success, o.verdict.decision) for o in shut.outcome_updates] == [
+        (False, Decision.CORRECT)]
+    assert "stands closed" in (shut.outcome_updates[0].failure_reason or "")
+    (update,) = counter.contents_updates
+    assert [i.name for i in update.contents] == ["scissors"]
+    refused = [v for v in counter.verdicts if v.decision is Decision.REJECT]
+    assert any("part of the room" in v.reason for v in refused)
+
+
 def test_offline_reasoner_needs_structured_inputs() -> None:
     cfg = config(backend="offline")
     with pytest.raises(BackendConfigError):
@@ -224,7 +297,7 @@ def test_offline_reasoner_needs_structured_inputs() -> None:
 
 
 def test_an_operator_chooses_the_model_server_without_editing_the_file() -> None:
-    from mimir_planner.reasoning import load_reasoning_config, with_model
+    from mimir_planner.reasoning import with_model
     from mimir_planner.reasoning.errors import ReasoningConfigError
 
     base = load_reasoning_config()
@@ -240,7 +313,6 @@ def test_an_operator_chooses_the_model_server_without_editing_the_file() -> None
 
 
 def test_an_ablation_switches_verifiers_off_by_name() -> None:
-    from mimir_planner.reasoning import load_reasoning_config
     from mimir_planner.reasoning.config import VERIFIERS, with_verifiers_off
     from mimir_planner.reasoning.errors import ReasoningConfigError
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reasoning_scene import CAM_POSE, K, config, make_window, make_world
+from reasoning_scene import CAM_POSE, CUPBOARD, H, K, W, config, make_window, make_world
 
 from mimir_planner.reasoning import (
     Box3D,
@@ -45,10 +45,13 @@ from mimir_planner.reasoning.percepts import (
     hand_displacement,
     measure_depth_change,
     names_match,
+    never_held,
     pair_problem,
     primitive_intent,
     pull_tracking,
+    reach_inside,
     settled_pair,
+    shut_in_view,
 )
 
 CFG = load_reasoning_config()
@@ -71,6 +74,10 @@ def test_default_config_loads_and_bad_configs_fail(tmp_path: Path) -> None:
         "planner: {}\n",
         "vocabulary: {fixture_labels: drawer}\n",
         "percepts: {depth_change_quantile: 2.0}\n",
+        "percepts: {interior_back_m: 0}\n",
+        "percepts: {interior_stride_px: 0}\n",
+        "percepts: {interior_inset_m: -0.05}\n",
+        "vocabulary: {structure_labels: counter}\n",
         "[1, 2]\n",
         "vlm: {backend: [unclosed\n",
     ]:
@@ -197,6 +204,48 @@ def test_settled_pair_ends_at_the_newest_frame_whose_pose_is_known() -> None:
                                      opened[0].depth, K, away)]
     assert settled_pair(moving, cfg) is None
     assert "the camera moved 0.500 m" in pair_problem(moving, cfg)
+
+
+def _flat(depth_m: float | np.ndarray, stamp: float = 100.0) -> CameraFrame:
+    """A base frame whose depth reads ``depth_m`` (a plane across the view, or an image)."""
+    depth = np.broadcast_to(np.asarray(depth_m, dtype=np.float32), (H, W)).copy()
+    return CameraFrame("base", stamp, np.zeros((H, W, 3), np.uint8), depth, K, CAM_POSE)
+
+
+def test_a_look_that_reaches_the_back_sees_inside_and_a_shut_door_does_not() -> None:
+    cfg = PerceptConfig()
+    # the cupboard's front is at x 0.8, its back at 1.2: a shut door stops every ray at 0.8
+    assert reach_inside(_flat(0.8), CUPBOARD, cfg) == 0
+    assert reach_inside(_flat(1.15), CUPBOARD, cfg) >= cfg.depth_min_valid_pixels
+    assert shut_in_view([_flat(0.8), _flat(0.8, 101.0)], CUPBOARD, cfg) is True
+    assert shut_in_view([_flat(0.8), _flat(1.15, 101.0)], CUPBOARD, cfg) is False
+    # a counter slab on top of the unit reaches back to the wall: rows 0-8 of the image meet
+    # it at 1.15 m, above the box's top less the inset, so it is not the inside
+    slab = np.full((H, W), 0.8, dtype=np.float32)
+    slab[:9] = 1.15
+    assert reach_inside(_flat(slab), CUPBOARD, cfg) == 0
+    # without the inset the slab's points would count as the inside
+    assert reach_inside(_flat(slab), CUPBOARD, replace(cfg, interior_inset_m=0.0)) > 0
+    # one frame is too few to call it shut, and frames that measure nothing say nothing
+    assert shut_in_view([_flat(0.8)], CUPBOARD, cfg) is None
+    no_depth = CameraFrame("base", 100.0, np.zeros((H, W, 3), np.uint8), None, K, CAM_POSE)
+    behind = Box3D(np.array([-2.0, -0.4, 0.1]), np.array([-1.5, 0.4, 0.9]))
+    assert reach_inside(no_depth, CUPBOARD, cfg) is None
+    assert reach_inside(_flat(0.8), behind, cfg) is None
+    assert reach_inside(_flat(np.nan), CUPBOARD, cfg) is None
+    assert shut_in_view([no_depth, _flat(0.8, 101.0)], CUPBOARD, cfg) is None
+
+
+def test_counters_and_fixtures_are_never_contents() -> None:
+    vocab = CFG.vocabulary
+    for name in ("counter", "kitchen counter", "Counters", "cabinet", "sink"):
+        assert never_held(name, vocab), name
+    for name in ("cereal box", "tea box", "mug", "table salt", ""):
+        assert not never_held(name, vocab), name
+    slab = Detection3D("counter", np.array([1.0, 0.0, 0.5]), 0.9, 1.0, "base", "d:slab")
+    mug = Detection3D("mug", np.array([1.0, 0.1, 0.5]), 0.9, 1.0, "base", "d:mug")
+    box = Box3D(np.array([0.8, -0.2, 0.4]), np.array([1.2, 0.2, 0.6]))
+    assert contents_inside([slab, mug], box, CFG.percepts, vocab) == [mug]
 
 
 def test_a_depth_change_that_cannot_be_measured_says_why() -> None:

@@ -86,7 +86,8 @@ def test_refutable_corruptions_are_rejected_or_corrected() -> None:
 
     # an item invented in an interior the cameras saw: rejected
     inspect = dataclasses.replace(primitive("Inspect"), reported_success=True)
-    result, seen = _run("invent_content", locked, inspect, _world(opened=True), [scissors()])
+    looked_in = make_window(contact=False, opened_m=None, looks_in=True)
+    result, seen = _run("invent_content", looked_in, inspect, _world(opened=True), [scissors()])
     invented = seen[0].detail.split("'")[1]
     claims = [v for v in result.verdicts if getattr(v.claim, "name", None) == invented]
     assert claims and all(v.decision is Decision.REJECT for v in claims)
