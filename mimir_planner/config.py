@@ -76,7 +76,8 @@ class RetrievalConfig(settings.Checked, section="retrieval", error=PlannerConfig
 class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
                  positive=("step_budget", "answer_attempts", "scene_graph_chars",
                            "history_steps", "sighting_min_observations"),
-                 non_negative=("max_retries", "holder_margin_m", "holder_max_distance_m")):
+                 non_negative=("max_retries", "holder_margin_m", "holder_max_distance_m",
+                               "inventory_window_s")):
     """Closed-loop planning.
 
     Attributes:
@@ -116,6 +117,10 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
         holder_max_distance_m: Failing that, the fixture whose top is not below the object's
             base and whose box comes nearest to it within this distance counts as its holder
             (m); a fixture whose box starts above the base never does.
+        inventory_window_s: A sighting up to this long after a fixture's inventory was taken
+            belongs to the look that took it (its frames are still being deprojected when the
+            analyzer writes the inventory): an object the inventory leaves out is not kept
+            alive by a stray label of that same look (s).
     """
 
     step_budget: int = 12
@@ -135,6 +140,7 @@ class LoopConfig(settings.Checked, section="planner", error=PlannerConfigError,
     sighting_min_observations: int = 2
     holder_margin_m: float = 0.1
     holder_max_distance_m: float = 0.5
+    inventory_window_s: float = 2.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

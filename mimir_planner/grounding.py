@@ -310,12 +310,14 @@ class Grounder:
                                node: SceneNode) -> str | None:
         """Why the object is not in the fixture believed to hold it: that fixture opens (its
         inspection sees the whole inside), its newest inventory (an inspection's admitted
-        contents) was taken after the object was last seen, and it lists nothing of its kind.
-        None when no such inventory contradicts it."""
+        contents) was taken after the object was last seen (or by the look that saw it last:
+        within ``loop.inventory_window_s`` before), and it lists nothing of its kind. None when
+        no such inventory contradicts it."""
         holder = self.holder_of(world, cand)
         fixture = world.nodes.get(holder) if holder is not None else None
+        window = self.registry.config.loop.inventory_window_s
         if fixture is None or fixture.contents_stamp is None \
-                or fixture.contents_stamp <= node.last_seen \
+                or fixture.contents_stamp + window <= node.last_seen \
                 or not self.registry.config.is_openable_label(fixture.label):
             return None  # no inventory since, or a surface (a look over it lists no inventory)
         names = [str(item.get("name") or "") for item in fixture.contents]

@@ -465,7 +465,7 @@ def test_no_retries_when_configured_and_bad_retry_config(run1, tmp_path: Path) -
                  "planner:\n  persistent_failures: NO_MOTION\n",
                  "planner:\n  persistent_failures: ['']\n",
                  "planner:\n  find_requires_inspection: 1\n",
-                 "planner:\n  holder_margin_m: -0.1\n"):
+                 "planner:\n  holder_margin_m: -0.1\n", "planner:\n  inventory_window_s: -1\n"):
         path = tmp_path / "bad.yaml"
         path.write_text(text)
         with pytest.raises(PlannerConfigError):
