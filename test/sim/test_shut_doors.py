@@ -15,13 +15,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco
 import numpy as np
 import pytest
-import yaml
+from scene_helpers import sim_of
 
 from mimir_planner.reasoning import Box3D, CameraFrame, load_reasoning_config
 from mimir_planner.reasoning.percepts import reach_inside, shut_in_view
-from mimir_sim.config import SimConfig
-from mimir_sim.scenario import default_scenarios_dir, load_scenario
-from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim
 
 UNITS = {
@@ -44,12 +41,8 @@ PERCEPTS = load_reasoning_config().percepts
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory, tidybot_dir):  # type: ignore[no-untyped-def]
-    path = tmp_path_factory.mktemp("shut") / "shut.yaml"
-    path.write_text(yaml.safe_dump(UNITS), encoding="utf-8")
-    scenario = load_scenario(path, scenarios_dir=default_scenarios_dir())
-    s = KitchenSim(build_scene(scenario, tidybot_dir), SimConfig(seed=5))
-    yield s
-    s.shutdown()
+    with sim_of(UNITS, tmp_path_factory.mktemp("shut"), tidybot_dir, seed=5) as s:
+        yield s
 
 
 def _views(sim: KitchenSim) -> list[CameraFrame]:

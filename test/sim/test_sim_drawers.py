@@ -8,13 +8,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import pytest
-import yaml
+from scene_helpers import sim_of
 
-from mimir_sim.config import SimConfig
 from mimir_sim.errors import PrimitiveError, UnknownEntityError
 from mimir_sim.judge import judge_instruction
-from mimir_sim.scenario import default_scenarios_dir, load_scenario
-from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim
 
 DRAWERS = {
@@ -39,12 +36,8 @@ DRAWERS = {
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory, tidybot_dir):  # type: ignore[no-untyped-def]
-    path = tmp_path_factory.mktemp("drawers") / "drawers.yaml"
-    path.write_text(yaml.safe_dump(DRAWERS), encoding="utf-8")
-    scenario = load_scenario(path, scenarios_dir=default_scenarios_dir())
-    s = KitchenSim(build_scene(scenario, tidybot_dir), SimConfig(seed=6))
-    yield s
-    s.shutdown()
+    with sim_of(DRAWERS, tmp_path_factory.mktemp("drawers"), tidybot_dir, seed=6) as s:
+        yield s
 
 
 def test_unlocked_drawer_slides_open_and_closes(sim: KitchenSim) -> None:
