@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -559,6 +559,22 @@ class Harness:
         )
 
     def _check_locked(self, fixture_id: str, ev: Evidence) -> _Check:
+        """Whether the evidence shows a lock; a fixture memory saw open or close before is not
+        called locked on a held pull (deferred): a lock that came later is far rarer than a
+        door jammed by something in its way, and a lock written in error hides the fixture from
+        every later search."""
+        check = self._held_pull(fixture_id, ev)
+        node = self._world.node(fixture_id)
+        moved_before = node is not None and isinstance(
+            node.properties.get("openable"), Mapping) and \
+            node.properties["openable"].get("is_opened") is not None
+        if check.decision is Decision.ADMIT and moved_before:
+            return _Check(Decision.DEFER, f"'{fixture_id}' opened before, so a held pull is "
+                          "not called a lock (something may block it): " + check.reason,
+                          check.refs)
+        return check
+
+    def _held_pull(self, fixture_id: str, ev: Evidence) -> _Check:
         summary = contact_summary(ev.gripper, self._percepts)
         if summary is None:
             return _Check(Decision.DEFER, "no gripper samples to confirm contact")

@@ -57,6 +57,25 @@ def test_locked_drawer_and_missed_grasp_get_different_correct_updates() -> None:
     assert locked.response.prompt_tokens == 2900
 
 
+def test_a_held_pull_on_a_fixture_that_opened_before_is_not_written_locked() -> None:
+    # the drawer opened and was shut again earlier; now the pull is held back as by a lock
+    world = make_world()
+    drawer = world.node("drawer_3")
+    assert drawer is not None
+    world.put(dataclasses.replace(
+        drawer, properties={"openable": {"value": True, "is_opened": False}}))
+    with serve([ok("analyzer_locked_drawer.json")]) as srv:
+        result = _analyzer(srv.vlm_config(), world).analyze(
+            make_window(contact=True, opened_m=None, hand=True), primitive())
+    assert all(u.property != "locked" for u in result.property_updates)
+    (held,) = [v for v in result.verdicts
+               if isinstance(v.claim, PropertyClaim) and v.claim.name == "locked"]
+    assert held.decision is Decision.DEFER and "opened before" in held.reason
+    # the attempt itself still failed as a held pull
+    assert [(o.success, o.category) for o in result.outcome_updates] == [
+        (False, "fixture_locked")]
+
+
 def test_missed_grasp_answer_is_admitted_on_no_contact() -> None:
     with serve([ok("analyzer_missed_grasp.json")]) as srv:
         result = _analyzer(srv.vlm_config()).analyze(
