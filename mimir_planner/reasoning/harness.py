@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,7 +64,7 @@ from mimir_planner.reasoning.percepts import (
     never_held,
 )
 from mimir_planner.reasoning.signals import signals_text
-from mimir_planner.reasoning.world_view import Box3D, WorldView
+from mimir_planner.reasoning.world_view import Box3D, WorldView, moved_before
 
 LOG = logging.getLogger(__name__)
 
@@ -565,16 +565,15 @@ class Harness:
         every later search."""
         check = self._held_pull(fixture_id, ev)
         node = self._world.node(fixture_id)
-        moved_before = node is not None and isinstance(
-            node.properties.get("openable"), Mapping) and \
-            node.properties["openable"].get("is_opened") is not None
-        if check.decision is Decision.ADMIT and moved_before:
+        if check.decision is Decision.ADMIT and node is not None and moved_before(node):
             return _Check(Decision.DEFER, f"'{fixture_id}' opened before, so a held pull is "
                           "not called a lock (something may block it): " + check.reason,
                           check.refs)
         return check
 
     def _held_pull(self, fixture_id: str, ev: Evidence) -> _Check:
+        """Whether the jaws held the handle, the pull was strong and held back, and nothing
+        moved: the mechanical signs of a lock."""
         summary = contact_summary(ev.gripper, self._percepts)
         if summary is None:
             return _Check(Decision.DEFER, "no gripper samples to confirm contact")

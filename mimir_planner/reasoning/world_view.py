@@ -129,6 +129,12 @@ def is_opened(node: NodeView) -> bool:
     return openable.get("is_opened") is True
 
 
+def moved_before(node: NodeView) -> bool:
+    """Whether memory records this fixture standing open or closed: it moved under a hand (or a
+    look found it shut) before."""
+    return node.properties.get("openable", {}).get("is_opened") is not None
+
+
 class InMemoryWorld:
     """A :class:`WorldView` over a fixed set of node snapshots."""
 
