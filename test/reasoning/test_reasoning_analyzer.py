@@ -59,13 +59,8 @@ def test_locked_drawer_and_missed_grasp_get_different_correct_updates() -> None:
 
 def test_a_held_pull_on_a_fixture_that_opened_before_is_not_written_locked() -> None:
     # the drawer opened and was shut again earlier; now the pull is held back as by a lock
-    world = make_world()
-    drawer = world.node("drawer_3")
-    assert drawer is not None
-    world.put(dataclasses.replace(
-        drawer, properties={"openable": {"value": True, "is_opened": False}}))
     with serve([ok("analyzer_locked_drawer.json")]) as srv:
-        result = _analyzer(srv.vlm_config(), world).analyze(
+        result = _analyzer(srv.vlm_config(), _opened_world(standing_open=False)).analyze(
             make_window(contact=True, opened_m=None, hand=True), primitive())
     assert all(u.property != "locked" for u in result.property_updates)
     (held,) = [v for v in result.verdicts
@@ -199,12 +194,13 @@ def test_misspelt_id_is_rebound_to_nearest_same_label_node() -> None:
     assert grounding and grounding[0].decision is Decision.CORRECT
 
 
-def _opened_world() -> InMemoryWorld:
+def _opened_world(standing_open: bool = True) -> InMemoryWorld:
+    """The test world with drawer_3 opened before: standing open, or shut again since."""
     world = make_world()
     drawer = world.node("drawer_3")
     assert drawer is not None
     world.put(dataclasses.replace(
-        drawer, properties={"openable": {"value": True, "is_opened": True}}))
+        drawer, properties={"openable": {"value": True, "is_opened": standing_open}}))
     return world
 
 
