@@ -111,15 +111,8 @@ class OfflineReasoner:
         elif ctx.intent == "inspection":
             success, failure, contents = self._inspection(inputs)
             if ctx.target_id in ev.found_shut:
-                updates = [{
-                    "object_id": ctx.target_id,
-                    "property": "openable",
-                    "old_value": _prior_value(inputs.prior_state, "openable"),
-                    "new_value": True,
-                    "confidence": 0.8,
-                    "reasoning": f"{OFFLINE_NAME}: the door stands closed again",
-                    "is_opened": False,
-                }]
+                updates = [_openable(inputs, opened=False, confidence=0.8,
+                                     seen="the door stands closed again")]
         return {
             "task_success": success,
             "failure_reason": failure,
@@ -140,15 +133,8 @@ class OfflineReasoner:
         seen = (f"hand travelled {travel:.3f} m while holding; depth changed "
                 + (f"{depth_m:.3f} m" if depth_m is not None else "(not seen)"))
         if travel >= _HAND_TRAVEL_M or (depth_m is not None and depth_m >= _DEPTH_CHANGE_M):
-            return True, None, [{
-                "object_id": ctx.target_id,
-                "property": "openable",
-                "old_value": _prior_value(inputs.prior_state, "openable"),
-                "new_value": True,
-                "confidence": 0.9,
-                "reasoning": f"{OFFLINE_NAME}: {seen}",
-                "is_opened": ctx.intent == "open",
-            }]
+            return True, None, [_openable(inputs, opened=ctx.intent == "open", confidence=0.9,
+                                          seen=seen)]
         if not ev.gripper:
             return False, f"{OFFLINE_NAME}: no gripper state was recorded", []
         if held < _HELD_READINGS:
@@ -189,6 +175,20 @@ class OfflineReasoner:
             "is_empty": not names,
             "reasoning": f"{OFFLINE_NAME}: {len(inside)} detection(s) in the box",
         }]
+
+
+def _openable(inputs: OfflineInputs, *, opened: bool, confidence: float,
+              seen: str) -> dict[str, object]:
+    """The answer's update of the target: it opens, and stands open or closed now."""
+    return {
+        "object_id": inputs.ctx.target_id,
+        "property": "openable",
+        "old_value": _prior_value(inputs.prior_state, "openable"),
+        "new_value": True,
+        "confidence": confidence,
+        "reasoning": f"{OFFLINE_NAME}: {seen}",
+        "is_opened": opened,
+    }
 
 
 def _held_hand_travel(samples: Sequence[RobotStateSample]) -> float:
