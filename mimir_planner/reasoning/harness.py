@@ -448,6 +448,9 @@ class Harness:
                 and claim.object_id in ev.found_shut:
             return _Check(Decision.ADMIT, f"no depth reached the back of '{claim.object_id}' "
                           "in the look: it stands closed", ev.refs), "opened"
+        if state_change and ctx.intent == "open" and (
+                unheld := self._open_without_grip(claim.object_id, ev)) is not None:
+            return unheld, "opened"
         if state_change:
             check = self._check_motion(claim.object_id, ev)
             held = self._held_against_unlocked(claim, ctx, ev, check)
@@ -535,6 +538,18 @@ class Harness:
             return None
         return _Check(Decision.DEFER, "depth changed but the hand was held back from its pull, "
                       "so the change may be the arm, not the door; "
+                      + signals_text(fixture_id, ev, self._percepts), measure.refs)
+
+    def _open_without_grip(self, fixture_id: str, ev: Evidence) -> _Check | None:
+        """A depth change in an open whose jaws never held anything: the arm moving in front
+        of the fixture, not its door (an open pulls the handle it grips), so held for more;
+        None where the jaws held something, no gripper was recorded or the hand measured it."""
+        measure = ev.displacements.get(fixture_id)
+        summary = contact_summary(ev.gripper, self._percepts)
+        if measure is None or measure.source != "depth" or summary is None or summary.contact:
+            return None
+        return _Check(Decision.DEFER, f"depth changed {measure.magnitude:.3f} m but the jaws "
+                      "never held the handle, so the change is the arm, not the door; "
                       + signals_text(fixture_id, ev, self._percepts), measure.refs)
 
     def _check_motion(self, fixture_id: str, ev: Evidence) -> _Check:
@@ -733,7 +748,7 @@ class Harness:
 
     def _verify_outcome(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         if ctx.intent in ("open", "close"):
-            return self._outcome_of_fixture_action(claim, ev)
+            return self._outcome_of_fixture_action(claim, ev, ctx.intent)
         if ctx.intent == "inspection" and self._is_fixture(ctx.target_id):
             return self._outcome_of_inspection(claim, ctx, ev)
         if ctx.intent == "pick":
@@ -797,9 +812,13 @@ class Harness:
             ev.refs,
         )
 
-    def _outcome_of_fixture_action(self, claim: OutcomeClaim, ev: Evidence) -> _Check:
+    def _outcome_of_fixture_action(self, claim: OutcomeClaim, ev: Evidence,
+                                   intent: str) -> _Check:
         measure = ev.displacements.get(claim.target_id)
         state = moved(measure, self._percepts)
+        if state and intent == "open" and \
+                self._open_without_grip(claim.target_id, ev) is not None:
+            state = False  # the arm passed in front: judged as a grasp that held nothing
         summary = contact_summary(ev.gripper, self._percepts)
         refs = (measure.refs if measure is not None else ()) + (
             _refs_of_contact(summary) if summary is not None else ()

@@ -226,6 +226,25 @@ def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> N
     assert passing.contents_updates == () and passing.answer.contents_updates == ()
 
 
+def test_an_open_whose_jaws_held_nothing_did_not_open_the_door() -> None:
+    # the arm swept in front of the drawer: its region's depth changed 0.2 m, the jaws never
+    # closed on anything. The reasoner reads the depth as an opening; the harness does not
+    cfg = config(backend="offline")
+    analyzer = InteractionAnalyzer(make_backend(cfg), make_world(), cfg)
+    result = analyzer.analyze(make_window(contact=False, opened_m=0.2), primitive())
+    assert result.answer.task_success is True  # the reasoner's own reading
+    assert all(u.property != "openable" for u in result.property_updates)
+    (outcome,) = result.outcome_updates
+    assert (outcome.success, outcome.category) == (False, "missed_grasp")
+    (held,) = [v for v in result.verdicts if v.verifier == "opened"]
+    assert held.decision is Decision.DEFER and "never held the handle" in held.reason
+    # with the jaws on the handle the same depth change is the drawer opening
+    fresh = InteractionAnalyzer(make_backend(cfg), make_world(), cfg)
+    gripped = fresh.analyze(make_window(contact=True, opened_m=0.2), primitive())
+    assert ("drawer_3", "openable", True) in {
+        (u.object_id, u.property, u.value) for u in gripped.property_updates}
+
+
 def _look_into(depth_m: float) -> ActionWindow:
     """A look at the cupboard-sized drawer_3: the base camera reads a flat ``depth_m``."""
     rgb = np.zeros((H, W, 3), np.uint8)
