@@ -345,16 +345,22 @@ def reach_inside(frame: CameraFrame, box: Box3D, cfg: PerceptConfig) -> int | No
     return int(np.count_nonzero(away * (back - kept[:, axis]) <= cfg.interior_back_m))
 
 
-def shut_in_view(frames: Iterable[CameraFrame], box: Box3D, cfg: PerceptConfig) -> bool | None:
+def shut_in_view(frames: Sequence[CameraFrame], box: Box3D, cfg: PerceptConfig) -> bool | None:
     """Whether the frames show a fixture shut: True when at least ``min_visible_frames`` of
     them measure :func:`reach_inside` and none counts ``depth_min_valid_pixels`` points at the
-    back; False when one does; None when too few measure it (the cameras say nothing)."""
-    counts = [n for n in (reach_inside(f, box, cfg) for f in frames) if n is not None]
-    if any(n >= cfg.depth_min_valid_pixels for n in counts):
-        return False
-    if len(counts) < cfg.min_visible_frames:
-        return None
-    return True
+    back; False when one does; None when too few measure it (the cameras say nothing).
+
+    The newest frames are read first (a look's settled views come last) and the reading stops
+    at the first frame that sees the back: an open fixture costs one or two frames, not all."""
+    measured = 0
+    for frame in reversed(frames):
+        count = reach_inside(frame, box, cfg)
+        if count is None:
+            continue
+        if count >= cfg.depth_min_valid_pixels:
+            return False
+        measured += 1
+    return True if measured >= cfg.min_visible_frames else None
 
 
 def displacement_threshold(measure: DisplacementMeasurement, cfg: PerceptConfig) -> float:
