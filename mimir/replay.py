@@ -656,7 +656,7 @@ class FastReplay:
             events += report.events
         self.summary.events += len(events)
         if any(e.kind in _GRAPH_CHANGES for e in events):
-            self._keyframe(camera, frame.stamp, events)
+            self._keyframe(camera, frame, events)
 
     def _view(self, frame: SyncedFrame, pose: tfm.Matrix4, unit: DepthUnit) -> CameraView | None:
         try:
@@ -666,8 +666,8 @@ class FastReplay:
             self.summary.skipped[f"{frame.camera}.view_failed"] += 1
             return None
 
-    def _keyframe(self, camera: str, stamp: float, events: Sequence[MemoryEvent]) -> None:
-        cfg = self.keyframe_config
+    def _keyframe(self, camera: str, frame: SyncedFrame, events: Sequence[MemoryEvent]) -> None:
+        cfg, stamp = self.keyframe_config, frame.stamp
         if camera != cfg.perception_camera or \
                 stamp - self._last_keyframe < cfg.perception_min_period_s:
             return
@@ -678,12 +678,16 @@ class FastReplay:
             return
         change = next(e for e in events if e.kind in _GRAPH_CHANGES)
         node = str(change.payload.get("node_id", ""))
+        # the segmentation goes with the colour image it was made from
+        ids = frame.segmentation.instance_ids
+        same = colour[0] == stamp and ids.shape == colour[1].shape[:2]
         result = self.keyframes.save(
             np.ascontiguousarray(colour[1][:, :, ::-1]), timestamp=colour[0], camera=camera,
             trigger=Trigger.NEW_NODE if change.kind == EventKind.NODE_CREATED
             else Trigger.NODE_UPDATE,
             session=self.session, node_ids=[node] if node else [],
-            tags=[f"event:{change.kind.value}"], caption=str(change.payload.get("label", "")))
+            tags=[f"event:{change.kind.value}"], caption=str(change.payload.get("label", "")),
+            instances=ids if same else None)
         if result.reason == "saved":
             self._last_keyframe = stamp
 

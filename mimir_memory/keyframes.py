@@ -57,6 +57,7 @@ LOG = logging.getLogger(__name__)
 
 Image = npt.NDArray[np.uint8]
 AnyImage = npt.NDArray[Any]
+InstanceImage = npt.NDArray[np.uint16]
 
 
 class Trigger(StrEnum):
@@ -247,6 +248,7 @@ class KeyframeRecord:
     height: int
     bytes: int
     camera_view: CameraView | None = None
+    mask_path: Path | None = None
 
     def _shared_fields(self) -> dict[str, Any]:
         """The JSON fields that the B.2 form and the index form name alike."""
@@ -272,6 +274,7 @@ class KeyframeRecord:
             "scene_graph_nodes": list(self.node_ids),
             "image_path": str(self.image_path),
             "thumb_path": str(self.thumb_path),
+            "mask_path": str(self.mask_path) if self.mask_path else None,
         }
 
     def index_entry(self, dhash_hex: str) -> dict[str, Any]:
@@ -282,6 +285,7 @@ class KeyframeRecord:
             "node_ids": list(self.node_ids),
             "image_file": self.image_path.name,
             "thumb_file": self.thumb_path.name,
+            "mask_file": self.mask_path.name if self.mask_path else None,
             "width": self.width,
             "height": self.height,
             "dhash": dhash_hex,
@@ -338,6 +342,26 @@ def _check_image(image: object, max_pixels: int) -> Image:
     return np.ascontiguousarray(image)
 
 
+def _digest(image: AnyImage) -> str:
+    """SHA-256 of an image's shape and pixels (names its files by content)."""
+    digest = hashlib.sha256()
+    digest.update(repr(image.shape).encode())
+    digest.update(image.data)
+    return digest.hexdigest()
+
+
+def _check_instances(instances: object, height: int, width: int) -> InstanceImage:
+    """A frame's instance-id image, checked against the frame's size."""
+    if not isinstance(instances, np.ndarray):
+        raise InvalidImageError(
+            f"instances must be a numpy array, got {type(instances).__name__}")
+    if instances.dtype != np.uint16 or instances.shape != (height, width):
+        raise InvalidImageError(
+            f"instances must be a uint16 image of the frame's {width}x{height}, got "
+            f"{instances.dtype} of shape {instances.shape}")
+    return np.ascontiguousarray(instances)
+
+
 def dhash(grey: AnyImage) -> int:
     """64-bit difference hash of a grey image (horizontal gradient signs on a 9x8 grid)."""
     small = cv2.resize(grey, (9, 8), interpolation=cv2.INTER_AREA).astype(np.int16)
@@ -389,14 +413,16 @@ def _stamp(value: object, name: str) -> float:
 
 _SELECT = (
     "SELECT frame_id, timestamp, session, camera, trigger, action, parent_frame, robot_pose, "
-    "tags, caption, image_file, thumb_file, width, height, bytes, camera_view FROM keyframes k"
+    "tags, caption, image_file, thumb_file, width, height, bytes, camera_view, mask_file "
+    "FROM keyframes k"
 )
 
 
 class KeyframeStore(Store):
     """Keyframe images on disk plus their index in a SQLite database.
 
-    Files live under ``root``: ``keyframes.db``, ``images/`` and ``thumbs/``.
+    Files live under ``root``: ``keyframes.db``, ``images/``, ``thumbs/`` and ``masks/`` (the
+    segmentation of a frame whose saver had one: an instance-id image, 16-bit PNG).
     """
 
     DB_NAME = "keyframes.db"
@@ -411,6 +437,7 @@ class KeyframeStore(Store):
         self.log = EventLog(handle)
         self.image_dir = root / "images"
         self.thumb_dir = root / "thumbs"
+        self.mask_dir = root / "masks"
         self._recent: deque[_Recent] = deque(maxlen=self.config.keyframes.dedup_recent_count)
         self._load_recent()
 
@@ -430,8 +457,8 @@ class KeyframeStore(Store):
         root = Path(root)
         if not readonly:
             try:
-                (root / "images").mkdir(parents=True, exist_ok=True)
-                (root / "thumbs").mkdir(parents=True, exist_ok=True)
+                for folder in ("images", "thumbs", "masks"):
+                    (root / folder).mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 raise StorageError(err.errno or 0, f"cannot create {root}: {err}") from err
         handle = open_database(
@@ -492,6 +519,7 @@ class KeyframeStore(Store):
         labels: Iterable[KeyframeLabel | tuple[str, str]] = (),
         caption: str = "",
         camera_view: CameraView | dict[str, Any] | None = None,
+        instances: InstanceImage | None = None,
     ) -> SaveResult:
         """Filter and store one frame.
 
@@ -511,6 +539,10 @@ class KeyframeStore(Store):
             camera_view: Pose of the optical frame in the map and the image's intrinsics, when
                 the saver knows them (lets a viewer draw the camera and project nodes onto the
                 image).
+            instances: The frame's segmentation, when the saver has it: a uint16 image of the
+                frame's size, 0 where no instance lies and an instance's id elsewhere (as the
+                ``Segmentation`` message carries it). A reader then takes an object's pixels
+                from the segmenter's mask instead of guessing them from colour.
 
         Raises:
             InvalidImageError, ImageTooLargeError: The image is not acceptable.
@@ -530,6 +562,7 @@ class KeyframeStore(Store):
             caption=caption, node_ids=node_ids, tags=tags, labels=labels, robot_pose=robot_pose)
         view = None if camera_view is None else CameraView.parse(camera_view)
         height, width = frame.shape[:2]
+        mask = None if instances is None else _check_instances(instances, height, width)
         thumb, frame_hash = self._thumbnail(frame)
 
         reason, grey_std, sharpness = None, 0.0, 0.0
@@ -542,10 +575,7 @@ class KeyframeStore(Store):
             if dup is not None:
                 return SaveResult(False, None, "duplicate", dup, grey_std, sharpness)
 
-        pixel_hash = hashlib.sha256()
-        pixel_hash.update(repr(frame.shape).encode())
-        pixel_hash.update(frame.data)
-        content = pixel_hash.hexdigest()
+        content = _digest(frame)
         identity = canonical_json(
             {
                 "pixels": content,
@@ -574,12 +604,13 @@ class KeyframeStore(Store):
             "caption": caption,
             "image_file": f"{content[:32]}.{cfg.image_format}",
             "thumb_file": f"{content[:32]}.jpg",
+            "mask_file": None if mask is None else f"{_digest(mask)[:32]}.png",
             "width": width,
             "height": height,
             "dhash": f"{frame_hash:016x}",
             "bytes": 0,
         }
-        self._store(frame, thumb, meta, trig)
+        self._store(frame, thumb, mask, meta, trig)
         if not trig.kept:
             self._recent.append(_Recent(frame_id, stamp, camera, frozenset(nodes), frame_hash))
         return SaveResult(True, frame_id, "saved", None, grey_std, sharpness)
@@ -632,9 +663,10 @@ class KeyframeStore(Store):
         thumb_grey = thumb if thumb.ndim == 2 else cv2.cvtColor(thumb, cv2.COLOR_BGR2GRAY)
         return thumb, dhash(thumb_grey)
 
-    def _store(self, frame: AnyImage, thumb: AnyImage, meta: dict[str, Any],
-               trig: Trigger) -> None:
-        """Write the image files, then log and index the keyframe in one transaction.
+    def _store(self, frame: AnyImage, thumb: AnyImage, mask: InstanceImage | None,
+               meta: dict[str, Any], trig: Trigger) -> None:
+        """Write the image files (and the instance image, when given), then log and index
+        the keyframe in one transaction.
 
         Files follow the database's durability level: synced for FULL/EXTRA (power cut safe),
         only atomically renamed for NORMAL (safe against a killed process). A failure removes
@@ -643,15 +675,16 @@ class KeyframeStore(Store):
         cfg = self.config.keyframes
         image_bytes = self._encode(frame, cfg.image_format, cfg.jpeg_quality)
         thumb_bytes = self._encode(thumb, "jpg", cfg.thumbnail_quality)
-        meta["bytes"] = len(image_bytes) + len(thumb_bytes)
+        files = [(self.image_dir, meta["image_file"], image_bytes),
+                 (self.thumb_dir, meta["thumb_file"], thumb_bytes)]
+        if mask is not None:
+            files.append((self.mask_dir, meta["mask_file"], self._encode(mask, "png", 0)))
+        meta["bytes"] = sum(len(data) for _, _, data in files)
         frame_id = meta["frame_id"]
         created: list[Path] = []
         durable = self.config.storage.synchronous != "NORMAL"
         try:
-            for folder, name, data in (
-                (self.image_dir, meta["image_file"], image_bytes),
-                (self.thumb_dir, meta["thumb_file"], thumb_bytes),
-            ):
+            for folder, name, data in files:
                 target = folder / name
                 if not target.exists():
                     write_file_atomic(target, data, durable=durable)
@@ -705,8 +738,8 @@ class KeyframeStore(Store):
         db.execute(
             "INSERT INTO keyframes (frame_id, seq, timestamp, session, camera, trigger, action,"
             " parent_frame, robot_pose, tags, caption, image_file, thumb_file, width, height,"
-            " dhash, bytes, camera_view)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " dhash, bytes, camera_view, mask_file)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 meta["frame_id"],
                 seq,
@@ -726,6 +759,7 @@ class KeyframeStore(Store):
                 meta["dhash"],
                 meta["bytes"],
                 json.dumps(meta.get("camera_view")),
+                meta.get("mask_file"),
             ],
         )
         for node_id in meta["node_ids"]:
@@ -840,6 +874,7 @@ class KeyframeStore(Store):
             height,
             size,
             camera_view,
+            mask_file,
         ) = row
         label_rows = self.handle.db.execute(
             "SELECT label, source, stamp FROM keyframe_labels WHERE frame_id = ? ORDER BY position",
@@ -866,6 +901,7 @@ class KeyframeStore(Store):
             height=height,
             bytes=size,
             camera_view=CameraView.parse(view) if view else None,
+            mask_path=self.mask_dir / mask_file if mask_file else None,
         )
 
     @synchronized
@@ -971,6 +1007,31 @@ class KeyframeStore(Store):
         return np.asarray(image, dtype=np.uint8)
 
     @synchronized
+    def load_instances(self, frame_id: str) -> InstanceImage | None:
+        """The segmentation saved with a keyframe (see :meth:`save`), or None when it was saved
+        without one.
+
+        Raises:
+            UnknownKeyframeError: No such keyframe.
+            StorageError: The file is missing, unreadable or not a 16-bit image of the frame's
+                size.
+        """
+        record = self.get(frame_id)
+        path = record.mask_path
+        if path is None:
+            return None
+        try:
+            data = np.fromfile(path, dtype=np.uint8)
+        except OSError as err:
+            raise StorageError(err.errno or 0, f"cannot read {path}: {err}") from err
+        image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        if image is None or image.dtype != np.uint16 or image.shape != (record.height,
+                                                                         record.width):
+            raise StorageError(0, f"{path} is not a 16-bit instance image of "
+                                  f"{record.width}x{record.height}")
+        return np.asarray(image)
+
+    @synchronized
     def count(self) -> int:
         """Number of stored keyframes."""
         return int(self.handle.db.execute("SELECT COUNT(*) FROM keyframes").fetchone()[0])
@@ -1055,7 +1116,10 @@ class KeyframeStore(Store):
         self._recent = deque(
             (r for r in self._recent if r.frame_id != frame_id), maxlen=self._recent.maxlen
         )
-        for column, path in (("image_file", record.image_path), ("thumb_file", record.thumb_path)):
+        files = [("image_file", record.image_path), ("thumb_file", record.thumb_path)]
+        if record.mask_path is not None:
+            files.append(("mask_file", record.mask_path))
+        for column, path in files:
             still = self.handle.db.execute(
                 f"SELECT 1 FROM keyframes WHERE {column} = ? LIMIT 1", [path.name]
             ).fetchone()
@@ -1073,8 +1137,9 @@ class KeyframeStore(Store):
         index: dict[str, dict[str, Any]] = {}
         for event in self.log.iter_events():
             data = event.payload
-            if event.kind is EventKind.KEYFRAME_SAVED:  # views are logged from schema 3 on
-                index[data["frame_id"]] = {"camera_view": None, **data,
+            if event.kind is EventKind.KEYFRAME_SAVED:
+                # views are logged from schema 3 on, segmentations from 4
+                index[data["frame_id"]] = {"camera_view": None, "mask_file": None, **data,
                                            "labels": list(data["labels"])}
             elif event.kind is EventKind.KEYFRAME_LABELS_ADDED:
                 index[data["frame_id"]]["labels"].extend(data["labels"])
@@ -1095,9 +1160,10 @@ class KeyframeStore(Store):
 
 
 def files_on_disk(store: KeyframeStore) -> set[str]:
-    """Names of the image and thumbnail files present under the store (for audits and tests)."""
+    """Names of the image, thumbnail and instance files present under the store (for audits
+    and tests)."""
     names: set[str] = set()
-    for folder in (store.image_dir, store.thumb_dir):
+    for folder in (store.image_dir, store.thumb_dir, store.mask_dir):
         if folder.is_dir():
             names.update(p.name for p in folder.iterdir())
     return names

@@ -47,7 +47,7 @@ from mimir_memory.errors import (
 
 LOG = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Current schema version of every database kind."""
 
 DatabaseKind = Literal["world", "keyframes", "task"]
@@ -142,16 +142,29 @@ def _keyframes_v3(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE keyframes ADD COLUMN camera_view TEXT")
 
 
+def _keyframes_v4(db: sqlite_utils.Database) -> None:
+    # the segmentation of the frame, when the saver had it: an instance-id image (NULL: none)
+    db.execute("ALTER TABLE keyframes ADD COLUMN mask_file TEXT")
+
+
 def _unchanged(db: sqlite_utils.Database) -> None:
     """A version that changed another kind's tables only."""
 
 
 MIGRATIONS: dict[DatabaseKind, tuple[tuple[int, Migration], ...]] = {
-    "world": ((1, _world_v1), (2, _world_v2), (3, _unchanged)),
-    "keyframes": ((1, _keyframes_v1), (2, _keyframes_v2), (3, _keyframes_v3)),
-    "task": ((1, _world_v1), (2, _world_v2), (3, _unchanged)),
+    "world": ((1, _world_v1), (2, _world_v2), (3, _unchanged), (4, _unchanged)),
+    "keyframes": ((1, _keyframes_v1), (2, _keyframes_v2), (3, _keyframes_v3),
+                  (4, _keyframes_v4)),
+    "task": ((1, _world_v1), (2, _world_v2), (3, _unchanged), (4, _unchanged)),
 }
 """Ordered migrations per database kind: (version reached, function)."""
+
+
+def _reads_as_current(kind: DatabaseKind, version: int) -> bool:
+    """Whether a reader may use a database of ``version`` as if it were current: every later
+    migration of its kind changed other kinds' tables only."""
+    return all(migration is _unchanged for target, migration in MIGRATIONS[kind]
+               if target > version)
 
 
 def storage_error(action: str, err: BaseException, remedy: str = "") -> StorageError:
@@ -369,7 +382,7 @@ def _open_reader(path: Path, kind: DatabaseKind, storage: StorageConfig,
         conn.execute(f"PRAGMA busy_timeout = {storage.busy_timeout_ms}")
         db = sqlite_utils.Database(conn)
         version = _check_meta(_read_meta(db), kind, path)
-        if version < SCHEMA_VERSION:
+        if not _reads_as_current(kind, version):
             raise SchemaVersionError(
                 f"{path} has schema version {version}, older than this mimir's "
                 f"{SCHEMA_VERSION}; start its writer (the node that owns it) once to migrate it"

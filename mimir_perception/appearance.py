@@ -175,9 +175,13 @@ class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
                                "keyframes_per_camera"),
                  positive=("min_delta",),
                  non_negative=("sighting_window_s",),
-                 within={"min_share": (0.0, 1.0), "min_inside": (0.0, 1.0)}):
-    """Crops around a remembered box, where no segmentation was kept.
+                 within={"min_share": (0.0, 1.0), "min_inside": (0.0, 1.0),
+                         "instance_inside": (0.0, 1.0)}):
+    """Crops around a remembered box.
 
+    Where the keyframe kept its segmentation, :func:`instance_mask` takes the instance with
+    the most pixels in the box of those with at least ``instance_inside`` of their pixels in
+    it, when it covers at least ``min_share`` of the box. Where none was kept,
     :func:`object_mask` compares the box with a ring ``ring_px`` wide around it: pixels further
     than ``min_delta`` (CIELAB) from every colour of the ring stand out, and at least
     ``min_share`` of the box must. A node's look measures ``frames`` keyframes whose projected
@@ -196,6 +200,7 @@ class CropConfig(settings.Checked, section="crops", error=AppearanceConfigError,
     sighting_window_s: float = 0.05
     sightings: int = 400
     keyframes_per_camera: int = 5000
+    instance_inside: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -641,6 +646,41 @@ def match_distances(distances: Mapping[str, float], config: AppearanceConfig) ->
 
 
 # ------------------------------------------------------------------------------ masks
+def _check_box(box: tuple[int, int, int, int], height: int, width: int) -> None:
+    x0, y0, x1, y1 = box
+    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+        raise AppearanceError(f"box {box} does not lie inside a {width}x{height} image")
+
+
+def instance_mask(instances: npt.NDArray[np.uint16], box: tuple[int, int, int, int],
+                  config: AppearanceConfig) -> Mask:
+    """The pixels of the segmented instance that is the object in ``box`` (x0, y0, x1, y1,
+    exclusive ends) of a keyframe kept with its segmentation (an instance-id image, 0 for
+    background): of the instances with at least ``crops.instance_inside`` of their pixels in
+    the box (not the fixture or the counter the box lies on), the one with the most pixels
+    there. The whole instance is the mask, also where it reaches past the box.
+
+    Raises:
+        AppearanceError: A box outside the image or empty, or no instance that lies mostly
+            in the box and covers ``crops.min_share`` of it (the segmenter missed the object
+            in this frame, or something hides it).
+    """
+    height, width = instances.shape[:2]
+    _check_box(box, height, width)
+    x0, y0, x1, y1 = box
+    inside = instances[y0:y1, x0:x1]
+    ids, counts = np.unique(inside[inside > 0], return_counts=True)
+    if ids.size:
+        totals = np.bincount(instances.ravel(), minlength=int(ids.max()) + 1)[ids]
+        mostly_inside = counts >= config.crops.instance_inside * totals
+        ids, counts = ids[mostly_inside], counts[mostly_inside]
+    share = float(counts.max()) / inside.size if ids.size else 0.0
+    if share < config.crops.min_share:
+        raise AppearanceError(
+            f"no segmented instance lies in box {box} (the best covers {share:.0%} of it)")
+    return np.asarray(instances == ids[int(np.argmax(counts))])
+
+
 def object_mask(bgr: BgrImage, box: tuple[int, int, int, int],
                 config: AppearanceConfig) -> Mask:
     """The pixels inside ``box`` (x0, y0, x1, y1, exclusive ends) that do not look like the
@@ -657,9 +697,8 @@ def object_mask(bgr: BgrImage, box: tuple[int, int, int, int],
     crops = config.crops
     ring, min_delta, min_share = crops.ring_px, crops.min_delta, crops.min_share
     height, width = bgr.shape[:2]
+    _check_box(box, height, width)
     x0, y0, x1, y1 = box
-    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
-        raise AppearanceError(f"box {box} does not lie inside a {width}x{height} image")
     mask = np.zeros((height, width), dtype=bool)
     ox0, oy0 = max(0, x0 - ring), max(0, y0 - ring)
     ox1, oy1 = min(width, x1 + ring), min(height, y1 + ring)
@@ -694,5 +733,6 @@ def object_mask(bgr: BgrImage, box: tuple[int, int, int, int],
 
 
 __all__ = ["Appearance", "AppearanceConfig", "Attribute", "ColourRegion", "Match",
-           "colour_words", "delta_e", "describe", "distance", "load_appearance_config", "match",
-           "object_mask", "parse_appearance_config", "pattern_word"]
+           "colour_words", "delta_e", "describe", "distance", "instance_mask",
+           "load_appearance_config", "match", "object_mask", "parse_appearance_config",
+           "pattern_word"]

@@ -246,15 +246,19 @@ class PairedFrame(Generic[ColorT, DepthT]):
 class PairedFrames(Generic[ColorT, DepthT, InfoT]):
     """Colour frames of one camera with their registered depth and the newest camera info.
 
+    (The paired image may be any image of the same frame that travels apart from it, such as
+    the frame's segmentation; "depth" names the common case.)
+
     Colour frames closer than ``min_period`` after the newest kept frame are not kept (the
     history stays bounded at camera rate). A depth image is attached to the kept colour frame
     whose stamp lies within ``tolerance``, whichever of the two arrives first; a depth image
     without its frame waits (the last 30) until that frame comes.
     """
 
-    def __init__(self, seconds: float, min_period: float, tolerance: float) -> None:
+    def __init__(self, seconds: float, min_period: float, tolerance: float, *,
+                 max_count: int | None = None) -> None:
         self._frames: FrameBuffer[PairedFrame[ColorT, DepthT]] = FrameBuffer(
-            seconds, min_period_s=min_period)
+            seconds, max_count, min_period_s=min_period)
         self._tolerance = tolerance
         self._loose_depth: deque[tuple[float, DepthT]] = deque(maxlen=30)
         self._info: InfoT | None = None
@@ -307,6 +311,20 @@ class PairedFrames(Generic[ColorT, DepthT, InfoT]):
     def window(self, lo: float, hi: float) -> list[PairedFrame[ColorT, DepthT]]:
         """Kept frames with ``lo <= stamp <= hi``, oldest first."""
         return [entry for _, entry in self._frames.window(lo, hi)]
+
+    def stamps(self) -> list[float]:
+        """Stamps of the kept frames, oldest first."""
+        return self._frames.stamps()
+
+    def admits(self, stamp: float) -> bool:
+        """Whether :meth:`add_color` would keep a frame at ``stamp`` now (lets a caller skip
+        decoding a frame the rate limit would drop)."""
+        return self._frames.admits(stamp)
+
+    def nearest(self, stamp: float, side: str = "any") -> PairedFrame[ColorT, DepthT] | None:
+        """The kept frame nearest ``stamp`` (see :meth:`FrameBuffer.nearest`)."""
+        found = self._frames.nearest(stamp, side)
+        return None if found is None else found[1]
 
     def latest_stamp(self) -> float | None:
         """Stamp of the newest kept frame."""

@@ -48,6 +48,7 @@ from mimir_perception.appearance import (
     colour_words,
     describe,
     distance,
+    instance_mask,
     main_colour_word,
     match_distances,
     object_mask,
@@ -279,17 +280,22 @@ class NodeLooks:
         return frames
 
     def _measure(self, frame_id: str, box: tuple[int, int, int, int]) -> Appearance:
-        """The appearance of what stands out inside ``box`` of a keyframe.
+        """The appearance of the object inside ``box`` of a keyframe: its segmented instance
+        where the frame was kept with its segmentation, else what stands out from the ring
+        around the box.
 
         Raises:
-            AppearanceError: a grey frame, or nothing in the box stands out.
-            MemoryStoreError: the image cannot be read.
+            AppearanceError: a grey frame, no instance in the box, or nothing stands out.
+            MemoryStoreError: the image or its segmentation cannot be read.
         """
         image = np.asarray(self.store.load_image(frame_id))
         if image.ndim != 3:
             raise AppearanceError("a grey keyframe has no colour to read")
         bgr = np.ascontiguousarray(image, dtype=np.uint8)
-        return describe(bgr, object_mask(bgr, box, self.config), self.config)
+        instances = self.store.load_instances(frame_id)
+        mask = (object_mask(bgr, box, self.config) if instances is None
+                else instance_mask(instances, box, self.config))
+        return describe(bgr, mask, self.config)
 
     def in_frame(self, frame_id: str, node: SceneNode, min_confidence: float
                  ) -> FrameLook | str:

@@ -29,6 +29,7 @@ from mimir_msgs.msg import (
     ObjectObservation,
     ObjectObservationArray,
     Property,
+    Segmentation,
 )
 from mimir_msgs.srv import (
     AddKeyframeLabels,
@@ -106,6 +107,8 @@ INTERFACES: dict[str, tuple[str, str, type, Any]] = {
                                           lambda rig: cases(Image)),
     f"cameras/{CAMERA}/color/camera_info": ("keyframes", "topic", CameraInfo,
                                             lambda rig: cases(CameraInfo)),
+    f"cameras/{CAMERA}/segmentation": ("keyframes", "topic", Segmentation,
+                                       lambda rig: cases(Segmentation)),
     "update_node": ("scene_graph", "service", UpdateNode, _update),
     "get_scene_graph": ("scene_graph", "service", GetSceneGraph,
                         lambda rig: cases(GetSceneGraph.Request,

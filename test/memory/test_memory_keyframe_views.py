@@ -81,6 +81,7 @@ def test_a_store_of_the_previous_schema_is_migrated_by_its_writer(tmp_path: Path
                              trigger=Trigger.INTERACTION_PRE).frame_id)
     with sqlite3.connect(root / "keyframes.db") as conn:  # as schema 2 left it
         conn.execute("ALTER TABLE keyframes DROP COLUMN camera_view")
+        conn.execute("ALTER TABLE keyframes DROP COLUMN mask_file")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     with pytest.raises(SchemaVersionError, match="writer"):
         KeyframeStore.open(root, readonly=True)

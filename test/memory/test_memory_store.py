@@ -92,6 +92,22 @@ def test_old_database_is_migrated_in_order_by_the_writer(tmp_path: Path) -> None
     handle.close()
 
 
+def test_a_reader_opens_an_older_database_whose_tables_did_not_change(tmp_path: Path) -> None:
+    """Schema 4 changed the keyframe tables only: a world database of schema 3 is read as it
+    is (a memory folder written before need not be migrated to be looked at), a keyframe
+    database of schema 3 is not."""
+    for kind in ("world", "keyframes"):
+        path = tmp_path / f"{kind}.db"
+        schema.open_database(path, kind).close()
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    reader = schema.open_database(tmp_path / "world.db", "world", readonly=True)
+    assert schema.schema_version_of(reader) == 3
+    reader.close()
+    with pytest.raises(SchemaVersionError, match="writer"):
+        schema.open_database(tmp_path / "keyframes.db", "keyframes", readonly=True)
+
+
 def test_single_writer_many_readers(tmp_path: Path) -> None:
     path = tmp_path / "w.db"
     writer = WorldMemory.open(path)

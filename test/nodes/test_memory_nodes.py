@@ -473,3 +473,65 @@ def test_keyframes_record_where_the_camera_stood_and_are_drawn_as_frustums(
     apex = lines.points[0]
     assert (apex.x, apex.y, apex.z) == pytest.approx((0.5, 0.2, 1.0))
     assert all(p.x == pytest.approx(0.5 + 0.12) for p in lines.points[1::2][:4])
+
+
+def test_keyframes_keep_the_segmentation_of_their_frame(
+    tmp_path: Path, ros_context: Context, ros_executor: MultiThreadedExecutor,
+    spin_node: Node, wait_for: Wait,
+) -> None:
+    """A segmentation reaches the buffered frame of its stamp whether it comes after its image
+    (over DDS) or before it, and is saved with the frame; one that is not a 16-bit image of the
+    frame's size is counted and the frame saved without it, as is a frame with none."""
+    from sensor_msgs.msg import Image
+
+    from mimir_msgs.msg import Segmentation
+
+    node = KeyframeNode(context=ros_context, parameter_overrides=[
+        Parameter("memory_dir", value=str(tmp_path)),
+        Parameter("cameras", value=["wrist"]),
+        Parameter("buffer_min_period_s", value=0.1),
+    ])
+    ros_executor.add_node(node)
+    image_pub = spin_node.create_publisher(Image, "cameras/wrist/color/image_raw", qos.SENSOR)
+    seg_pub = spin_node.create_publisher(Segmentation, "cameras/wrist/segmentation", qos.SENSOR)
+    assert wait_for(lambda: image_pub.get_subscription_count() > 0
+                    and seg_pub.get_subscription_count() > 0)
+    ids = np.zeros((192, 256), np.uint16)
+    ids[40:120, 60:140] = 9
+
+    def segmentation(stamp: float, instances: np.ndarray, encoding: str) -> Segmentation:
+        msg = Segmentation(camera="wrist", instance_ids=numpy_to_image(instances, encoding),
+                           ids=[9], labels=["mug"], scores=[0.9], backend="sim_ground_truth")
+        msg.header.stamp = from_seconds(stamp)
+        return msg
+
+    def show(stamp: float) -> None:
+        msg = numpy_to_image(textured(int(stamp * 10), 192, 256), "rgb8")
+        msg.header.stamp = from_seconds(stamp)
+        msg.header.frame_id = "wrist_color_optical_frame"
+        image_pub.publish(msg)
+        assert wait_for(lambda: (node.buffers["wrist"].latest_stamp() or 0) >= stamp - 1e-6)
+
+    buffer = node.buffers["wrist"]
+    show(10.0)
+    seg_pub.publish(segmentation(10.0, ids, "mono16"))  # after its image
+    assert wait_for(lambda: getattr(buffer.nearest(10.0), "depth", None) is not None)
+    buffer.add_depth(10.2, segmentation(10.2, ids, "mono16"))  # before its image
+    show(10.2)
+    show(10.4)
+    seg_pub.publish(segmentation(10.4, ids[::2, ::2].copy(), "mono16"))  # another size
+    assert wait_for(lambda: getattr(buffer.nearest(10.4), "depth", None) is not None)
+    show(10.6)
+    buffer.add_depth(10.6, segmentation(10.6, (ids > 0).astype(np.uint8), "mono8"))
+    show(10.8)  # no segmentation at all
+
+    kept = {}
+    for stamp in (10.0, 10.2, 10.4, 10.6, 10.8):
+        res = call_service(spin_node, SaveKeyframe, "save_keyframe", SaveKeyframe.Request(
+            camera="wrist", stamp=from_seconds(stamp), trigger="interaction", phase="peak",
+            linked_nodes=["mug_1"]))
+        assert res.error_code == SaveKeyframe.Response.NONE, res.error_msg
+        kept[stamp] = node.store.load_instances(res.keyframe_id)
+    assert np.array_equal(kept[10.0], ids) and np.array_equal(kept[10.2], ids)
+    assert kept[10.4] is None and kept[10.6] is None and kept[10.8] is None
+    assert node.counters.get("wrist.bad_segmentation") == 2

@@ -17,6 +17,7 @@ from mimir_perception.appearance import (
     colour_words,
     describe,
     distance,
+    instance_mask,
     load_appearance_config,
     main_colour_word,
     match,
@@ -196,6 +197,41 @@ def test_an_object_mask_from_its_surroundings(config: AppearanceConfig) -> None:
         object_mask(scene, (150, 30, 170, 100), config)
     with pytest.raises(AppearanceError, match="inside"):
         object_mask(scene, (50, 30, 50, 100), config)
+
+
+def test_an_instance_mask_from_the_kept_segmentation(config: AppearanceConfig) -> None:
+    """A white mug with a red label in a white cabinet: nothing of the mug stands out from
+    the ring around its box but the label, so the box is refused or read as red alone; the
+    segmentation kept with the frame gives the whole mug, label and white, and leaves out
+    the cabinet the box lies on and a neighbour reaching into it."""
+    scene = np.zeros((120, 160, 3), np.uint8)
+    scene[:] = (238, 238, 236)  # the cabinet's white inside
+    scene[40:90, 60:100] = WHITE[::-1]
+    scene[55:75, 60:100] = RED[::-1]  # a band of red label around the mug
+    ids = np.full((120, 160), 3, np.uint16)  # the cabinet, everywhere else
+    ids[40:90, 60:100] = 12  # the mug
+    ids[35:95, 100:118] = 40  # a neighbour, partly in the box
+    box = (50, 30, 110, 100)
+    try:
+        guessed = words(describe(scene, object_mask(scene, box, config), config), config)
+    except AppearanceError:
+        guessed = []
+    assert "white" not in guessed
+    mask = instance_mask(ids, box, config)
+    assert np.array_equal(mask, ids == 12)
+    assert set(words(describe(scene, mask, config), config)) == {"white", "red"}
+    # the box on a stretch of cabinet alone: the cabinet reaches far past it, so nothing
+    with pytest.raises(AppearanceError, match="no segmented instance"):
+        instance_mask(ids, (10, 10, 40, 40), config)
+    # a segmenter that missed the mug in this frame: the neighbour covers too little of it
+    missed = ids.copy()
+    missed[missed == 12] = 0
+    with pytest.raises(AppearanceError, match="no segmented instance"):
+        instance_mask(missed, box, config)
+    with pytest.raises(AppearanceError, match="inside"):
+        instance_mask(ids, (150, 30, 170, 100), config)
+    with pytest.raises(AppearanceError, match="inside"):
+        instance_mask(ids, (50, 30, 50, 100), config)
 
 
 @pytest.mark.parametrize(("image", "mask", "message"), [

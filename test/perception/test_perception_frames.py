@@ -123,3 +123,19 @@ def test_paired_frames_attach_depth_whichever_comes_first() -> None:
     assert stream.info == "info"
     with pytest.raises(StampError):
         stream.add_color(math.nan, "bad")
+
+
+def test_paired_frames_bounded_by_count_find_the_nearest_frame() -> None:
+    stream: PairedFrames[str, str, None] = PairedFrames(seconds=60.0, min_period=0.1,
+                                                        tolerance=0.001, max_count=3)
+    for k in range(5):
+        assert stream.admits(1.0 + 0.2 * k)
+        stream.add_color(1.0 + 0.2 * k, f"c{k}")
+    assert not stream.admits(1.85)  # within the rate limit of the newest
+    assert stream.stamps() == pytest.approx([1.4, 1.6, 1.8])  # the two oldest went
+    stream.add_depth(1.6, "s3")
+    found = stream.nearest(1.55)
+    assert found is not None and (found.color, found.depth) == ("c3", "s3")
+    before = stream.nearest(1.75, "before")
+    assert before is not None and before.color == "c3"
+    assert stream.nearest(0.5, "before") is None

@@ -38,6 +38,7 @@ from mimir.ros import qos
 from mimir.ros.images import image_to_numpy
 from mimir.ros.time import from_seconds
 from mimir_memory.config import load_memory_config
+from mimir_memory.keyframes import KeyframeStore
 from mimir_memory.world import WorldMemory
 from mimir_msgs.msg import InteractionEvent
 from mimir_perception.deprojection import Deprojector
@@ -104,6 +105,10 @@ def test_a_bag_gives_the_memory_of_the_cores(storage: StoragePlugin, frames: Kit
     same_memory(world, direct)
     assert summary.keyframes >= 1 and summary.nodes == len(world.state.nodes)
     assert any("memory:" in line for line in summary.lines())
+    # each keyframe keeps the recorded segmentation of its colour image
+    with KeyframeStore.open(tmp_path / "memory" / "keyframes", readonly=True) as store:
+        kept = [store.load_instances(r.frame_id) for r in store.query(limit=100)]
+    assert kept and all(ids is not None and ids.any() for ids in kept)
 
 
 def test_compressed_and_float_depth_layouts_replay_alike(frames: KitchenFrames,

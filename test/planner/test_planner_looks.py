@@ -133,6 +133,37 @@ def test_keyframes_without_a_camera_view_leave_the_colour_unknown(kitchen,
     store.close()
 
 
+def test_a_white_thing_in_a_white_cabinet_is_read_from_its_kept_segmentation(
+        kitchen, tmp_path: Path) -> None:
+    """A white mug against a white cabinet does not stand out from the ring around its box,
+    so frames kept without a segmentation leave its colour unknown; the same frames kept
+    with the segmenter's instance image show it white."""
+    world, _, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    looks = NodeLooks(store, load_appearance_config(config_file("appearance.yaml")))
+    wall, mug_white = (236, 236, 234), (246, 246, 246)
+    mugs = {}
+    for holder, segmented in (("cabinet_1", False), ("cabinet_2", True)):
+        node = _remember(world, kit, holder, "mug")
+        x, y, z = kit.fixtures[holder].position
+        for k in range(3):
+            image = np.full((HEIGHT, WIDTH, 3), wall, np.uint8)
+            cv2.circle(image, (WIDTH // 2, HEIGHT // 2), 17, mug_white, -1)
+            ids = np.zeros((HEIGHT, WIDTH), np.uint16)
+            cv2.circle(ids, (WIDTH // 2, HEIGHT // 2), 17, 5, -1)
+            store.save(image, timestamp=10.0 * len(mugs) + k + 10.0, camera="wrist",
+                       trigger=Trigger.INTERACTION_POST, node_ids=[node],
+                       camera_view=_view((x - 0.6, y, z - 0.05)),
+                       instances=ids if segmented else None)
+        mugs[segmented] = world.state.nodes[node]
+    unread = looks.look(mugs[False])
+    assert looks.words(mugs[False], "color", 0.5)[0] == frozenset() and not unread.frames
+    assert all("stands out" in why for _, why in unread.skipped), unread.skipped
+    words, why = looks.words(mugs[True], "color", 0.5)
+    assert words == {"white"} and "3 keyframe(s)" in why
+    store.close()
+
+
 class _WristViews:
     """The test kitchen, whose wrist camera sees what a cabinet holds when it is inspected:
     a sighting of each remembered thing in it and the frame it came from."""

@@ -1,6 +1,7 @@
 """Keyframe node: owns the keyframe store.
 
-Keeps a short buffer of recent color frames per camera. When a primitive ends
+Keeps a short buffer of recent color frames per camera, each with its segmentation
+(``cameras/<cam>/segmentation``) once that arrives. When a primitive ends
 (``interaction_events``, phase ENDED) it saves, for every camera, the frames just before, in the
 middle of and just after the action window, linked to the primitive's target (interaction frames
 are always kept). When world memory creates or updates a node (``memory_events``) it saves the
@@ -10,8 +11,9 @@ blank/blurry/near-duplicate filters. Serves ``query_keyframes``, ``get_keyframe_
 
 Every keyframe records its camera view when it can: the optical frame's pose in the map at the
 frame's stamp (TF) and the intrinsics of the camera's latest ``camera_info`` scaled to the stored
-image. The newest ``frustums`` keyframes with a view are drawn as camera frustums on
-``keyframes/markers`` (latched).
+image; and its segmentation's instance-id image when the frame has one (a reader then takes an
+object's pixels from the segmenter's mask). The newest ``frustums`` keyframes with a view are
+drawn as camera frustums on ``keyframes/markers`` (latched).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.errors import set_error
 from mimir.ros.floatfix import FloatSafePublisher
-from mimir.ros.images import ImageConversionError, image_to_rgb, numpy_to_image
+from mimir.ros.images import ImageConversionError, image_to_numpy, image_to_rgb, numpy_to_image
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
@@ -56,14 +58,19 @@ from mimir.transforms import TransformError, matrix_to_quaternion
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import InvalidValueError, MemoryStoreError, failure_class
 from mimir_memory.keyframes import CameraView, KeyframeLabel, KeyframeStore, Trigger
-from mimir_msgs.msg import InteractionEvent
+from mimir_msgs.msg import InteractionEvent, Segmentation
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.srv import AddKeyframeLabels, GetKeyframeImage, QueryKeyframes, SaveKeyframe
 from mimir_perception.camera import Intrinsics
 from mimir_perception.errors import IntrinsicsError
-from mimir_perception.frames import FrameBuffer
+from mimir_perception.frames import PairedFrames
 
 RgbImage = npt.NDArray[np.uint8]
+#: A camera's buffer: colour frames (image, optical frame) paired with their segmentations.
+FrameStream = PairedFrames[tuple[RgbImage, str], Segmentation, None]
+
+#: A segmentation belongs to the colour frame of its own stamp (s).
+_SAME_FRAME_S = 1e-3
 
 #: Memory events after which a perception keyframe is worth taking.
 _GRAPH_CHANGES = {"node_created", "property_set", "contents_set"}
@@ -93,9 +100,9 @@ class KeyframeNode(Node):
         self.store = KeyframeStore.open(root, config=memory_config)
         self.root = root
         self.session = self.config.session or uuid.uuid4().hex[:12]
-        self.buffers: dict[str, FrameBuffer[tuple[RgbImage, str]]] = {
-            cam: FrameBuffer(self.config.buffer_seconds, self.config.buffer_max_frames,
-                             min_period_s=self.config.buffer_min_period_s)
+        self.buffers: dict[str, FrameStream] = {
+            cam: PairedFrames(self.config.buffer_seconds, self.config.buffer_min_period_s,
+                              _SAME_FRAME_S, max_count=self.config.buffer_max_frames)
             for cam in self.config.cameras}
         self.counters = NodeCounters(_WARN_KEYS)
         self._pending: list[_PendingInteraction] = []
@@ -118,6 +125,11 @@ class KeyframeNode(Node):
                 CameraInfo, f"cameras/{cam}/color/camera_info",
                 lambda msg, cam=cam: self._on_camera_info(cam, msg), qos.SENSOR,
                 callback_group=camera_group)
+            self.create_subscription(
+                Segmentation, f"cameras/{cam}/segmentation",
+                lambda msg, cam=cam: self.buffers[cam].add_depth(
+                    to_seconds(msg.header.stamp), msg),
+                qos.SENSOR, callback_group=camera_group)
         self.create_subscription(InteractionEvent, "interaction_events", self._on_interaction,
                                  qos.EVENTS, callback_group=store_group)
         self.create_subscription(MemoryEventMsg, "memory_events", self._on_memory_event,
@@ -180,7 +192,7 @@ class KeyframeNode(Node):
             self._count(f"{camera}.bad_image")
             self.get_logger().warning(f"ignoring {camera} image: {err}", throttle_duration_sec=5.0)
             return
-        self.buffers[camera].add(stamp, (rgb, msg.header.frame_id))
+        self.buffers[camera].add_color(stamp, (rgb, msg.header.frame_id))
 
     def _on_camera_info(self, camera: str, msg: CameraInfo) -> None:
         try:  # rectified images: the projection matrix is the published image's camera
@@ -231,6 +243,26 @@ class KeyframeNode(Node):
         self._frustum_pub.publish(frustum_markers(frames, self.config.map_frame,
                                                   self.config.frustum_depth_m))
 
+    def _instances(self, camera: str, segmentation: Segmentation | None,
+                   shape: tuple[int, ...]) -> npt.NDArray[np.uint16] | None:
+        """A frame's instance-id image, or None when it has no segmentation or one that is not
+        a 16-bit image of its size (counted and logged; the frame is saved without it)."""
+        if segmentation is None:
+            return None
+        try:
+            ids = image_to_numpy(segmentation.instance_ids)
+        except ImageConversionError as err:
+            problem = str(err)
+        else:
+            if ids.dtype == np.uint16 and ids.shape == shape:
+                return ids.astype(np.uint16, copy=False)
+            problem = (f"a {segmentation.instance_ids.encoding} image of "
+                       f"{ids.shape[1::-1]}, not mono16 of the frame's {shape[1]}x{shape[0]}")
+        self._count(f"{camera}.bad_segmentation")
+        self.get_logger().warning(f"{camera} frame saved without its segmentation: {problem}",
+                                  throttle_duration_sec=5.0)
+        return None
+
     def _robot_pose(self, stamp: float) -> list[float] | None:
         try:
             mat = self._tf.lookup(self.config.map_frame, self.config.base_frame, stamp)
@@ -249,10 +281,10 @@ class KeyframeNode(Node):
             raise KeyError(f"camera {camera!r} is not buffered")
         found = buffer.nearest(stamp, side)
         offset = self.config.max_offset_s if max_offset is None else max_offset
-        if found is None or abs(found[0] - stamp) > offset:
+        if found is None or abs(found.stamp - stamp) > offset:
             self._count("no_frame")
             return "", "no_frame"
-        frame_stamp, (rgb, optical_frame) = found
+        frame_stamp, (rgb, optical_frame) = found.stamp, found.color
         result = self.store.save(
             np.ascontiguousarray(rgb[:, :, ::-1]), timestamp=frame_stamp, camera=camera,
             trigger=trigger, session=self.session, action=action, parent_frame=parent,
@@ -260,6 +292,7 @@ class KeyframeNode(Node):
             robot_pose=self._robot_pose(frame_stamp), tags=tags, labels=labels, caption=caption,
             camera_view=self._camera_view(camera, optical_frame, frame_stamp, rgb.shape[1],
                                           rgb.shape[0]),
+            instances=self._instances(camera, found.depth, rgb.shape[:2]),
         )
         self._frames_changed |= result.saved
         self._count(f"save_{result.reason}")
