@@ -36,20 +36,20 @@ from visualization_msgs.msg import MarkerArray
 
 from mimir.bounds import BoundsError
 from mimir.nodes.memory.keyframe_params import KeyframeConfig
+from mimir.nodes.memory.keyframe_services import StoreServices
 from mimir.nodes.memory.markers import frustum_markers
 from mimir.nodes.memory.messages import (
     MessageValueError,
-    keyframe_to_msg,
+    instances_from_msg,
     trigger_from_msg,
     trigger_to_msg,
-    triggers_for_query,
 )
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.errors import set_error
 from mimir.ros.floatfix import FloatSafePublisher
-from mimir.ros.images import ImageConversionError, image_to_numpy, image_to_rgb, numpy_to_image
+from mimir.ros.images import ImageConversionError, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
@@ -57,10 +57,10 @@ from mimir.ros.time import clock_seconds, to_seconds
 from mimir.transforms import TransformError, matrix_to_quaternion
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import InvalidValueError, MemoryStoreError, failure_class
-from mimir_memory.keyframes import CameraView, KeyframeLabel, KeyframeStore, Trigger
+from mimir_memory.keyframes import CameraView, KeyframeStore, Trigger
 from mimir_msgs.msg import InteractionEvent, Segmentation
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
-from mimir_msgs.srv import AddKeyframeLabels, GetKeyframeImage, QueryKeyframes, SaveKeyframe
+from mimir_msgs.srv import SaveKeyframe
 from mimir_perception.camera import Intrinsics
 from mimir_perception.errors import IntrinsicsError
 from mimir_perception.frames import PairedFrames
@@ -134,14 +134,11 @@ class KeyframeNode(Node):
                                  qos.EVENTS, callback_group=store_group)
         self.create_subscription(MemoryEventMsg, "memory_events", self._on_memory_event,
                                  qos.EVENTS, callback_group=store_group)
-        self.create_service(QueryKeyframes, "query_keyframes", self._on_query,
-                            callback_group=store_group)
-        self.create_service(GetKeyframeImage, "get_keyframe_image", self._on_get_image,
-                            callback_group=store_group)
         self.create_service(SaveKeyframe, "save_keyframe", self._on_save,
                             callback_group=store_group)
-        self.create_service(AddKeyframeLabels, "add_keyframe_labels", self._on_add_labels,
-                            callback_group=store_group)
+        self.store_services = StoreServices(self, self.store,
+                                            query_limit=self.config.query_limit,
+                                            refuse=self._refuse, group=store_group)
         self.create_timer(0.2, self._flush_interactions, callback_group=store_group)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.EVENTS,
             publisher_class=FloatSafePublisher)
@@ -250,18 +247,12 @@ class KeyframeNode(Node):
         if segmentation is None:
             return None
         try:
-            ids = image_to_numpy(segmentation.instance_ids)
-        except ImageConversionError as err:
-            problem = str(err)
-        else:
-            if ids.dtype == np.uint16 and ids.shape == shape:
-                return ids.astype(np.uint16, copy=False)
-            problem = (f"a {segmentation.instance_ids.encoding} image of "
-                       f"{ids.shape[1::-1]}, not mono16 of the frame's {shape[1]}x{shape[0]}")
-        self._count(f"{camera}.bad_segmentation")
-        self.get_logger().warning(f"{camera} frame saved without its segmentation: {problem}",
-                                  throttle_duration_sec=5.0)
-        return None
+            return instances_from_msg(segmentation, shape)
+        except MessageValueError as err:
+            self._count(f"{camera}.bad_segmentation")
+            self.get_logger().warning(f"{camera} frame saved without its segmentation: {err}",
+                                      throttle_duration_sec=5.0)
+            return None
 
     def _robot_pose(self, stamp: float) -> list[float] | None:
         try:
@@ -390,52 +381,6 @@ class KeyframeNode(Node):
         self._enforce_budget(stamp)
 
     # ----------------------------------------------------------------- services
-    def _on_query(self, request: QueryKeyframes.Request,
-                  response: QueryKeyframes.Response) -> QueryKeyframes.Response:
-        start = to_seconds(request.start) or None
-        end = to_seconds(request.end) or None
-        if start is not None and end is not None and start > end:
-            return self._refuse(response, "INVALID_REQUEST", "start is after end")
-        try:
-            triggers = triggers_for_query(request.trigger)
-        except MessageValueError as err:
-            return self._refuse(response, "INVALID_REQUEST", str(err))
-        too_many = self.store.config.bounds.max_items
-        if len(request.node_ids) > too_many or len(request.labels) > too_many:
-            return self._refuse(response, "INVALID_REQUEST",
-                                f"at most {too_many} node ids and labels per query")
-        limit = int(request.limit) or self.config.query_limit
-        try:
-            records = []
-            labels = list(request.labels) or [None]
-            seen: set[str] = set()
-            for label in labels:
-                for rec in self.store.query(node_ids=list(request.node_ids) or None, label=label,
-                                            start=start, end=end,
-                                            trigger=triggers, limit=limit):
-                    if rec.frame_id not in seen:
-                        seen.add(rec.frame_id)
-                        records.append(rec)
-        except MemoryStoreError as err:
-            return self._refuse(response, failure_class(err), str(err))
-        records.sort(key=lambda r: r.timestamp, reverse=True)
-        response.keyframes = [keyframe_to_msg(r, self.root) for r in records[:limit]]
-        return response
-
-    def _on_get_image(self, request: GetKeyframeImage.Request,
-                      response: GetKeyframeImage.Response) -> GetKeyframeImage.Response:
-        try:
-            record = self.store.get(request.keyframe_id)
-            bgr = self.store.load_image(request.keyframe_id, thumbnail=request.thumbnail)
-        except MemoryStoreError as err:
-            return self._refuse(response, failure_class(err), str(err))
-        rgb = np.ascontiguousarray(np.asarray(bgr)[:, :, ::-1]) if np.ndim(bgr) == 3 else bgr
-        metadata = keyframe_to_msg(record, self.root)
-        response.image = numpy_to_image(rgb, "rgb8" if np.ndim(rgb) == 3 else "mono8",
-                                        metadata.header)
-        response.metadata = metadata
-        return response
-
     def _on_save(self, request: SaveKeyframe.Request,
                  response: SaveKeyframe.Response) -> SaveKeyframe.Response:
         try:
@@ -468,21 +413,6 @@ class KeyframeNode(Node):
         elif not frame_id:
             response.error_code = SaveKeyframe.Response.REJECTED
             response.error_msg = f"frame rejected as {result}"
-        return response
-
-    def _on_add_labels(self, request: AddKeyframeLabels.Request,
-                       response: AddKeyframeLabels.Response) -> AddKeyframeLabels.Response:
-        labels = [KeyframeLabel(lab.text, lab.source or "analyzer", 0.0) for lab in request.labels]
-        if not labels or any(not lab.label.strip() for lab in labels):
-            return self._refuse(response, "INVALID_REQUEST", "labels must be non-empty text")
-        try:
-            record = self.store.get(request.keyframe_id)
-            self.store.add_labels(request.keyframe_id, [(lab.label, lab.source) for lab in labels],
-                                  stamp=record.timestamp)
-            record = self.store.get(request.keyframe_id)
-        except MemoryStoreError as err:
-            return self._refuse(response, failure_class(err), str(err))
-        response.metadata = keyframe_to_msg(record, self.root)
         return response
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from geometry_msgs.msg import Point, Pose
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
+from mimir.ros.images import ImageConversionError, image_to_numpy
 from mimir.ros.time import from_seconds, to_seconds
 from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
 from mimir_memory.errors import InvalidValueError
@@ -54,6 +55,24 @@ from mimir_msgs.srv import UpdateNode
 
 class MessageValueError(ValueError):
     """A message field whose content cannot be converted (bad JSON, non-finite number...)."""
+
+
+def instances_from_msg(segmentation: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The instance-id image of a ``Segmentation`` as a keyframe of ``shape`` (height, width)
+    keeps it.
+
+    Raises:
+        MessageValueError: The image does not decode, or is not mono16 of that size.
+    """
+    try:
+        ids = image_to_numpy(segmentation.instance_ids)
+    except ImageConversionError as err:
+        raise MessageValueError(str(err)) from err
+    if ids.dtype != np.uint16 or ids.shape != shape:
+        raise MessageValueError(
+            f"a {segmentation.instance_ids.encoding} image of {ids.shape[1::-1]}, not mono16 "
+            f"of the frame's {shape[1]}x{shape[0]}")
+    return ids
 
 
 def _stamp_or_zero(seconds: float | None) -> Any:
