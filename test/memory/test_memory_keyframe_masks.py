@@ -4,12 +4,11 @@ invented) for frames saved without one or in stores of the previous schema."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
-from memory_helpers import textured
+from memory_helpers import as_older_keyframe_schema, textured
 
 from mimir_memory.errors import InvalidImageError, SchemaVersionError, StorageError
 from mimir_memory.keyframes import KeyframeStore, Trigger, files_on_disk
@@ -96,9 +95,7 @@ def test_a_store_of_schema_3_is_migrated_and_its_frames_have_no_segmentation(
     with KeyframeStore.open(root) as store:
         old = str(store.save(textured(7), timestamp=1.0, camera="pole",
                              trigger=Trigger.INTERACTION_PRE).frame_id)
-    with sqlite3.connect(root / "keyframes.db") as conn:  # as schema 3 left it
-        conn.execute("ALTER TABLE keyframes DROP COLUMN mask_file")
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    as_older_keyframe_schema(root, 3, "mask_file")
     with pytest.raises(SchemaVersionError, match="writer"):
         KeyframeStore.open(root, readonly=True)
     with KeyframeStore.open(root) as store:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from memory_helpers import textured
+from memory_helpers import as_older_keyframe_schema, textured
 
 from mimir_memory.errors import InvalidValueError, SchemaVersionError
 from mimir_memory.keyframes import CameraView, KeyframeStore, Trigger, files_on_disk
@@ -79,10 +79,7 @@ def test_a_store_of_the_previous_schema_is_migrated_by_its_writer(tmp_path: Path
     with KeyframeStore.open(root) as store:
         old = str(store.save(textured(4), timestamp=1.0, camera="pole",
                              trigger=Trigger.INTERACTION_PRE).frame_id)
-    with sqlite3.connect(root / "keyframes.db") as conn:  # as schema 2 left it
-        conn.execute("ALTER TABLE keyframes DROP COLUMN camera_view")
-        conn.execute("ALTER TABLE keyframes DROP COLUMN mask_file")
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    as_older_keyframe_schema(root, 2, "camera_view", "mask_file")
     with pytest.raises(SchemaVersionError, match="writer"):
         KeyframeStore.open(root, readonly=True)
     with KeyframeStore.open(root) as store:
