@@ -748,7 +748,7 @@ class Harness:
 
     def _verify_outcome(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
         if ctx.intent in ("open", "close"):
-            return self._outcome_of_fixture_action(claim, ev, ctx.intent)
+            return self._outcome_of_fixture_action(claim, ev, ctx)
         if ctx.intent == "inspection" and self._is_fixture(ctx.target_id):
             return self._outcome_of_inspection(claim, ctx, ev)
         if ctx.intent == "pick":
@@ -813,7 +813,8 @@ class Harness:
         )
 
     def _outcome_of_fixture_action(self, claim: OutcomeClaim, ev: Evidence,
-                                   intent: str) -> _Check:
+                                   ctx: ClaimContext) -> _Check:
+        intent = ctx.intent
         measure = ev.displacements.get(claim.target_id)
         state = moved(measure, self._percepts)
         if state and intent == "open" and \
@@ -827,6 +828,15 @@ class Harness:
         if state is True and (conflict := self._held_back_against_depth(
                 claim.target_id, ev)) is not None:
             return conflict
+        if state is True and ctx.reported_success is False:
+            # motion says the part gave way; the executor says its pull ended before the path
+            # was mostly done (the fingers slipped, or the part stuck part way): the part may
+            # stand ajar or open, and only a look settles which
+            report = f"{ctx.reported_outcome or 'a failure'} " \
+                f"({ctx.reported_message or 'no message'})"
+            return _Check(Decision.DEFER, f"the fixture moved, but the executor reported "
+                          f"{report}: whether the {intent} took effect is not settled by motion "
+                          f"alone; {signals}", refs)
         if state is True:
             if claim.success:
                 return _Check(Decision.ADMIT, f"the fixture moved as intended; {signals}", refs)

@@ -432,11 +432,14 @@ class Rig:
                 for c in CAMERAS for e in self.analyzer.streams[c].window(start, end)))
 
     def analyze(self, iid: str, target: str, start: float, end: float, *,
-                publish: bool = False, timeout: float = 30.0) -> Any:
+                publish: bool = False, timeout: float = 30.0,
+                outcome: str = "FAILED") -> Any:
+        """Analyse an open of ``target`` the executor ended with ``outcome`` (a failure unless
+        it is ``OPENED``)."""
         event = InteractionEvent(interaction_id=iid, phase=InteractionEvent.PHASE_ENDED,
                                  primitive="open", target_id=target, task="put the mug away",
                                  window_start=from_seconds(start), window_end=from_seconds(end),
-                                 success=False, outcome="FAILED")
+                                 success=outcome == "OPENED", outcome=outcome)
         if publish:
             self.events.publish(event)
         return _call(self.driver, AnalyzeInteraction, "analyze_interaction",
@@ -565,7 +568,7 @@ def test_the_held_hand_proves_an_open_and_a_lock_from_contract_signals(
     rig.add_fixtures()
     # no depth arrives: the hand's travel while the jaws held the handle decides
     rig.play(9.0, 13.5, _hold_handle, with_depth=False, hand=_pull_opens)
-    opened = rig.analyze("ia-pulled", "cabinet_1", 10.5, 12.5)
+    opened = rig.analyze("ia-pulled", "cabinet_1", 10.5, 12.5, outcome="OPENED")
     assert opened.error_code == _Response.NONE, opened.error_msg
     assert opened.task_success and not opened.failure_reason
     assert {e.verdict for e in opened.verdicts} == {"admit"}

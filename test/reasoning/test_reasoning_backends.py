@@ -166,7 +166,8 @@ def test_offline_reasoner_answers_schema_and_names_itself() -> None:
     locked = analyzer.analyze(make_window(contact=True, opened_m=None), primitive())
     missed = analyzer.analyze(make_window(contact=False, opened_m=None), primitive())
     opened = analyzer.analyze(
-        make_window(contact=True, opened_m=0.2, depth=False, hand=True), primitive()
+        make_window(contact=True, opened_m=0.2, depth=False, hand=True),
+        replace(primitive(), reported_success=True, reported_outcome="OPENED"),
     )
     for result in (locked, missed, opened):
         assert result.response.backend == OFFLINE_NAME

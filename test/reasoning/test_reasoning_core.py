@@ -820,3 +820,42 @@ def test_depth_motion_against_a_held_back_hand_is_held() -> None:
     (lock,) = _harness().evaluate(
         [PropertyClaim("drawer_3", "locked", True, 0.9, "it held")], _ctx(), far).verdicts
     assert lock.decision is Decision.CORRECT and "not locked" in lock.reason
+
+
+@pytest.mark.parametrize("intent", ["open", "close"])
+def test_motion_does_not_outvote_an_executor_that_reports_the_pull_ended_early(
+        intent: str) -> None:
+    """Recorded in an end-to-end run: the fingers lost a door's handle after 17% of the path;
+    the door region changed 8.6 cm in depth and the held hand travelled 7.8 cm, but the door
+    stood closed (under the open threshold) when the pull ended."""
+    window = make_window(contact=True, opened_m=None)
+    ajar = DisplacementMeasurement("drawer_3", 0.086, "m", "depth")
+    ev = Evidence(gripper=window.robot_states, displacements={"drawer_3": ajar},
+                  depth_changes={"drawer_3": ajar}, pull=PullTracking(0.09, 0.078, 12),
+                  target_id="drawer_3")
+    slipped = replace(_ctx(intent), reported_success=False, reported_outcome="SLIPPED",
+                      reported_message="the handle slipped out of the fingers after 17% of "
+                      "the path, before the hand was held back")
+    success = OutcomeClaim("drawer_3", "OpenDrawer", True, None, "success", 0.9)
+    locked = OutcomeClaim("drawer_3", "OpenDrawer", False, "it held", "fixture_locked", 0.9)
+    for claim in (success, locked):
+        (verdict,) = _harness().evaluate([claim], slipped, ev).verdicts
+        assert verdict.decision is Decision.DEFER, verdict
+        assert "executor reported SLIPPED" in verdict.reason and "17% of the path" in verdict.reason
+        assert "changed 0.086 m" in verdict.reason  # the signals stay in the reason
+    # the same motion with no report (a replayed bag) or a reported success is decided by it
+    for ctx in (_ctx(intent), replace(_ctx(intent), reported_success=True,
+                                      reported_outcome="OPENED")):
+        (verdict,) = _harness().evaluate([success], ctx, ev).verdicts
+        assert verdict.decision is Decision.ADMIT and "moved as intended" in verdict.reason
+        (verdict,) = _harness().evaluate([locked], ctx, ev).verdicts
+        assert verdict.decision is Decision.CORRECT and verdict.corrected is not None
+        assert verdict.corrected.success is True
+    # a reported failure with no motion is judged as before: held, so locked
+    still = DisplacementMeasurement("drawer_3", 0.0, "m", "depth")
+    held = replace(ev, displacements={"drawer_3": still}, depth_changes={"drawer_3": still},
+                   pull=PullTracking(0.25, 0.0, 12))
+    (verdict,) = _harness().evaluate([success], replace(slipped, reported_outcome="NO_MOTION"),
+                                     held).verdicts
+    assert verdict.decision is Decision.CORRECT and verdict.corrected is not None
+    assert verdict.corrected.category == "fixture_locked"
