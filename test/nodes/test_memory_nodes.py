@@ -435,7 +435,7 @@ def test_keyframes_record_where_the_camera_stood_and_are_drawn_as_frustums(
     full = Intrinsics(400.0, 400.0, 255.5, 191.5, 512, 384)
     for cam in ("wrist", "pole"):
         info_pubs[cam].publish(intrinsics_to_camera_info(full))
-    assert wait_for(lambda: set(node._intrinsics) == {"wrist", "pole"})
+    assert wait_for(lambda: node.views.cameras == {"wrist", "pole"})
     assert wait_for(lambda: node._tf.lookup("map", optical["base"], 0.0) is not None)
 
     for i, stamp in enumerate((20.0, 20.2, 20.4)):

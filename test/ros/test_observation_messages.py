@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mimir.nodes.memory.messages import observation_from_msg, observation_to_msg
+from mimir.nodes.memory.messages import (
+    observation_from_msg,
+    observation_to_msg,
+    observations_from_msg,
+)
 from mimir_memory.observations import InvalidObservationError, ObjectObservation
 from mimir_msgs.msg import ObjectObservationArray
 
@@ -65,3 +69,21 @@ def test_a_broken_oriented_box_is_refused() -> None:
     msg.oriented_box.size.x = float("nan")
     with pytest.raises(InvalidObservationError):
         observation_from_msg(msg)
+
+
+def test_an_array_decodes_item_by_item_and_says_why_it_left_one_out() -> None:
+    good = observation_to_msg(_observation(True, seed=1))
+    broken = observation_to_msg(_observation(True, seed=2))
+    broken.label = "drawer"
+    broken.oriented_box.size.x = float("nan")
+    elsewhere = observation_to_msg(_observation(False, seed=4))
+    elsewhere.label = "mug"
+    elsewhere.header.frame_id = "odom"
+    array = ObjectObservationArray(camera="pole", observations=[broken, good, elsewhere])
+    taken, refused = observations_from_msg(array, "map")
+    assert [o.label for o in taken] == ["cabinet"]
+    np.testing.assert_allclose(taken[0].obb_extent, [0.4, 0.2, 0.9])
+    assert [(r.reason, r.label) for r in refused] == [("invalid", "drawer"),
+                                                     ("wrong_frame", "mug")]
+    assert "'odom'" in refused[1].text
+    assert observations_from_msg(ObjectObservationArray(), "map") == ([], [])

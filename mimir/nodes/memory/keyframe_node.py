@@ -30,13 +30,13 @@ import numpy.typing as npt
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
 from mimir.bounds import BoundsError
 from mimir.nodes.memory.keyframe_params import KeyframeConfig
 from mimir.nodes.memory.keyframe_services import StoreServices
+from mimir.nodes.memory.keyframe_views import CameraViews
 from mimir.nodes.memory.markers import frustum_markers
 from mimir.nodes.memory.messages import (
     MessageValueError,
@@ -54,15 +54,12 @@ from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import make_transform_source
 from mimir.ros.time import clock_seconds, to_seconds
-from mimir.transforms import TransformError, matrix_to_quaternion
 from mimir_memory.config import load_memory_config
-from mimir_memory.errors import InvalidValueError, MemoryStoreError, failure_class
-from mimir_memory.keyframes import CameraView, KeyframeStore, Trigger
+from mimir_memory.errors import MemoryStoreError, failure_class
+from mimir_memory.keyframes import KeyframeStore, Trigger
 from mimir_msgs.msg import InteractionEvent, Segmentation
 from mimir_msgs.msg import MemoryEvent as MemoryEventMsg
 from mimir_msgs.srv import SaveKeyframe
-from mimir_perception.camera import Intrinsics
-from mimir_perception.errors import IntrinsicsError
 from mimir_perception.frames import PairedFrames
 
 RgbImage = npt.NDArray[np.uint8]
@@ -108,12 +105,13 @@ class KeyframeNode(Node):
         self._pending: list[_PendingInteraction] = []
         self._pending_lock = threading.Lock()
         self._last_perception = -math.inf
-        self._intrinsics: dict[str, Intrinsics] = {}
         self._frames_changed = True  # draw what the store already holds
         # a frame is saved up to buffer_seconds after it was taken: keep TF as long
         self._tf = make_transform_source(
             self, cache_seconds=(self.config.buffer_seconds + self.config.after_wait_s
                                  + _TF_SLACK_S))
+        self.views = CameraViews(self, self._tf, self.config.map_frame, self.config.base_frame,
+                                 self._count)
         camera_group = ReentrantCallbackGroup()
         store_group = MutuallyExclusiveCallbackGroup()
         for cam in self.config.cameras:
@@ -123,7 +121,7 @@ class KeyframeNode(Node):
                 callback_group=camera_group)
             self.create_subscription(
                 CameraInfo, f"cameras/{cam}/color/camera_info",
-                lambda msg, cam=cam: self._on_camera_info(cam, msg), qos.SENSOR,
+                lambda msg, cam=cam: self.views.on_camera_info(cam, msg), qos.SENSOR,
                 callback_group=camera_group)
             self.create_subscription(
                 Segmentation, f"cameras/{cam}/segmentation",
@@ -191,41 +189,6 @@ class KeyframeNode(Node):
             return
         self.buffers[camera].add_color(stamp, (rgb, msg.header.frame_id))
 
-    def _on_camera_info(self, camera: str, msg: CameraInfo) -> None:
-        try:  # rectified images: the projection matrix is the published image's camera
-            projection = np.asarray(msg.p, dtype=np.float64).reshape(3, 4)[:, :3]
-            self._intrinsics[camera] = Intrinsics.from_matrix(projection, msg.width, msg.height)
-        except (IntrinsicsError, ValueError) as err:
-            self._count(f"{camera}.bad_camera_info")
-            self.get_logger().warning(f"ignoring {camera} camera info: {err}",
-                                      throttle_duration_sec=5.0)
-
-    def _camera_view(self, camera: str, optical_frame: str, stamp: float, width: int,
-                     height: int) -> CameraView | None:
-        """Where ``camera`` stood at ``stamp`` and its intrinsics at the image's size; None
-        (counted) when the camera info or the transform is missing."""
-        intrinsics = self._intrinsics.get(camera)
-        if intrinsics is None:
-            self._count(f"{camera}.no_camera_info")
-            return None
-        try:
-            pose = self._tf.lookup(self.config.map_frame, optical_frame, stamp)
-        except TransformError:
-            self._count(f"{camera}.no_camera_pose")
-            return None
-        sx, sy = width / intrinsics.width, height / intrinsics.height
-        try:  # checked here: a view the store would refuse must not cost the frame
-            return CameraView.parse({
-                "position": pose[:3, 3].tolist(),
-                "orientation": matrix_to_quaternion(pose[:3, :3]).tolist(),
-                "fx": intrinsics.fx * sx, "fy": intrinsics.fy * sy,
-                "cx": (intrinsics.cx + 0.5) * sx - 0.5, "cy": (intrinsics.cy + 0.5) * sy - 0.5})
-        except (InvalidValueError, ValueError) as err:
-            self._count(f"{camera}.bad_camera_view")
-            self.get_logger().warning(f"{camera} frame saved without its view: {err}",
-                                      throttle_duration_sec=5.0)
-            return None
-
     def _publish_frustums(self) -> None:
         if not self._frames_changed or not self._frustum_pub.get_subscription_count():
             return
@@ -254,14 +217,6 @@ class KeyframeNode(Node):
                                       throttle_duration_sec=5.0)
             return None
 
-    def _robot_pose(self, stamp: float) -> list[float] | None:
-        try:
-            mat = self._tf.lookup(self.config.map_frame, self.config.base_frame, stamp)
-        except TransformError:
-            return None
-        yaw = float(Rotation.from_matrix(mat[:3, :3]).as_euler("xyz")[2])
-        return [float(mat[0, 3]), float(mat[1, 3]), yaw]
-
     def _save(self, camera: str, stamp: float, side: str, *, trigger: Trigger,
               action: str | None, nodes: list[str], tags: list[str],
               labels: tuple[tuple[str, str], ...] = (), parent: str | None = None,
@@ -280,9 +235,10 @@ class KeyframeNode(Node):
             np.ascontiguousarray(rgb[:, :, ::-1]), timestamp=frame_stamp, camera=camera,
             trigger=trigger, session=self.session, action=action, parent_frame=parent,
             node_ids=nodes,
-            robot_pose=self._robot_pose(frame_stamp), tags=tags, labels=labels, caption=caption,
-            camera_view=self._camera_view(camera, optical_frame, frame_stamp, rgb.shape[1],
-                                          rgb.shape[0]),
+            robot_pose=self.views.robot_pose(frame_stamp), tags=tags, labels=labels,
+            caption=caption,
+            camera_view=self.views.view(camera, optical_frame, frame_stamp, rgb.shape[1],
+                                        rgb.shape[0]),
             instances=self._instances(camera, found.depth, rgb.shape[:2]),
         )
         self._frames_changed |= result.saved

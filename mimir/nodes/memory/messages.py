@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from geometry_msgs.msg import Point, Pose
@@ -278,9 +278,33 @@ def observation_from_msg(item: ObjectObservation,
     )
 
 
-def observations_from_msg(msg: ObjectObservationArray) -> list[CoreObservation]:
-    """An observation array as core observations (validated by the core's constructor)."""
-    return [observation_from_msg(item, msg) for item in msg.observations]
+class RefusedObservation(NamedTuple):
+    """An observation of an array that did not decode: why (``invalid``, ``wrong_frame``), its
+    label and the error's text."""
+
+    reason: str
+    label: str
+    text: str
+
+
+def observations_from_msg(msg: ObjectObservationArray, frame: str
+                          ) -> tuple[list[CoreObservation], list[RefusedObservation]]:
+    """An array's observations that decode and lie in ``frame``, and those that do not, with
+    why: each stands or falls alone, so a bad one costs only itself."""
+    taken: list[CoreObservation] = []
+    refused: list[RefusedObservation] = []
+    for item in msg.observations:
+        try:
+            obs = observation_from_msg(item, msg)
+        except InvalidObservationError as err:
+            refused.append(RefusedObservation("invalid", str(item.label), str(err)))
+            continue
+        if obs.frame_id != frame:
+            refused.append(RefusedObservation("wrong_frame", obs.label,
+                                              f"observation in frame {obs.frame_id!r}"))
+            continue
+        taken.append(obs)
+    return taken, refused
 
 
 def view_to_msg(view: CoreView | None) -> CameraView:

@@ -53,7 +53,7 @@ from mimir.nodes.memory.messages import (
     graph_to_msg,
     node_to_msg,
     node_update_from_msg,
-    observation_from_msg,
+    observations_from_msg,
     view_from_msg,
 )
 from mimir.nodes.memory.scene_graph_params import SceneGraphConfig
@@ -69,7 +69,6 @@ from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError, failure_class
 from mimir_memory.events import EventKind, MemoryEvent, Source
 from mimir_memory.misses import MissRecorder
-from mimir_memory.observations import InvalidObservationError
 from mimir_memory.observations import ObjectObservation as CoreObservation
 from mimir_memory.visibility import CameraView
 from mimir_memory.world import WorldMemory
@@ -258,21 +257,10 @@ class SceneGraphNode(Node):
             return
         now = to_seconds(self.get_clock().now().to_msg())
         view = self._read_view(msg, now)
-        observations: list[CoreObservation] = []
-        unsure: set[str] = set()  # labels of observations memory did not take
-        for item in msg.observations:
-            # each observation stands or falls alone: a bad one costs only itself
-            try:
-                obs = observation_from_msg(item, msg)
-            except InvalidObservationError as err:
-                self._drop("invalid", str(err))
-                unsure.add(str(item.label))
-                continue
-            if obs.frame_id != self.config.map_frame:
-                self._drop("wrong_frame", f"observation in frame {obs.frame_id!r}")
-                unsure.add(obs.label)
-                continue
-            observations.append(obs)
+        observations, bad = observations_from_msg(msg, self.config.map_frame)
+        for reason, _, text in bad:
+            self._drop(reason, text)
+        unsure = {label for _, label, _ in bad}  # labels of observations memory did not take
         events: list[MemoryEvent] = []
         if observations:
             refused: list[tuple[CoreObservation, str]] = []
