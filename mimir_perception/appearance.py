@@ -102,7 +102,8 @@ class NamingConfig(settings.Checked, section="naming", error=AppearanceConfigErr
 
 @dataclass(frozen=True)
 class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigError,
-                    within={"second_share_min": (0.0, 0.5), "stripe_span_min": (0.0, 1.0)},
+                    within={"second_share_min": (0.0, 0.5), "stripe_span_min": (0.0, 1.0),
+                            "band_max_share": (0.0, 1.0)},
                     positive=("chroma_delta_min", "stripe_elongation_min", "share_margin",
                               "chroma_margin", "elongation_margin", "span_margin",
                               "checks_margin")):
@@ -112,7 +113,10 @@ class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigE
     ``second_share_min`` of the object and differs from the first in hue and chroma by
     ``chroma_delta_min`` (lightness alone is shading). Then one long patch of it (elongation at
     least ``stripe_elongation_min``) that runs across the object (covering ``stripe_span_min``
-    of its length that way) is a stripe, several patches are checks. The margins turn
+    of its length that way) is a stripe, several patches are checks. A patch that is not long
+    (a band with a label of its colour on it makes a cross) is still a stripe when it crosses
+    ``stripe_span_min`` of the object's rows or columns taking at most ``band_max_share`` of
+    each on median: a band runs through every line across it, a label through some. The margins turn
     distances from these thresholds into confidences (``checks_margin``: patches beyond the
     first of either colour for full confidence in checks).
     """
@@ -121,6 +125,7 @@ class PatternConfig(settings.Checked, section="pattern", error=AppearanceConfigE
     chroma_delta_min: float = 20.0
     stripe_elongation_min: float = 2.0
     stripe_span_min: float = 0.8
+    band_max_share: float = 0.4
     share_margin: float = 0.04
     span_margin: float = 0.1
     checks_margin: float = 2.0
@@ -304,6 +309,10 @@ class Appearance:
             (a band around the object spans it, a label or a mark does not).
         main_blobs: Separate patches of the main colour of the same least size: one around a
             label, two beside a band, two or more for checks (each colour's squares apart).
+        crossing: The larger over image rows and columns of the share of the object's lines
+            the second colour crosses, where it takes at most ``pattern.band_max_share`` of
+            those lines on median (else 0): near 1 for a band around the object, whatever is
+            printed on it, the label's share of the object's width for a label.
         texture: Normalised histogram of the masked pixels' gradient directions (weighted by
             strength) with a last bin for smooth pixels: print, grain and edges.
     """
@@ -318,6 +327,7 @@ class Appearance:
     span: float = 0.0
     texture: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(1))
     main_blobs: int = 0
+    crossing: float = 0.0
 
     def chroma_delta(self) -> float:
         """How far apart the two main colours lie in chromaticity (:func:`chromaticity`),
@@ -388,6 +398,7 @@ def describe(bgr: BgrImage, mask: Mask | None, config: AppearanceConfig,
     density, coherence = _boundary(label_image)
     blobs, elongation, span = _patches(label_image == 0, mask, cfg.blob_share)
     main_blobs, _, _ = _patches(label_image == 1, mask, cfg.blob_share)
+    crossing = _crossing(label_image == 0, mask, config.pattern.band_max_share)
     scale = _CHROMA_SCALE / (pixels[:, 0:1] + _DARK_OFFSET)
     hist, _ = np.histogramdd(
         np.column_stack([pixels[:, 0], pixels[:, 1:] * scale]),
@@ -395,7 +406,7 @@ def describe(bgr: BgrImage, mask: Mask | None, config: AppearanceConfig,
         range=((0.0, 100.0), (-120.0, 120.0), (-120.0, 120.0)))
     hist = hist.ravel() / max(hist.sum(), 1.0)
     return Appearance(count, colours, hist, density, coherence, blobs, elongation, span,
-                      _texture(bgr, mask, cfg.texture_bins), main_blobs)
+                      _texture(bgr, mask, cfg.texture_bins), main_blobs, crossing)
 
 
 def _kmeans(points: npt.NDArray[np.float64], k: int, rng: np.random.Generator
@@ -453,6 +464,28 @@ def _texture(bgr: BgrImage, mask: Mask, bins: int) -> npt.NDArray[np.float64]:
     textured = float(strong.mean()) if strength.size else 0.0
     hist = hist / total * textured if total > 0 else hist
     return np.append(hist, 1.0 - textured)
+
+
+#: Masked pixels a row or column needs to count as a line across the object.
+_MIN_LINE_PX = 3
+
+
+def _crossing(second: npt.NDArray[np.bool_], mask: Mask, max_share: float) -> float:
+    """See ``Appearance.crossing``; specks of one pixel are opened away first."""
+    opened = cv2.morphologyEx(second.astype(np.uint8), cv2.MORPH_OPEN,
+                              np.ones((3, 3), np.uint8)) > 0
+    best = 0.0
+    for axis in (0, 1):  # 0: per column (a horizontal band), 1: per row (a vertical one)
+        length = mask.sum(axis=axis)
+        lines = length >= _MIN_LINE_PX
+        if not lines.any():
+            continue
+        taken = (opened & mask).sum(axis=axis)[lines] / length[lines]
+        crossed = taken > 0
+        if not crossed.any() or float(np.median(taken[crossed])) > max_share:
+            continue
+        best = max(best, float(crossed.mean()))
+    return best
 
 
 def _patches(second: npt.NDArray[np.bool_], mask: Mask, min_share: float
@@ -576,6 +609,11 @@ def pattern_word(appearance: Appearance, config: AppearanceConfig) -> Attribute:
     if appearance.blobs == 1:
         if long_by >= 0.0:
             return Attribute("striped", min(patterned, 1.0, long_by), measured)
+        band_by = (appearance.crossing - cfg.stripe_span_min) / cfg.span_margin
+        if band_by >= 0.0:
+            return Attribute("striped", min(patterned, 1.0, band_by),
+                             f"{measured}; it crosses {appearance.crossing:.0%} of the "
+                             "object's lines one way, thinly (a band, with a mark on it)")
         return Attribute("plain", 0.0, measured + " (one short patch: a label or a mark)")
     # every patch beyond the first of either colour: a 2x2 check splits both colours in two
     extra = appearance.blobs - 1 + max(appearance.main_blobs - 1, 0)

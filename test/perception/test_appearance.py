@@ -87,6 +87,43 @@ def test_words_survive_the_gain_and_white_balance_of_a_camera(config: Appearance
         assert pattern_word(app, config).word == "checked"
 
 
+def _cylinder(body: tuple[int, int, int], mark: tuple[int, int, int], *, band: bool,
+              label: bool, label_rows: tuple[int, int] = (25, 55)) -> np.ndarray:
+    """An upright object 60 px wide and 90 tall, as the kitchen's bottles and cups are
+    marked: a band of ``mark`` around it (18 px high), a label of ``mark`` on its front (40 px
+    wide, over ``label_rows``: a third of its height), or both, crossing."""
+    rgb = np.zeros((90, 60, 3), np.float32)
+    rgb[:] = body
+    if band:
+        rgb[28:46] = mark
+    if label:
+        rgb[label_rows[0]:label_rows[1], 10:50] = mark
+    return np.ascontiguousarray(rgb.astype(np.uint8)[:, :, ::-1])
+
+
+def test_a_band_with_a_label_on_it_is_a_stripe_and_a_label_alone_is_not(
+        config: AppearanceConfig) -> None:
+    # the band and the label make one patch shaped like a cross: not long, but it crosses
+    # every column of the object, thinly
+    crossed = describe(_cylinder(BLUE, DARK, band=True, label=True), None, config)
+    assert crossed.blobs == 1 and crossed.elongation < config.pattern.stripe_elongation_min
+    assert crossed.crossing == pytest.approx(1.0)
+    said = pattern_word(crossed, config)
+    assert said.word == "striped" and said.confidence >= 0.5, said
+    assert "crosses 100%" in said.why
+    # a label alone crosses only the columns it covers (40 of 60)
+    labelled = describe(_cylinder(BLUE, DARK, band=False, label=True), None, config)
+    assert labelled.crossing == pytest.approx(40 / 60, abs=0.02)
+    said = pattern_word(labelled, config)
+    assert said.word == "plain" and "one short patch" in said.why, said
+    # a label wrapped around half the height crosses every column, but thickly: not a band
+    wrapped = _cylinder(BLUE, DARK, band=False, label=False)
+    wrapped[22:64] = DARK[::-1]
+    wide = describe(wrapped, None, config)
+    assert wide.crossing == 0.0
+    assert pattern_word(wide, config).word != "striped"
+
+
 def test_shading_is_not_a_second_colour(config: AppearanceConfig) -> None:
     """A plain surface lit from one side: one hue at two lightnesses is one colour, plain."""
     image = drawn(GREEN).astype(np.float32)
@@ -269,6 +306,7 @@ def _shipped() -> dict[str, Any]:
     (lambda d: d["crops"].update(sightings=0), "sightings"),
     (lambda d: d["crops"].update(keyframes_per_camera=2.5), "keyframes_per_camera"),
     (lambda d: d["pattern"].update(span_margin=0.0), "span_margin"),
+    (lambda d: d["pattern"].update(band_max_share=1.5), "band_max_share"),
     (lambda d: d["naming"].update(main_share_margin=0.0), "main_share_margin"),
     (lambda d: d["naming"].update(main_share_margin="wide"), "main_share_margin"),
     (lambda d: d.update(extra=1), "unknown"),
