@@ -11,7 +11,9 @@ hand travelled far while the jaws held the handle or the depth of the fixture's 
 a lot; jaws held shut with neither means locked; jaws that never held means a missed grasp. A
 pick succeeded when the jaws still hold something at the end. Contents come only from an
 inspection of a fixture whose interior was in view (open, or open-top): the detections inside
-its box, fixture parts left out. Inspecting a closed fixture reports the interior as not
+its box, fixture parts left out, one name per thing (detections within a few centimetres whose
+labels name the same thing, a cup also seen as a mug, take the label most of them carry).
+Inspecting a closed fixture reports the interior as not
 observed, never as empty; one memory held open that the look found shut is said to stand
 closed again.
 """
@@ -28,7 +30,12 @@ import numpy as np
 
 from mimir_planner.reasoning.config import VocabularyConfig
 from mimir_planner.reasoning.errors import BackendConfigError
-from mimir_planner.reasoning.evidence import ClaimContext, Evidence, RobotStateSample
+from mimir_planner.reasoning.evidence import (
+    ClaimContext,
+    Detection3D,
+    Evidence,
+    RobotStateSample,
+)
 from mimir_planner.reasoning.vlm import VlmRequest, VlmResponse
 from mimir_planner.reasoning.world_view import Box3D
 
@@ -41,6 +48,8 @@ OFFLINE_NAME = "offline-reasoner"
 _HELD_READINGS = 3
 _HAND_TRAVEL_M = 0.10
 _DEPTH_CHANGE_M = 0.05
+#: detections closer than this whose labels are synonyms are one thing (m)
+_SAME_THING_M = 0.04
 
 
 @dataclass(frozen=True)
@@ -167,7 +176,7 @@ class OfflineReasoner:
         lo, hi = fixture.bbox.lower, fixture.bbox.upper
         inside = [d for d in ev.detections
                   if d.label not in parts and bool(np.all((d.position >= lo) & (d.position <= hi)))]
-        names = sorted({d.label for d in inside})
+        names = sorted(set(self._one_name_per_thing(inside)))
         return True, None, [{
             "fixture_id": fixture.fixture_id,
             "contents": [{"name": n, "description": f"seen inside {fixture.fixture_id}"}
@@ -175,6 +184,34 @@ class OfflineReasoner:
             "is_empty": not names,
             "reasoning": f"{OFFLINE_NAME}: {len(inside)} detection(s) in the box",
         }]
+
+
+    def _same_name(self, a: str, b: str) -> bool:
+        """Whether two labels are one name or synonyms in the vocabulary (``mug``, ``cup``)."""
+        return a == b or any({a, b} <= {key, *alternatives}
+                             for key, alternatives in self._vocab.synonyms.items())
+
+    def _one_name_per_thing(self, detections: Sequence[Detection3D]) -> list[str]:
+        """A label per thing: detections within ``_SAME_THING_M`` of a group's first whose
+        labels name the same thing (vocabulary synonyms) join it, and the group takes the
+        label most of its detections carry (ties: the larger summed score, then the name)."""
+        groups: list[list[Detection3D]] = []
+        for det in detections:
+            group = next((g for g in groups
+                          if float(np.linalg.norm(g[0].position - det.position)) <= _SAME_THING_M
+                          and self._same_name(g[0].label, det.label)), None)
+            if group is None:
+                groups.append([det])
+            else:
+                group.append(det)
+        names = []
+        for group in groups:
+            tally: dict[str, tuple[int, float]] = {}
+            for det in group:
+                count, score = tally.get(det.label, (0, 0.0))
+                tally[det.label] = (count + 1, score + det.score)
+            names.append(max(tally, key=lambda label: (*tally[label], label)))
+        return names
 
 
 def _openable(inputs: OfflineInputs, *, opened: bool, confidence: float,

@@ -46,6 +46,7 @@ from mimir_planner.reasoning.errors import (
     BackendUnavailableError,
     EvidenceError,
 )
+from mimir_planner.reasoning.evidence import Detection3D
 from mimir_planner.reasoning.openai_backend import parse_retry_after
 
 
@@ -225,6 +226,35 @@ def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> N
     # driving past the open drawer (or opening it) claims nothing about what it holds
     passing = analyzer.analyze(window, primitive("MoveTo"), [scissors()])
     assert passing.contents_updates == () and passing.answer.contents_updates == ()
+
+
+def test_offline_reasoner_names_a_thing_seen_under_two_synonyms_once() -> None:
+    """Recorded in a Long Horizon run: a condiment cabinet's one cup was segmented as ``cup``
+    in some frames and ``mug`` in others, and both names were listed (the judge counted the mug
+    as a wrong fact). Detections a few centimetres apart whose labels are synonyms are one
+    thing, named by most of them; a mug 12 cm away, and scissors beside the cup, are not it."""
+    cfg = config(backend="offline")
+    opened = make_world()
+    drawer = opened.node("drawer_3")
+    assert drawer is not None
+    opened.put(replace(drawer, properties={"openable": {"value": True, "is_opened": True}}))
+    analyzer = InteractionAnalyzer(make_backend(cfg), opened, cfg)
+    window = make_window(contact=False, opened_m=None, looks_in=True)
+    inspect = replace(primitive("Inspect"), reported_success=True)
+
+    def seen(label: str, y: float, stamp: float) -> Detection3D:
+        return Detection3D(label, np.array([0.95, y, 0.45]), 0.8, stamp, "wrist",
+                           f"d:{label}{stamp}")
+
+    cup = [seen("cup", -0.10, 101.0), seen("mug", -0.09, 101.5), seen("cup", -0.11, 102.0)]
+    other = [seen("mug", 0.02, 101.0), seen("scissors", -0.08, 101.0)]
+    result = analyzer.analyze(window, inspect, [*cup, *other])
+    assert sorted(c.name for c in result.answer.contents_updates[0].contents) == [
+        "cup", "mug", "scissors"]
+    # alone, the cup seen once as a mug is listed as a cup only
+    fresh = InteractionAnalyzer(make_backend(cfg), opened, cfg)
+    alone = fresh.analyze(window, inspect, cup)
+    assert [c.name for c in alone.answer.contents_updates[0].contents] == ["cup"]
 
 
 def test_an_open_whose_jaws_held_nothing_did_not_open_the_door() -> None:
