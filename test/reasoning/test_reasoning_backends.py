@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -46,7 +47,7 @@ from mimir_planner.reasoning.errors import (
     BackendUnavailableError,
     EvidenceError,
 )
-from mimir_planner.reasoning.evidence import Detection3D
+from mimir_planner.reasoning.evidence import Detection3D, PrimitiveRecord
 from mimir_planner.reasoning.openai_backend import parse_retry_after
 
 
@@ -204,16 +205,24 @@ def test_offline_reasoner_reads_on_its_own_and_the_harness_holds_its_guess() -> 
     assert [v.decision for v in nothing.verdicts] == [Decision.DEFER]
 
 
-def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> None:
+def _looking_into_the_open_drawer() -> tuple[Callable[[], InteractionAnalyzer], ActionWindow,
+                                              PrimitiveRecord]:
+    """A fresh offline analyzer each call over a world where drawer_3 stands open, a window
+    whose base camera sees into it, and a look at it the executor reports done."""
     cfg = config(backend="offline")
     opened = make_world()
     drawer = opened.node("drawer_3")
     assert drawer is not None
     opened.put(replace(drawer, properties={"openable": {"value": True, "is_opened": True}}))
-    analyzer = InteractionAnalyzer(make_backend(cfg), opened, cfg)
     window = make_window(contact=False, opened_m=None, looks_in=True)
-    own_door = type(scissors())("drawer", np.array([1.0, 0.1, 0.5]), 0.9, 102.0, "wrist", "d:4")
     inspect = replace(primitive("Inspect"), reported_success=True)
+    return lambda: InteractionAnalyzer(make_backend(cfg), opened, cfg), window, inspect
+
+
+def test_offline_reasoner_reports_contents_only_for_the_inspected_fixture() -> None:
+    make_analyzer, window, inspect = _looking_into_the_open_drawer()
+    analyzer = make_analyzer()
+    own_door = type(scissors())("drawer", np.array([1.0, 0.1, 0.5]), 0.9, 102.0, "wrist", "d:4")
     seen = analyzer.analyze(window, inspect, [scissors(), own_door])
     (update,) = seen.contents_updates
     assert update.fixture_id == "drawer_3" and [i.name for i in update.contents] == ["scissors"]
@@ -233,14 +242,7 @@ def test_offline_reasoner_names_a_thing_seen_under_two_synonyms_once() -> None:
     in some frames and ``mug`` in others, and both names were listed (the judge counted the mug
     as a wrong fact). Detections a few centimetres apart whose labels are synonyms are one
     thing, named by most of them; a mug 12 cm away, and scissors beside the cup, are not it."""
-    cfg = config(backend="offline")
-    opened = make_world()
-    drawer = opened.node("drawer_3")
-    assert drawer is not None
-    opened.put(replace(drawer, properties={"openable": {"value": True, "is_opened": True}}))
-    analyzer = InteractionAnalyzer(make_backend(cfg), opened, cfg)
-    window = make_window(contact=False, opened_m=None, looks_in=True)
-    inspect = replace(primitive("Inspect"), reported_success=True)
+    make_analyzer, window, inspect = _looking_into_the_open_drawer()
 
     def seen(label: str, y: float, stamp: float) -> Detection3D:
         return Detection3D(label, np.array([0.95, y, 0.45]), 0.8, stamp, "wrist",
@@ -248,12 +250,11 @@ def test_offline_reasoner_names_a_thing_seen_under_two_synonyms_once() -> None:
 
     cup = [seen("cup", -0.10, 101.0), seen("mug", -0.09, 101.5), seen("cup", -0.11, 102.0)]
     other = [seen("mug", 0.02, 101.0), seen("scissors", -0.08, 101.0)]
-    result = analyzer.analyze(window, inspect, [*cup, *other])
+    result = make_analyzer().analyze(window, inspect, [*cup, *other])
     assert sorted(c.name for c in result.answer.contents_updates[0].contents) == [
         "cup", "mug", "scissors"]
     # alone, the cup seen once as a mug is listed as a cup only
-    fresh = InteractionAnalyzer(make_backend(cfg), opened, cfg)
-    alone = fresh.analyze(window, inspect, cup)
+    alone = make_analyzer().analyze(window, inspect, cup)
     assert [c.name for c in alone.answer.contents_updates[0].contents] == ["cup"]
 
 
