@@ -98,9 +98,17 @@ def matrix_to_quaternion(rotation: npt.ArrayLike) -> npt.NDArray[np.float64]:
 
     A matrix that is slightly off orthonormal gives the quaternion of the nearest rotation.
     """
-    quat = np.asarray(Rotation.from_matrix(np.asarray(rotation, dtype=np.float64).reshape(3, 3))
-                      .as_quat(), dtype=np.float64)
-    return -quat if quat[3] < 0 else quat
+    return matrices_to_quaternions(np.asarray(rotation, dtype=np.float64).reshape(1, 3, 3))[0]
+
+
+def matrices_to_quaternions(rotations: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """:func:`matrix_to_quaternion` of each of ``n`` 3x3 matrices, ``(n, 3, 3)`` -> ``(n, 4)``,
+    in one call (SciPy's cost is mostly per call: a frame's boxes convert together)."""
+    mats = np.asarray(rotations, dtype=np.float64).reshape(-1, 3, 3)
+    if not len(mats):
+        return np.empty((0, 4))
+    quats = np.asarray(Rotation.from_matrix(mats).as_quat(), dtype=np.float64).reshape(-1, 4)
+    return np.where(quats[:, 3:] < 0, -quats, quats)
 
 
 def decompose(matrix: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

@@ -36,14 +36,15 @@ class InstanceInfo:
         score: Confidence in [0, 1].
         box: Pixel box ``(x_min, y_min, x_max, y_max)``, inclusive-exclusive
             (``x_max = last column + 1``).
-        pixel_count: Number of pixels carrying ``instance_id``.
+        pixel_count: Number of pixels carrying ``instance_id``; None where they were not
+            counted (a decoder whose consumer works from the id image needs no count).
     """
 
     instance_id: int
     label: str
     score: float
     box: tuple[int, int, int, int]
-    pixel_count: int
+    pixel_count: int | None
 
     def __post_init__(self) -> None:
         if not 1 <= int(self.instance_id) <= MAX_INSTANCES:
@@ -58,7 +59,8 @@ class InstanceInfo:
         object.__setattr__(self, "box", (x0, y0, x1, y1))
         object.__setattr__(self, "score", float(self.score))
         object.__setattr__(self, "instance_id", int(self.instance_id))
-        object.__setattr__(self, "pixel_count", int(self.pixel_count))
+        if self.pixel_count is not None:
+            object.__setattr__(self, "pixel_count", int(self.pixel_count))
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,12 @@ class SegmentationResult:
                 f"id image holds ids without a table row: {sorted(present - listed)}"
             )
         for info in self.instances:
-            if counts[info.instance_id] != info.pixel_count:
+            if info.pixel_count is not None and counts[info.instance_id] != info.pixel_count:
                 raise SegmentationError(
                     f"instance {info.instance_id}: table says {info.pixel_count} pixels, "
                     f"image has {counts[info.instance_id]}"
                 )
-            if info.pixel_count:
+            if counts[info.instance_id]:
                 box = _box_of(self.instance_ids == info.instance_id)
                 if box != info.box:
                     raise SegmentationError(

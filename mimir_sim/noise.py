@@ -405,7 +405,8 @@ def noisy_segmentation(result: SegmentationResult, depth: npt.NDArray[np.float32
     scores: list[float] = []
     for info in result.instances:
         mask = result.instance_ids == info.instance_id
-        pixels = int(info.pixel_count)
+        pixels = (int(info.pixel_count) if info.pixel_count is not None
+                  else int(np.count_nonzero(mask)))
         distance = 0.0
         if depth is not None:
             values = depth[mask]

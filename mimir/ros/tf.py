@@ -1,20 +1,32 @@
 """Transform lookups and broadcasting for nodes.
 
-:func:`make_transform_source` returns an object with one method, ``lookup(target, source, stamp)``
--> 4x4 matrix, that raises the typed errors of :mod:`mimir.transforms`. On a robot, where tf2_ros
-is importable, it wraps a ``tf2_ros.Buffer`` and ``TransformListener``; elsewhere it subscribes to
+:func:`make_transform_source` returns an object whose ``lookup(target, source, stamp)`` gives a
+4x4 matrix and raises the typed errors of :mod:`mimir.transforms`. On a robot, where tf2_ros is
+importable, it wraps a ``tf2_ros.Buffer`` and ``TransformListener``; elsewhere it subscribes to
 /tf and /tf_static itself and feeds a :class:`mimir.transforms.TransformBuffer`.
+
+Either way the subscriptions live on a small node of their own (``_<node>_tf``, hidden from
+``ros2 node list``) spun by its own executor thread, as rclcpp's listener does by default. An
+executor takes one message per subscription each time it wakes, and /tf carries every moving
+frame on one topic: on the owner's executor it fell behind the camera topics as soon as the
+owner's callbacks took time (three cameras' poses at 15 Hz each reached a deprojection node
+busy with HD frames one per wake), and lookups at an image's stamp kept failing until it caught
+up. ``close()`` stops the thread; the owner calls it from ``destroy_node``, and a shutdown of
+the context stops it too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from geometry_msgs.msg import TransformStamped
 from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.time import Time as RclpyTime
 
@@ -51,6 +63,59 @@ class TransformSource(Protocol):
 
     def lookup(self, target: str, source: str, stamp: float) -> Matrix4:
         """Matrix mapping points in ``source`` into ``target`` at ``stamp`` (s; 0 = latest)."""
+
+
+class ListeningTransformSource(TransformSource, Protocol):
+    """A transform source that listens to /tf for its owner node until closed."""
+
+    def close(self) -> None:
+        """Stop listening (idempotent)."""
+
+
+#: The topics a transform source listens to (names before the owner's remappings).
+TF_TOPICS = ("/tf", "/tf_static")
+
+
+class TransformIntake:
+    """The node and executor thread that take /tf and /tf_static for one owner node.
+
+    The node is named ``_<owner>_tf`` (a leading underscore hides it from ``ros2 node list``),
+    sits in the owner's namespace and context, and serves no parameters. Its name is given as a
+    node-local remapping, which rcl reads before the process's global ``__node:=`` remapping
+    (launch renames the owner that way, and would otherwise rename this node too). /tf and
+    /tf_static are remapped to what the owner resolves them to, so a remapping given to the
+    owner alone (a composed node's, a test's per-namespace TF) holds for its transforms too.
+    """
+
+    #: How long :meth:`close` waits for the executor thread.
+    CLOSE_TIMEOUT_S = 5.0
+
+    def __init__(self, owner: Node) -> None:
+        name = f"_{owner.get_name()}_tf"
+        remaps = [f"{topic}:={owner.resolve_topic_name(topic)}" for topic in TF_TOPICS]
+        self.node = Node(name, namespace=owner.get_namespace(), context=owner.context,
+                         cli_args=["--ros-args", "-r", f"__node:={name}",
+                                   *(arg for remap in remaps for arg in ("-r", remap))],
+                         start_parameter_services=False, enable_rosout=False)
+        self._executor = SingleThreadedExecutor(context=owner.context)
+        self._executor.add_node(self.node)
+        self._closed = False
+        self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        # a shut-down context ends the spin with one of these: the process is ending
+        with contextlib.suppress(ExternalShutdownException, ShutdownException):
+            self._executor.spin()
+
+    def close(self) -> None:
+        """Stop the executor thread and destroy the node (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(timeout_sec=self.CLOSE_TIMEOUT_S)
+        self._thread.join(timeout=self.CLOSE_TIMEOUT_S)
+        self.node.destroy_node()
 
 
 def lookup_waiting(source: TransformSource, target: str, frame: str, stamp: float, *,
@@ -101,9 +166,11 @@ class BufferTransformSource:
             raise ImportError("tf2_msgs is not importable; run scripts/setup.sh to build it")
         self.buffer = TransformBuffer(cache_seconds)
         self._node = node
+        self._intake = TransformIntake(node)
         tf_message = _tf2_msgs.TFMessage
-        node.create_subscription(tf_message, "/tf", self._on_tf, qos.TF)
-        node.create_subscription(tf_message, "/tf_static", self._on_tf_static, qos.TF_STATIC)
+        self._intake.node.create_subscription(tf_message, "/tf", self._on_tf, qos.TF)
+        self._intake.node.create_subscription(tf_message, "/tf_static", self._on_tf_static,
+                                              qos.TF_STATIC)
 
     def add(self, transforms: Iterable[TransformStamped], static: bool) -> None:
         """Feed transforms into the buffer, logging (not raising) malformed ones."""
@@ -129,6 +196,9 @@ class BufferTransformSource:
     def lookup(self, target: str, source: str, stamp: float) -> Matrix4:
         return self.buffer.lookup(target, source, stamp)
 
+    def close(self) -> None:
+        self._intake.close()
+
 
 class Tf2TransformSource:
     """Answers lookups through tf2_ros (robot installations)."""
@@ -137,7 +207,12 @@ class Tf2TransformSource:
 
     def __init__(self, node: Node, cache_seconds: float = 10.0) -> None:
         self._buffer = _tf2_ros.Buffer(cache_time=Duration(seconds=cache_seconds))
-        self._listener = _tf2_ros.TransformListener(self._buffer, node)
+        self._intake = TransformIntake(node)
+        self._listener = _tf2_ros.TransformListener(self._buffer, self._intake.node)
+
+    def close(self) -> None:
+        self._listener.unregister()
+        self._intake.close()
 
     def lookup(self, target: str, source: str, stamp: float) -> Matrix4:
         when = RclpyTime() if stamp == 0.0 else RclpyTime(nanoseconds=round(stamp * 1e9))
@@ -154,9 +229,17 @@ class Tf2TransformSource:
         return transform_to_matrix(msg)
 
 
+def close_transforms(owner: object, attribute: str = "_tf") -> None:
+    """Close the transform source ``owner`` keeps as ``attribute``, if it has one (an owner
+    whose constructor failed may not)."""
+    source = getattr(owner, attribute, None)
+    if source is not None:
+        source.close()
+
+
 def make_transform_source(
     node: Node, cache_seconds: float = 10.0, prefer_tf2: bool = True
-) -> TransformSource:
+) -> ListeningTransformSource:
     """The best transform source available: tf2_ros when importable, else mimir's buffer."""
     if prefer_tf2 and _tf2_ros is not None:
         return Tf2TransformSource(node, cache_seconds)

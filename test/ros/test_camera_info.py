@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sensor_msgs.msg import CameraInfo, RegionOfInterest
@@ -21,7 +23,7 @@ from mimir.ros.diagnostics import counter_diagnostics
 from mimir.ros.images import numpy_to_image
 from mimir.ros.time import from_seconds
 from mimir_perception.camera import Intrinsics
-from mimir_perception.segmentation import compose_instances
+from mimir_perception.segmentation import SegmentationError, compose_instances
 
 INTR = Intrinsics(500.0, 510.0, 319.5, 239.5, 640, 480)
 
@@ -116,6 +118,22 @@ def test_segmentation_round_trip() -> None:
     assert np.array_equal(back.instance_ids, result.instance_ids)
     assert [i.box for i in back.instances] == [i.box for i in result.instances]
     assert [i.pixel_count for i in back.instances] == [i.pixel_count for i in result.instances]
+    # a consumer that works from the id image can skip the count; nothing else changes
+    uncounted = msg_to_segmentation(msg, count_pixels=False)
+    uncounted.validate()  # ids and boxes are still checked against the image
+    assert [i.pixel_count for i in uncounted.instances] == [None, None]
+    assert [dataclasses.replace(i, pixel_count=None) for i in back.instances] == list(
+        uncounted.instances)
+    assert np.array_equal(uncounted.instance_ids, result.instance_ids)
+
+
+def test_an_uncounted_table_still_fails_validation_on_a_wrong_box() -> None:
+    masks = np.zeros((1, 30, 40), dtype=bool)
+    masks[0, 2:10, 3:12] = True
+    msg = segmentation_to_msg(compose_instances(masks, ["mug"], [0.9]), Header(), "sam3")
+    msg.boxes[0].width = 4  # the box no longer covers the mask
+    with pytest.raises(SegmentationError, match="box"):
+        msg_to_segmentation(msg, count_pixels=False).validate()
 
 
 def _seg_msg(**overrides: object):  # type: ignore[no-untyped-def]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
@@ -10,6 +12,7 @@ from mimir.nodes.memory.messages import (
     observation_from_msg,
     observation_to_msg,
     observations_from_msg,
+    observations_to_msgs,
 )
 from mimir_memory.observations import InvalidObservationError, ObjectObservation
 from mimir_msgs.msg import ObjectObservationArray
@@ -45,6 +48,19 @@ def test_an_observation_survives_the_round_trip(with_box: bool) -> None:
         np.testing.assert_allclose(back.obb_rotation, obs.obb_rotation, atol=1e-12)
     else:
         assert back.obb_center is None and back.obb_extent is None and back.obb_rotation is None
+
+
+def test_a_frame_encodes_in_one_go_exactly_as_item_by_item() -> None:
+    # boxed, unboxed, a box without rotation (identity), and a rotation whose quaternion
+    # SciPy gives with w < 0 (the encoder flips it)
+    flipped = Rotation.from_quat([0.0, 0.0, 0.9, -0.1]).as_matrix()
+    items = [_observation(True, 1), _observation(False, 2),
+             dataclasses.replace(_observation(True, 3), obb_rotation=None),
+             dataclasses.replace(_observation(True, 4), obb_rotation=flipped)]
+    assert observations_to_msgs(items) == [observation_to_msg(o) for o in items]
+    q = observations_to_msgs(items)[3].oriented_box.center.orientation
+    assert q.w > 0
+    assert observations_to_msgs([]) == []
 
 
 def test_the_array_supplies_what_an_item_leaves_empty() -> None:

@@ -9,17 +9,23 @@ from __future__ import annotations
 import array
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 from geometry_msgs.msg import Point, Pose
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
 from mimir.ros.images import ImageConversionError, image_to_numpy
 from mimir.ros.time import from_seconds, to_seconds
-from mimir.transforms import InvalidTransformError, matrix_to_quaternion, quaternion_to_matrix
+from mimir.transforms import (
+    InvalidTransformError,
+    matrices_to_quaternions,
+    matrix_to_quaternion,
+    quaternion_to_matrix,
+)
 from mimir_memory.errors import InvalidValueError
 from mimir_memory.events import Evidence, MemoryEvent, Verdict
 from mimir_memory.events import Source as CoreSource
@@ -210,12 +216,24 @@ def verdict_from_text(text: str) -> Verdict:
         raise MessageValueError(f"unknown verdict {text!r}") from err
 
 
-def observation_to_msg(obs: CoreObservation) -> ObjectObservation:
+def observations_to_msgs(observations: Sequence[CoreObservation]) -> list[ObjectObservation]:
+    """:func:`observation_to_msg` of each, their box rotations converted in one call."""
+    boxed = [o.obb_center is not None and o.obb_extent is not None for o in observations]
+    quats = iter(matrices_to_quaternions(
+        [o.obb_rotation if o.obb_rotation is not None else np.eye(3)
+         for o, box in zip(observations, boxed, strict=True) if box]))
+    return [observation_to_msg(o, next(quats) if box else None)
+            for o, box in zip(observations, boxed, strict=True)]
+
+
+def observation_to_msg(obs: CoreObservation,
+                       quaternion: npt.ArrayLike | None = None) -> ObjectObservation:
     """The one encoder of an observation (header frame and stamp are the observation's).
 
     The oriented box travels in ``oriented_box`` when it was computed (its rotation as a
     quaternion, identity when only centre and extent are known); otherwise the box stays all
-    zero, which :func:`observation_from_msg` reads as "not computed".
+    zero, which :func:`observation_from_msg` reads as "not computed". ``quaternion``, when
+    given, is that rotation already converted (:func:`observations_to_msgs`).
     """
     msg = ObjectObservation(
         label=obs.label,
@@ -234,7 +252,9 @@ def observation_to_msg(obs: CoreObservation) -> ObjectObservation:
         box = msg.oriented_box
         box.center.position = _point(obs.obb_center)
         q = box.center.orientation
-        q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quaternion(rotation))
+        if quaternion is None:
+            quaternion = matrix_to_quaternion(rotation)
+        q.x, q.y, q.z, q.w = (float(v) for v in np.asarray(quaternion).reshape(4))
         box.size.x, box.size.y, box.size.z = (float(v) for v in obs.obb_extent)
     return msg
 

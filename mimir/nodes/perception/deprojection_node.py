@@ -57,7 +57,7 @@ from std_msgs.msg import Header
 
 from mimir import transforms as tfm
 from mimir.bounds import BoundsError, load_bounds
-from mimir.nodes.memory.messages import observation_to_msg, view_to_msg
+from mimir.nodes.memory.messages import observations_to_msgs, view_to_msg
 from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.nodes.perception.messages import (
     CameraInfoError,
@@ -74,7 +74,7 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_numpy
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import make_transform_source
+from mimir.ros.tf import close_transforms, make_transform_source
 from mimir.ros.time import clock_seconds, from_seconds, to_seconds
 from mimir_memory.errors import InvalidValueError
 from mimir_memory.visibility import CameraView
@@ -180,6 +180,10 @@ class DeprojectionNode(Node):
             f"(tf backend {self._tf.backend})"
         )
 
+    def destroy_node(self) -> None:
+        close_transforms(self)
+        super().destroy_node()
+
     # Input side: convert, queue, match (input callback group).
 
     def _skip(self, camera: str, key: str, text: str, count: int = 1) -> None:
@@ -236,7 +240,7 @@ class DeprojectionNode(Node):
 
     def _on_segmentation(self, camera: str, msg: Segmentation) -> None:
         try:
-            result = msg_to_segmentation(msg, camera=camera)
+            result = msg_to_segmentation(msg, camera=camera, count_pixels=False)
         except SegmentationMessageError as err:
             self._skip(camera, "bad_segmentation", f"skipping segmentation: {err}")
             return
@@ -303,7 +307,7 @@ class DeprojectionNode(Node):
         out = ObjectObservationArray()
         out.header = Header(frame_id=self.config.map_frame, stamp=from_seconds(frame.stamp))
         out.camera = camera
-        out.observations = [observation_to_msg(o) for o in result.observations]
+        out.observations = observations_to_msgs(result.observations)
         out.view = view_to_msg(self._view(frame, pose, unit))
         self._obs_pub.publish(out)
         self._last_published[camera] = frame.stamp

@@ -55,7 +55,12 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import IMAGE_SKIPS, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import TransformPublisher, make_transform_source, matrix_to_transform
+from mimir.ros.tf import (
+    TransformPublisher,
+    close_transforms,
+    make_transform_source,
+    matrix_to_transform,
+)
 from mimir.ros.time import from_seconds, to_seconds
 from mimir.settings import param
 from mimir.transforms import matrix_to_quaternion
@@ -231,6 +236,10 @@ class LocalizationNode(Node):
             f"localizing from {len(self.tag_map.tags)} tags seen by {cfg.camera!r}, "
             f"publishing {cfg.publish}"
         )
+
+    def destroy_node(self) -> None:
+        close_transforms(self)
+        super().destroy_node()
 
     def _skip(self, key: str, text: str) -> None:
         self.counters.add(key)

@@ -61,7 +61,7 @@ from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import make_transform_source
+from mimir.ros.tf import close_transforms, make_transform_source
 from mimir.ros.time import clock_seconds, to_seconds
 from mimir_msgs.msg import InteractionEvent, ObjectObservationArray, SceneGraph
 from mimir_msgs.srv import AnalyzeInteraction
@@ -128,9 +128,9 @@ class AnalyzerNode(Node):
         except ReasoningError as err:
             raise AnalyzerNodeError(f"cannot build the reasoning backend: {err}") from err
         self.counters = NodeCounters(_WARN_KEYS)
-        self.inputs = WindowRecorder(
-            cfg, make_transform_source(self, cache_seconds=cfg.buffer_seconds + 10.0),
-            self._warn, self.counters.add, lambda: clock_seconds(self))
+        self._tf = make_transform_source(self, cache_seconds=cfg.buffer_seconds + 10.0)
+        self.inputs = WindowRecorder(cfg, self._tf, self._warn, self.counters.add,
+                                     lambda: clock_seconds(self))
         self.streams = self.inputs.streams
         self._fresh_detections: list[Detection3D] = []
         self._fresh_lock = threading.Lock()
@@ -180,16 +180,19 @@ class AnalyzerNode(Node):
             f"{', '.join(cfg.cameras)}, auto_analyze={cfg.auto_analyze}"
         )
 
+    def destroy_node(self) -> None:
+        close_transforms(self)
+        super().destroy_node()
+
     def _load_reasoning(self) -> ReasoningConfig:
         cfg = self.config
         try:
             reasoning = load_reasoning_config(config_file("reasoning.yaml", cfg.reasoning_config))
-            reasoning = with_model(reasoning, backend=cfg.vlm_backend,
-                                   base_url=cfg.vlm_endpoint, model=cfg.vlm_model)
-            reasoning = with_verifiers_off(reasoning, cfg.verifiers_off)
+            return with_verifiers_off(with_model(reasoning, backend=cfg.vlm_backend,
+                                                 base_url=cfg.vlm_endpoint, model=cfg.vlm_model),
+                                      cfg.verifiers_off)
         except (ConfigFileNotFoundError, ReasoningError) as err:
             raise AnalyzerNodeError(f"cannot load the reasoning config: {err}") from err
-        return reasoning
 
     def _log_fault(self, fault: Corruption) -> None:
         """Every reasoner fault goes to the log and, where one is named, to the fault file."""

@@ -56,6 +56,10 @@ class PlannerCamera:
         node.create_subscription(CameraInfo, f"cameras/{camera}/color/camera_info",
                                  self._on_info, qos.SENSOR, callback_group=group)
 
+    def close(self) -> None:
+        """Stop listening to transforms (the owner's ``destroy_node`` calls this)."""
+        self._tf.close()
+
     def _on_image(self, msg: Image) -> None:
         with self._lock:
             self._image = msg

@@ -253,6 +253,9 @@ class PlannerNode(Node):
         task = getattr(self, "task", None)
         if task is not None:
             task.close()
+        camera = getattr(self, "camera", None)
+        if camera is not None:
+            camera.close()
         super().destroy_node()
 
     # ------------------------------------------------------------------ time, sensors

@@ -46,7 +46,7 @@ from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import ConfigError, declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import TransformPublisher, make_transform_source
+from mimir.ros.tf import TransformPublisher, close_transforms, make_transform_source
 from mimir.transforms import TransformError
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
@@ -379,6 +379,7 @@ class ExecutorNode(Node):
             with self._trace_lock:
                 trace.close()
                 self._trace = None
+        close_transforms(self)
         super().destroy_node()
 
 

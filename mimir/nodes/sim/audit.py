@@ -114,6 +114,10 @@ class LocalisationAuditSink:
         self.unavailable = 0
         node.create_timer(period, self._tick, callback_group=ReentrantCallbackGroup())
 
+    def close(self) -> None:
+        """Stop listening to transforms (the owner's ``destroy_node`` calls this)."""
+        self._tf.close()
+
     def _tick(self) -> None:
         try:
             pose = self._tf.lookup(self._frames[0], self._frames[1], 0.0)

@@ -335,6 +335,7 @@ class SimBridgeNode(Node):
                 localisation.write()
             except OSError as err:
                 self.get_logger().error(f"cannot write the localisation audit: {err}")
+            localisation.close()
         thread = getattr(self, "_thread", None)
         if thread is not None:
             thread.stop(timeout=60.0)
