@@ -11,8 +11,8 @@ executor takes one message per subscription each time it wakes, and /tf carries 
 frame on one topic: on the owner's executor it fell behind the camera topics as soon as the
 owner's callbacks took time (three cameras' poses at 15 Hz each reached a deprojection node
 busy with HD frames one per wake), and lookups at an image's stamp kept failing until it caught
-up. ``close()`` stops the thread; the owner calls it from ``destroy_node``, and a shutdown of
-the context stops it too.
+up. ``close()`` stops the thread; the owner calls it from ``destroy_node`` (the
+:class:`ClosesTransforms` mixin does), and a shutdown of the context stops it too.
 """
 
 from __future__ import annotations
@@ -229,12 +229,15 @@ class Tf2TransformSource:
         return transform_to_matrix(msg)
 
 
-def close_transforms(owner: object, attribute: str = "_tf") -> None:
-    """Close the transform source ``owner`` keeps as ``attribute``, if it has one (an owner
-    whose constructor failed may not)."""
-    source = getattr(owner, attribute, None)
-    if source is not None:
-        source.close()
+class ClosesTransforms:
+    """Mixin for a node that keeps a transform source as ``_tf``: ``destroy_node`` closes it
+    (when the constructor got that far) before the node goes. List it before ``Node``."""
+
+    def destroy_node(self) -> None:
+        source = getattr(self, "_tf", None)
+        if source is not None:
+            source.close()
+        super().destroy_node()  # type: ignore[misc]
 
 
 def make_transform_source(

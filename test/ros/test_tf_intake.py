@@ -14,7 +14,12 @@ from rclpy.node import Node
 from tf2_msgs.msg import TFMessage
 
 from mimir.ros import qos
-from mimir.ros.tf import TransformPublisher, make_transform_source, matrix_to_transform
+from mimir.ros.tf import (
+    ClosesTransforms,
+    TransformPublisher,
+    make_transform_source,
+    matrix_to_transform,
+)
 from mimir.transforms import ExtrapolationError, TransformError, compose
 
 STAMP0 = 1_700_000_000.0
@@ -83,7 +88,7 @@ def test_a_launch_rename_of_the_owner_does_not_rename_the_intake_too() -> None:
             assert owner.get_name() == "renamed"
             spinner = SingleThreadedExecutor(context=context)
             spinner.add_node(looker)
-            names: set[tuple[str, str]] = set()
+            names: set[str] = set()
             for _ in range(100):  # discovery of the context's own nodes
                 spinner.spin_once(timeout_sec=0.1)
                 names = {name for name, _ in looker.get_node_names_and_namespaces()}
@@ -177,3 +182,20 @@ def test_a_remapping_given_to_the_owner_alone_holds_for_its_transforms(
     finally:
         source.close()
         owner.destroy_node()
+
+
+class _Owner(ClosesTransforms, Node):
+    def __init__(self, context: Context, build: bool = True) -> None:
+        super().__init__("mixin_owner", context=context)
+        if build:
+            self._tf = make_transform_source(self)
+
+
+def test_the_mixin_closes_the_source_when_its_node_is_destroyed(
+        ros_context: Context, spin_node: Node, wait_for: Callable[..., bool]) -> None:
+    owner = _Owner(ros_context)
+    intake = ("_mixin_owner_tf", "/")
+    assert wait_for(lambda: intake in _names(spin_node), timeout=20.0)
+    owner.destroy_node()
+    assert wait_for(lambda: intake not in _names(spin_node), timeout=20.0)
+    _Owner(ros_context, build=False).destroy_node()  # a constructor that stopped early: no source

@@ -52,7 +52,7 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import close_transforms, make_transform_source
+from mimir.ros.tf import ClosesTransforms, make_transform_source
 from mimir.ros.time import clock_seconds, to_seconds
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError, failure_class
@@ -86,7 +86,7 @@ class _PendingInteraction:
     received: float
 
 
-class KeyframeNode(Node):
+class KeyframeNode(ClosesTransforms, Node):
     """Owns the keyframe store; see the module docstring for its interfaces."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -154,7 +154,6 @@ class KeyframeNode(Node):
         store = getattr(self, "store", None)
         if store is not None:
             store.close()
-        close_transforms(self)
         super().destroy_node()
 
     def _count(self, key: str) -> None:

@@ -74,7 +74,7 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.images import ImageConversionError, UnsupportedEncodingError, image_to_numpy
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import close_transforms, make_transform_source
+from mimir.ros.tf import ClosesTransforms, make_transform_source
 from mimir.ros.time import clock_seconds, from_seconds, to_seconds
 from mimir_memory.errors import InvalidValueError
 from mimir_memory.visibility import CameraView
@@ -124,7 +124,7 @@ class _Pending:
     first_try: float
 
 
-class DeprojectionNode(Node):
+class DeprojectionNode(ClosesTransforms, Node):
     """Deprojects synchronised segmentation and depth of each camera into map observations."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -179,10 +179,6 @@ class DeprojectionNode(Node):
             f"deprojecting {', '.join(cfg.cameras)} into {cfg.map_frame!r} "
             f"(tf backend {self._tf.backend})"
         )
-
-    def destroy_node(self) -> None:
-        close_transforms(self)
-        super().destroy_node()
 
     # Input side: convert, queue, match (input callback group).
 

@@ -56,8 +56,8 @@ from mimir.ros.images import IMAGE_SKIPS, image_to_rgb
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import (
+    ClosesTransforms,
     TransformPublisher,
-    close_transforms,
     make_transform_source,
     matrix_to_transform,
 )
@@ -197,7 +197,7 @@ def pose_message(
     return msg
 
 
-class LocalizationNode(Node):
+class LocalizationNode(ClosesTransforms, Node):
     """Publishes the robot's pose in the map from fiducial tags."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -236,10 +236,6 @@ class LocalizationNode(Node):
             f"localizing from {len(self.tag_map.tags)} tags seen by {cfg.camera!r}, "
             f"publishing {cfg.publish}"
         )
-
-    def destroy_node(self) -> None:
-        close_transforms(self)
-        super().destroy_node()
 
     def _skip(self, key: str, text: str) -> None:
         self.counters.add(key)

@@ -61,7 +61,7 @@ from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import close_transforms, make_transform_source
+from mimir.ros.tf import ClosesTransforms, make_transform_source
 from mimir.ros.time import clock_seconds, to_seconds
 from mimir_msgs.msg import InteractionEvent, ObjectObservationArray, SceneGraph
 from mimir_msgs.srv import AnalyzeInteraction
@@ -106,7 +106,7 @@ class AnalyzerNodeError(RuntimeError):
     """The analyzer node cannot start (reasoning config missing or invalid)."""
 
 
-class AnalyzerNode(Node):
+class AnalyzerNode(ClosesTransforms, Node):
     """Interaction analyzer; see the module docstring for its interfaces.
 
     Args:
@@ -179,10 +179,6 @@ class AnalyzerNode(Node):
             f"interaction analyzer with backend {self.backend.name}, cameras "
             f"{', '.join(cfg.cameras)}, auto_analyze={cfg.auto_analyze}"
         )
-
-    def destroy_node(self) -> None:
-        close_transforms(self)
-        super().destroy_node()
 
     def _load_reasoning(self) -> ReasoningConfig:
         cfg = self.config

@@ -46,7 +46,7 @@ from mimir.ros.diagnostics import NodeCounters
 from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import ConfigError, declare_config
 from mimir.ros.runtime import run_node
-from mimir.ros.tf import TransformPublisher, close_transforms, make_transform_source
+from mimir.ros.tf import ClosesTransforms, TransformPublisher, make_transform_source
 from mimir.transforms import TransformError
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
@@ -75,7 +75,7 @@ class ExecutorStartupError(RuntimeError):
     """Bad parameters; the node does not start."""
 
 
-class ExecutorNode(Node):
+class ExecutorNode(ClosesTransforms, Node):
     """Serves primitives on the robot and publishes the robot signal contract."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -379,7 +379,6 @@ class ExecutorNode(Node):
             with self._trace_lock:
                 trace.close()
                 self._trace = None
-        close_transforms(self)
         super().destroy_node()
 
 
