@@ -34,7 +34,10 @@ stamp does):
   is unique over all cameras). The observation -> event lag (event receive minus batch receive)
   is printed too;
 * ``get_scene_graph``: a client calls it every 0.5 s during the whole stream (a call waits for
-  the previous one; timeout 2 s); p50, p95, max, timeouts;
+  the previous one; timeout 2 s); p50, p95, max, timeouts. The latency runs from the call to
+  the response deserialised by the client, which runs as a process of its own
+  (``keepup_client.py``), as the planner would: in this process the response waited for an
+  interpreter busy with the memory events it counts;
 * CPU of each process in % of one core, averaged over the window, and the load average;
 * transport check, during the warm-up only: this process also subscribes to every camera's
   segmentation topic and counts how many of the published messages reach it, then drops those
@@ -71,6 +74,7 @@ import argparse
 import atexit
 import contextlib
 import json
+import math
 import os
 import platform
 import queue
@@ -106,7 +110,6 @@ from mimir.paths import config_file
 from mimir.ros import qos
 from mimir.ros.time import to_seconds
 from mimir_msgs.msg import MemoryEvent, ObjectObservationArray, SceneGraph, Segmentation
-from mimir_msgs.srv import GetSceneGraph
 
 try:
     import psutil
@@ -114,6 +117,7 @@ except ImportError:  # CPU times are then read from /proc
     psutil = None
 
 FEEDER = Path(__file__).resolve().with_name("keepup_feed.py")
+CLIENT = FEEDER.with_name("keepup_client.py")
 #: Must equal keepup_feed.STAMP_QUANTUM: stamps are matched in these units (s).
 STAMP_QUANTUM = 1e-4
 TRANSPORTS = ("localhost", "large-data")
@@ -320,7 +324,6 @@ class Probe(Node):
         # builds and publishes it as it would there)
         self.create_subscription(SceneGraph, "scene_graph", self._on_graph, qos.LATCHED,
                                  raw=True)
-        self.client = self.create_client(GetSceneGraph, "get_scene_graph")
         self._watching: list[Any] = []
 
     def _on_graph(self, _raw: bytes) -> None:
@@ -392,34 +395,17 @@ class Probe(Node):
                 self.record.diagnostics.setdefault(name, []).append((now, counters))
 
 
-def probe_service(probe: Probe, stop: threading.Event) -> None:
-    """Call get_scene_graph every SERVICE_PERIOD_S until ``stop`` (one call at a time)."""
-    due = time.monotonic()
-    while not stop.is_set():
-        if stop.wait(max(0.0, due - time.monotonic())):
-            return
-        done = threading.Event()
-        finished: list[float] = []
-
-        def _done(_future: Any, finished: list[float] = finished, done: threading.Event = done
-                  ) -> None:
-            finished.append(time.monotonic())
-            done.set()
-
-        sent_wall, sent = time.time(), time.monotonic()
-        future = probe.client.call_async(GetSceneGraph.Request())
-        future.add_done_callback(_done)
-        nodes = -1
-        if done.wait(SERVICE_TIMEOUT_S) and finished:
-            latency: float | None = finished[0] - sent
-            result = future.result()
-            nodes = len(result.graph.nodes) if result is not None else -1
-        else:
-            latency = None
-            probe.client.remove_pending_request(future)
-        with probe.record.lock:
-            probe.record.calls.append((sent_wall, latency, nodes))
-        due = max(due + SERVICE_PERIOD_S, time.monotonic())
+def read_calls(stream: IO[bytes], record: Recorded, ready: threading.Event) -> None:
+    """Collect the client process's ``CALL`` lines (see ``keepup_client.py``)."""
+    for raw in stream:
+        word, *rest = raw.decode(errors="replace").split()
+        if word == "READY":
+            ready.set()
+        elif word == "CALL" and len(rest) == 3:
+            latency = float(rest[1])
+            with record.lock:
+                record.calls.append((float(rest[0]), None if math.isnan(latency) else latency,
+                                     int(rest[2])))
 
 
 # ---------------------------------------------------------------- CPU and load sampling
@@ -658,11 +644,17 @@ def run_once(run: Run, args: argparse.Namespace) -> None:
             thread.start()
         frames, prep = wait_for_line(lines, "READY", args.prepare_timeout, procs).split()[1:3]
         print(f"  feeder ready: {frames} frames built in {prep} s", flush=True)
-        wait_until("get_scene_graph", probe.client.service_is_ready, 60.0, procs)
+        service_ready = threading.Event()
+        client = procs.start("client", [sys.executable, str(CLIENT), "--period",
+                                        str(SERVICE_PERIOD_S), "--timeout",
+                                        str(SERVICE_TIMEOUT_S)], pipes=True)
+        assert client.stdout is not None
+        threads.append(threading.Thread(target=read_calls, daemon=True,
+                                        args=(client.stdout, run.record, service_ready)))
+        threads[-1].start()
+        wait_until("get_scene_graph", service_ready.is_set, 60.0, procs)
         wait_until("the deprojection node's diagnostics",
                    lambda: "deprojection" in run.record.diagnostics, 60.0, procs)
-        threads.append(threading.Thread(target=probe_service, args=(probe, stop), daemon=True))
-        threads[-1].start()
         if run.warmup > 0.0:
             probe.watch_delivery(run.cameras)
         stream(run, procs, lines, probe)

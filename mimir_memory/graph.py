@@ -88,9 +88,10 @@ def node_id_prefix(label: str) -> str:
     return label_key(label)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PropertyValue:
-    """Current value of one node property with its provenance."""
+    """Current value of one node property with its provenance (frozen: a change of the
+    property is a new value object)."""
 
     value: Any
     confidence: float

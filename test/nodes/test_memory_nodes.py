@@ -308,7 +308,7 @@ def test_scene_graph_answers_while_its_writer_is_busy_and_drops_the_oldest_backl
     ros_executor.add_node(node)
     pub = spin_node.create_publisher(ObjectObservationArray, "observations", qos.EVENTS)
     assert wait_for(lambda: pub.get_subscription_count() > 0)
-    with node._lock:  # the writer stalls as if fusing a huge batch
+    with node._memory.hold():  # the writer stalls as if fusing a huge batch
         for i in range(6):
             pub.publish(_batch(_observation("cup", (1.0 + 2.0 * i, 0.0, 0.5))))
         assert wait_for(lambda: node.counters.get("observations_dropped.backlog") >= 3)

@@ -105,20 +105,56 @@ def property_to_msg(name: str, prop: PropertyValue) -> Property:
     )
 
 
-def node_to_msg(node: CoreNode) -> SceneNode:
-    """A core scene-graph node as a SceneNode message.
+def _property_entries(name: str, prop: PropertyValue) -> list[Property]:
+    """One property's entries: ``is_opened``, which the core keeps on the ``openable``
+    property, travels as its own entry with the same provenance."""
+    entries = [property_to_msg(name, prop)]
+    if name == "openable" and prop.is_opened is not None:
+        opened = property_to_msg("is_opened", prop)
+        opened.value_json = json.dumps(bool(prop.is_opened))
+        entries.append(opened)
+    return entries
 
-    ``is_opened``, which the core keeps on the ``openable`` property, travels as its own
-    ``is_opened`` property entry with the same provenance.
+
+class PropertyMessages:
+    """The messages of property values, built once per value and reused by later graphs.
+
+    Building Property messages is most of the cost of a graph message, and most values do not
+    change between two calls: a node's prior properties stay while its position is refined.
+    The core replaces a property's value object when the property changes and never alters it
+    (``PropertyValue`` is frozen), so the messages of a value object stay right while it lives.
+    Entries are kept by object identity, holding the object; an entry the last graph build
+    did not use is dropped (a partial build only costs the next one some rebuilding). Callers serialise their use of one instance (the scene graph node
+    builds under the memory lock). Messages handed out are shared: publish them, do not change
+    them.
     """
+
+    def __init__(self) -> None:
+        self._current: dict[tuple[int, str], tuple[PropertyValue, list[Property]]] = {}
+        self._previous: dict[tuple[int, str], tuple[PropertyValue, list[Property]]] = {}
+
+    def entries(self, name: str, prop: PropertyValue) -> list[Property]:
+        """The message entries of ``name`` holding ``prop``."""
+        key = (id(prop), name)
+        entry = self._current.get(key) or self._previous.get(key)
+        if entry is None or entry[0] is not prop:
+            entry = (prop, _property_entries(name, prop))
+        self._current[key] = entry
+        return entry[1]
+
+    def next_build(self) -> None:
+        """Start a new graph build: entries the last build did not use are dropped."""
+        self._previous, self._current = self._current, {}
+
+
+def node_to_msg(node: CoreNode, cache: PropertyMessages | None = None) -> SceneNode:
+    """A core scene-graph node as a SceneNode message (property entries from ``cache`` when
+    given)."""
     properties = []
     for name in sorted(node.properties):
         prop = node.properties[name]
-        properties.append(property_to_msg(name, prop))
-        if name == "openable" and prop.is_opened is not None:
-            opened = property_to_msg("is_opened", prop)
-            opened.value_json = json.dumps(bool(prop.is_opened))
-            properties.append(opened)
+        properties += (cache.entries(name, prop) if cache is not None
+                       else _property_entries(name, prop))
     contents = [
         ContentItem(
             name=str(item.get("name", "")),
@@ -160,10 +196,12 @@ def node_to_msg(node: CoreNode) -> SceneNode:
 
 
 def graph_to_msg(nodes: Iterable[CoreNode], revision: int, frame_id: str,
-                 stamp: float) -> SceneGraph:
-    """The whole graph, nodes sorted by id."""
-    msg = SceneGraph(revision=int(revision),
-                     nodes=[node_to_msg(n) for n in sorted(nodes, key=lambda n: n.node_id)])
+                 stamp: float, cache: PropertyMessages | None = None) -> SceneGraph:
+    """The whole graph, nodes sorted by id (property entries from ``cache`` when given)."""
+    if cache is not None:
+        cache.next_build()
+    msg = SceneGraph(revision=int(revision), nodes=[
+        node_to_msg(n, cache) for n in sorted(nodes, key=lambda n: n.node_id)])
     msg.header.frame_id = frame_id
     msg.header.stamp = _stamp_or_zero(stamp)
     return msg

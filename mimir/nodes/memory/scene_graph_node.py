@@ -8,8 +8,10 @@ publishes the graph latched on ``scene_graph``, as RViz/Foxglove markers on
 
 Keeping up with the cameras: the observation callback only queues the batch and one writer
 thread fuses the batches, oldest first; when the queue is full the oldest is dropped and counted
-(``observations_dropped.backlog``), so memory is built from fresh views. One lock guards every
-access to world memory (writer, services, publishing): the database has one writer at a time.
+(``observations_dropped.backlog``), so memory is built from fresh views. World memory has one
+user at a time (:class:`~mimir.nodes.memory.outbox.LockedOutbox`): the writer gives way to
+callbacks, so a service waits for at most the batch in progress, and memory events go out once
+the lock is released, in the order they were stored.
 
 Fixtures being operated: an ``open`` or ``close`` starting on ``interaction_events``
 (``operated_primitives``) anchors its target until memory holds that interaction's analysed
@@ -49,6 +51,7 @@ from mimir.bounds import BoundsError
 from mimir.nodes.memory.markers import markers_for
 from mimir.nodes.memory.messages import (
     MessageValueError,
+    PropertyMessages,
     event_to_msg,
     graph_to_msg,
     node_to_msg,
@@ -56,6 +59,7 @@ from mimir.nodes.memory.messages import (
     observations_from_msg,
     view_from_msg,
 )
+from mimir.nodes.memory.outbox import LockedOutbox
 from mimir.nodes.memory.scene_graph_params import SceneGraphConfig
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
@@ -93,7 +97,7 @@ class SceneGraphNode(Node):
         folder = data_dir(self.config.memory_dir)
         self.world = WorldMemory.open(folder / "world.db", config=memory_config,
                                       map_frame=self.config.map_frame)
-        self._lock = threading.Lock()  # world memory: one user at a time
+        self._memory = LockedOutbox(lambda event: self._event_pub.publish(event_to_msg(event)))
         self._queue: deque[ObjectObservationArray] = deque()
         self._queued = threading.Condition()
         self._stopping = False
@@ -103,6 +107,7 @@ class SceneGraphNode(Node):
         self._misses = MissRecorder(self.world, self.config.visibility(),
                                     self.config.miss_min_period_s)
         self._bad_view_logged = False
+        self._property_msgs = PropertyMessages()  # reused between graph messages
         self.counters = NodeCounters(_WARN_KEYS)
         db_group = MutuallyExclusiveCallbackGroup()
         inbox_group = MutuallyExclusiveCallbackGroup()
@@ -141,7 +146,7 @@ class SceneGraphNode(Node):
                 "to retract them")
 
     def _report(self) -> None:
-        with self._lock:
+        with self._memory.hold():
             self.counters.set("nodes", len(self.world.state.nodes))
             self.counters.set("revision", self.world.revision)
             self.counters.set("skipped_events", len(self.world.state.skipped))
@@ -156,8 +161,7 @@ class SceneGraphNode(Node):
                                   throttle_duration_sec=5.0)
 
     def destroy_node(self) -> None:
-        """Stop the writer and close the database before the node goes (a node whose start
-        failed may have neither)."""
+        """Stop the writer and close the database (a node whose start failed may have neither)."""
         writer = getattr(self, "_writer", None)
         if writer is not None:
             with self._queued:
@@ -166,7 +170,7 @@ class SceneGraphNode(Node):
             writer.join(timeout=10.0)
         world = getattr(self, "world", None)
         if world is not None:
-            with self._lock:
+            with self._memory.hold():
                 world.close()
         super().destroy_node()
 
@@ -189,7 +193,7 @@ class SceneGraphNode(Node):
                 if self._stopping:
                     return
                 msg = self._queue.popleft()
-            with self._lock:
+            with self._memory.hold(writer=True):
                 self._on_observations(msg)
 
     def _on_interaction(self, msg: InteractionEvent) -> None:
@@ -199,7 +203,7 @@ class SceneGraphNode(Node):
             return
         stamp = to_seconds(msg.window_start) or to_seconds(msg.header.stamp)
         try:
-            with self._lock:
+            with self._memory.hold():
                 self.world.operation_started(msg.target_id, stamp, msg.interaction_id)
         except (MemoryStoreError, ValueError) as err:
             self.counters.add(f"operations_refused.{failure_class(err)}")
@@ -209,17 +213,15 @@ class SceneGraphNode(Node):
 
     # ----------------------------------------------------------------- publishing
     def _emit(self, events: list[MemoryEvent]) -> None:
+        """Publish stored events once memory is released (holding it)."""
+        self._memory.emit(events)
         for event in events:
-            self._event_pub.publish(event_to_msg(event))
             self._last_stamp = max(self._last_stamp, event.stamp)
 
     def _publish_graph(self) -> None:
         """Publish the graph and its markers when memory changed since their last publication.
-
-        A topic nobody subscribes to is not built (RViz markers are costly under a stream);
-        it stays pending and goes out on the first period after a subscriber appears, which
-        also reaches that late joiner.
-        """
+        A topic nobody subscribes to is not built (RViz markers are costly under a stream); it
+        stays pending and goes out on the first period after a subscriber appears."""
         revision = self.world.revision
         send_graph = (self._sent["graph"] != revision
                       and self._graph_pub.get_subscription_count() > 0)
@@ -227,13 +229,14 @@ class SceneGraphNode(Node):
                         and self._marker_pub.get_subscription_count() > 0)
         if not (send_graph or send_markers):
             return
-        with self._lock:
+        with self._memory.hold():
             revision = self.world.revision
             nodes = list(self.world.state.nodes.values())
             graph = markers = None
             if send_graph:
                 self._sent["graph"] = revision
-                graph = graph_to_msg(nodes, revision, self.config.map_frame, self._last_stamp)
+                graph = graph_to_msg(nodes, revision, self.config.map_frame, self._last_stamp,
+                                     self._property_msgs)
             if send_markers:
                 self._sent["markers"] = revision
                 markers = markers_for(nodes, self.config.map_frame, self.config.hand_frame)
@@ -326,7 +329,7 @@ class SceneGraphNode(Node):
 
     def _on_get_graph(self, request: GetSceneGraph.Request,
                       response: GetSceneGraph.Response) -> GetSceneGraph.Response:
-        with self._lock:
+        with self._memory.hold():
             return self._get_graph(request, response)
 
     def _get_graph(self, request: GetSceneGraph.Request,
@@ -342,12 +345,12 @@ class SceneGraphNode(Node):
         except MemoryStoreError as err:
             return set_error(response, failure_class(err), str(err))
         response.graph = graph_to_msg(nodes, state.revision, self.config.map_frame,
-                                      self._last_stamp)
+                                      self._last_stamp, self._property_msgs)
         return response
 
     def _on_update_node(self, request: UpdateNode.Request,
                         response: UpdateNode.Response) -> UpdateNode.Response:
-        with self._lock:
+        with self._memory.hold():
             response = self._update_node(request, response)
         refused = response.error_code != UpdateNode.Response.NONE
         self.counters.add("update_node.refused" if refused else "update_node.ok")
