@@ -17,6 +17,8 @@ What runs, each as its own process, all on an isolated ROS domain (a random id i
   segmentation (a fixed colour-region stand-in for SAM3 output, see that file) and the
   ``map`` -> optical frame transform on ``/tf``, all stamped with the wall-clock time of
   publishing. Every message is built before the clock starts;
+* a ``get_scene_graph`` client (``benchmarks/keepup_client.py``), a process of its own as the
+  planner would be;
 * this process, which measures.
 
 Figures, over the measured window only (warm-up excluded; a frame belongs to the window when its
@@ -398,14 +400,19 @@ class Probe(Node):
 def read_calls(stream: IO[bytes], record: Recorded, ready: threading.Event) -> None:
     """Collect the client process's ``CALL`` lines (see ``keepup_client.py``)."""
     for raw in stream:
-        word, *rest = raw.decode(errors="replace").split()
+        word, *rest = raw.decode(errors="replace").split() or [""]
         if word == "READY":
             ready.set()
-        elif word == "CALL" and len(rest) == 3:
-            latency = float(rest[1])
+        elif word == "CALL":
+            try:
+                sent, latency, nodes = float(rest[0]), float(rest[1]), int(rest[2])
+                if len(rest) != 3 or not math.isfinite(sent):
+                    raise ValueError("expected: CALL <sent> <latency or nan> <nodes>")
+            except (ValueError, IndexError) as err:
+                print(f"  ignoring a line of the client: {raw[:80]!r} ({err})", flush=True)
+                continue
             with record.lock:
-                record.calls.append((float(rest[0]), None if math.isnan(latency) else latency,
-                                     int(rest[2])))
+                record.calls.append((sent, None if math.isnan(latency) else latency, nodes))
 
 
 # ---------------------------------------------------------------- CPU and load sampling
@@ -595,10 +602,14 @@ def check_connected(run: Run) -> None:
     """
     with run.record.lock:
         batches, events = len(run.record.observations), run.record.event_count
+        calls = [(nodes, latency) for _, latency, nodes in run.record.calls]
     if batches and not events:
+        # whether the node answered tells a missing connection from a stuck node
+        answered = [nodes for nodes, latency in calls if latency is not None]
         raise NotDiscoveredError(
             f"the scene graph took none of the {batches} observation batches of the warm-up "
-            "(DDS never connected it to the deprojection node)")
+            f"(its get_scene_graph answered {len(answered)} of {len(calls)} calls, "
+            f"with {max(answered, default=0)} nodes at most)")
 
 
 def progress(run: Run) -> str:
