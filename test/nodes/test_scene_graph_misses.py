@@ -80,7 +80,7 @@ def test_misses_make_a_mug_stale_and_a_bad_view_changes_nothing(
     assert wait_for(lambda: pub.get_subscription_count() > 0)
 
     def mug_state() -> tuple[int, Any]:
-        with node._lock:
+        with node._memory.hold():
             mug_node = node.world.state.nodes.get("mug_1")
             if mug_node is None:
                 return -1, None
@@ -108,7 +108,7 @@ def test_misses_make_a_mug_stale_and_a_bad_view_changes_nothing(
     broken.view.fx = 0.0
     pub.publish(broken)
     assert wait_for(lambda: node.counters.get("misses.bad_view") == 1)
-    with node._lock:
+    with node._memory.hold():
         assert [n.label for n in node.world.nodes_by_label("banana")] == ["banana"]
     assert mug_state() == (2, None) and len(missed()) == 2
 
@@ -149,7 +149,7 @@ def test_misses_can_be_switched_off(
     pub.publish(frame(14.0, observation_msg("banana", BANANA_AT, detection_id="b", stamp=14.0),
                       with_view=view()))
     assert wait_for(lambda: len(node.world.state.nodes) == 2)
-    with node._lock:
+    with node._memory.hold():
         assert node.world.node("mug_1").misses == 0
     assert node.counters.get("misses.recorded") == 0
 
@@ -204,7 +204,7 @@ def test_a_wrist_view_that_may_not_start_a_cabinet_is_counted_and_missed_for_not
                                 camera="wrist")
     pub.publish(observation_batch(cabinet, wrist_mug, camera="wrist", stamp=5.0))
     assert wait_for(lambda: node.counters.get("observations_held_back.wrist") == 1)
-    with node._lock:
+    with node._memory.hold():
         assert sorted(node.world.state.nodes) == ["mug_1"]
     pole_cabinet = observation_msg("cabinet", (2.5, 0.5, 1.2), detection_id="cab@6",
                                    half=0.25, stamp=6.0)

@@ -123,10 +123,10 @@ class PropertyMessages:
     change between two calls: a node's prior properties stay while its position is refined.
     The core replaces a property's value object when the property changes and never alters it
     (``PropertyValue`` is frozen), so the messages of a value object stay right while it lives.
-    Entries are kept by object identity, holding the object; an entry the last graph build
-    did not use is dropped (a partial build only costs the next one some rebuilding). Callers serialise their use of one instance (the scene graph node
-    builds under the memory lock). Messages handed out are shared: publish them, do not change
-    them.
+    Entries are kept by object identity, holding the object; an entry the last graph build did
+    not use is dropped (a partial build only costs the next one some rebuilding). Callers
+    serialise their use of one instance (the scene graph node builds under the memory lock).
+    Messages handed out are shared: publish them, do not change them.
     """
 
     def __init__(self) -> None:

@@ -17,8 +17,8 @@ class LockedOutbox:
     (a message per event) does not hold up the next user of memory. The publishing lock is
     taken before the memory lock is let go, so events still leave in the order they were
     stored (a user that finishes while the one before still publishes keeps memory until its
-    own turn to publish). The writer thread takes the lock with ``hold(writer=True)`` and gives way to every
-    other user (:class:`CallersFirstLock`).
+    own turn to publish). The writer thread takes the lock with ``hold(writer=True)`` and gives
+    way to every other user (:class:`CallersFirstLock`).
     """
 
     def __init__(self, publish: Callable[[MemoryEvent], None]) -> None:
