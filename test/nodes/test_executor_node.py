@@ -344,12 +344,12 @@ class Rig:
         assert wait_until(future.done, 15.0), "execute_primitive did not answer the goal"
         return future.result()
 
-    def result(self, handle: Any, timeout: float = 40.0) -> Any:
+    def result(self, handle: Any, timeout: float = 120.0) -> Any:
         future = handle.get_result_async()
         assert wait_until(future.done, timeout), "execute_primitive did not finish"
         return future.result().result
 
-    def run(self, goal: ExecutePrimitive.Goal, timeout: float = 40.0) -> Any:
+    def run(self, goal: ExecutePrimitive.Goal, timeout: float = 120.0) -> Any:
         handle = self.send(goal)
         assert handle.accepted
         return self.result(handle, timeout)

@@ -47,6 +47,7 @@ from mimir.ros.floatfix import FloatSafePublisher
 from mimir.ros.params import ConfigError, declare_config
 from mimir.ros.runtime import run_node
 from mimir.ros.tf import ClosesTransforms, TransformPublisher, make_transform_source
+from mimir.ros.time import ClockPacer
 from mimir.transforms import TransformError
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
@@ -93,8 +94,10 @@ class ExecutorNode(ClosesTransforms, Node):
                               reset_timeout_s=cfg.reset_timeout_s,
                               backoff=Backoff(initial_s=0.2, max_s=5.0))
         self.cancel = threading.Event()
-        self.motion = Motion(self.link, self.profile, cancel=self.cancel,
-                             on_sample=self._on_sample)
+        # streamed periods are periods of the node's clock: simulation time under use_sim_time
+        pacer = ClockPacer(self, cancel=self.cancel)
+        self.motion = Motion(self.link, self.profile, cancel=self.cancel, clock=pacer.now,
+                             sleep=pacer.sleep, on_sample=self._on_sample)
         self.runner = Executor(self.motion, on_phase=self._on_phase)
         self._busy = threading.Lock()
         self._goal: ServerGoalHandle | None = None
