@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from pathlib import Path
 
 import pytest
+
+from mimir.ros import runtime
 
 pytestmark = pytest.mark.ros
 
@@ -56,3 +60,26 @@ def test_hanging_teardown_after_a_failed_start_is_cut_short() -> None:
     # the watchdog writes where the process was stuck before it exits
     assert "most recent call first" in proc.stderr
     assert elapsed < 60
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_settle_heap_frees_start_up_garbage_then_freezes_what_lives() -> None:
+    left_over = _Cycle()  # garbage from start-up: must be freed, not frozen
+    left_over_ref = weakref.ref(left_over)
+    del left_over
+    gc.unfreeze()
+    try:
+        runtime.settle_heap()
+        assert left_over_ref() is None
+        assert gc.get_freeze_count() > 0
+        later = _Cycle()  # garbage made after start-up is collected as before
+        later_ref = weakref.ref(later)
+        del later
+        gc.collect()
+        assert later_ref() is None
+    finally:
+        gc.unfreeze()
