@@ -18,8 +18,10 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 
+from mimir.nodes.robot.executor_params import ExecutorNodeConfig
 from mimir.ros import qos
 from mimir.ros.time import ClockPacer, clock_seconds, from_seconds
+from mimir_robot.profile import ProfileError
 
 pytestmark = pytest.mark.ros
 
@@ -117,3 +119,10 @@ def test_without_sim_time_the_pacer_is_wall_time(spin_node: Node) -> None:
 def test_bad_pacing_settings_are_refused(spin_node: Node, poll_s: float, stall_s: float) -> None:
     with pytest.raises(ValueError, match="must be positive"):
         ClockPacer(spin_node, poll_s=poll_s, stall_s=stall_s)
+
+
+@pytest.mark.parametrize("stall_s", [0.0, -1.0, float("nan")])
+def test_the_executor_refuses_a_clock_stall_limit_that_is_not_positive(stall_s: float) -> None:
+    with pytest.raises(ProfileError, match="clock_stall_s"):
+        ExecutorNodeConfig(authkey="k", clock_stall_s=stall_s)
+    assert ExecutorNodeConfig(authkey="k", clock_stall_s=0.5).clock_stall_s == 0.5

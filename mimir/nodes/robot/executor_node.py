@@ -95,7 +95,7 @@ class ExecutorNode(ClosesTransforms, Node):
                               backoff=Backoff(initial_s=0.2, max_s=5.0))
         self.cancel = threading.Event()
         # streamed periods are periods of the node's clock: simulation time under use_sim_time
-        pacer = ClockPacer(self, cancel=self.cancel)
+        pacer = ClockPacer(self, cancel=self.cancel, stall_s=cfg.clock_stall_s)
         self.motion = Motion(self.link, self.profile, cancel=self.cancel, clock=pacer.now,
                              sleep=pacer.sleep, on_sample=self._on_sample)
         self.runner = Executor(self.motion, on_phase=self._on_phase)

@@ -31,6 +31,9 @@ class ExecutorNodeConfig(RobotProfile):
         False, "reset base and arm once connected (the arm moves; off on the robot: reset through "
         "the robot/reset service instead)", read_only=True)
     state_rate_hz: float = param(20.0, "rate of the contract signals (Hz)", read_only=True)
+    clock_stall_s: float = param(
+        2.0, "under use_sim_time: wall time without a /clock tick after which a streamed "
+        "motion stops waiting for simulated time (s; a stopped simulator)", read_only=True)
     map_frame: str = shared.map_frame("fixed frame of memory")
     odom_frame: str = shared.odom_frame()
     base_frame: str = shared.base_frame()
@@ -71,7 +74,7 @@ class ExecutorNodeConfig(RobotProfile):
                 raise ProfileError(f"{name} {port} is not a TCP port")
         for name in ("connect_timeout_s", "call_timeout_s", "reset_timeout_s", "state_rate_hz",
                      "view_timeout_s", "target_tolerance", "diagnostics_period",
-                     "tag_search_dwell_s"):
+                     "tag_search_dwell_s", "clock_stall_s"):
             positive(name, getattr(self, name), ProfileError)
         if not self.link_settle_s >= 0.0:
             raise ProfileError(f"link_settle_s {self.link_settle_s} must be zero or positive")
