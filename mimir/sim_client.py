@@ -15,12 +15,12 @@ from typing import Any, Protocol
 import rclpy
 from rclpy.client import Client
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
 from mimir.ros import qos
 from mimir.ros.actions import ActionClient
 from mimir.ros.floatfix import coerce_floats
+from mimir.ros.runtime import HandOffExecutor
 from mimir.signals import handling
 from mimir.sim_report import InstructionReport, SimJobError, judge_details
 from mimir_msgs.action import RunTask
@@ -60,7 +60,7 @@ class SimClient:
         self.node = Node("mimir_sim_job", context=self._context,
                          parameter_overrides=[rclpy.parameter.Parameter("use_sim_time",
                                                                         value=True)])
-        self._executor = MultiThreadedExecutor(context=self._context)
+        self._executor = HandOffExecutor(context=self._context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True)
         self._graph: SceneGraph | None = None

@@ -18,6 +18,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
 from mimir.ros import qos
+from mimir.ros.runtime import HandOffExecutor
 from mimir.ros.time import from_seconds
 from mimir_msgs.msg import ObjectObservation, ObjectObservationArray
 
@@ -37,8 +38,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
 
 @contextmanager
 def spinning_executor(context: Context, num_threads: int = 4) -> Iterator[MultiThreadedExecutor]:
-    """A multi-threaded executor spinning in a background thread; its nodes die with it."""
-    executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
+    """A multi-threaded executor (the nodes' :class:`HandOffExecutor`) spinning in a background
+    thread; its nodes die with it."""
+    executor = HandOffExecutor(num_threads=num_threads, context=context)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     try:

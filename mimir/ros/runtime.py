@@ -6,7 +6,8 @@ A node whose callbacks never wait on one another (streams in, results out) spins
 thread re-yields queued tasks and scans its growing list of futures), holding the interpreter
 lock its own workers need. Profiled under three 1280x720 cameras at 15 Hz, the deprojection node
 spent about 70% of its samples in that loop and processed under 1% of the frames. Nodes that
-call services from callbacks and wait for the answer keep the multi-threaded executor.
+call services from callbacks and wait for the answer spin a :class:`HandOffExecutor`, a
+multi-threaded executor without that loop.
 """
 
 from __future__ import annotations
@@ -15,15 +16,20 @@ import faulthandler
 import gc
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import rclpy
 from rclpy.executors import (
+    ConditionReachedException,
     Executor,
     ExternalShutdownException,
     MultiThreadedExecutor,
+    ShutdownException,
     SingleThreadedExecutor,
+    TimeoutException,
 )
 from rclpy.node import Node
 
@@ -66,6 +72,50 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None,
         rclpy.try_shutdown()
 
 
+class HandOffExecutor(MultiThreadedExecutor):
+    """A multi-threaded executor whose spin thread hands each ready callback to the pool once
+    and then waits until a worker has started it.
+
+    This rclpy's ``MultiThreadedExecutor`` hands a callback to its pool and goes straight back
+    for more work; a callback still queued for a worker is "not running yet", so it is handed out
+    again at once, and again, without the spin thread ever blocking. Counted in a simulation run,
+    the analyzer's spin thread went round about 3,000 times a second for 50 callbacks that were
+    new, the executor's about 800 for 40: 40-50 % and 15-25 % of a core spent handing out the
+    same work. Here the spin thread waits (on an event, not a loop) until a worker takes the
+    callback, so a queued callback is never handed out again and the spin thread sleeps in the
+    middleware's wait whenever nothing new is ready.
+
+    Nothing can run sooner than with the stock executor: a callback needs a free worker either
+    way, and the pool runs callbacks in the order they were handed to it. A wait for a worker
+    ends early on shutdown and when the spin's own condition holds (``spin_until_future_complete``).
+    """
+
+    #: How often a wait for a free worker looks at shutdown and the spin's condition (s).
+    POLL_S = 0.05
+
+    def _spin_once_impl(self, timeout_sec: Any = None,
+                        wait_condition: Callable[[], bool] = lambda: False) -> None:
+        try:
+            handler, _, _ = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
+        except (ExternalShutdownException, ShutdownException, TimeoutException,
+                ConditionReachedException):
+            return
+        started = threading.Event()
+        self._executor.submit(_run_started, handler, started)
+        self._futures.append(handler)
+        while not started.wait(self.POLL_S):
+            if self._is_shutdown or not self._context.ok() or wait_condition():
+                break
+        for future in [f for f in self._futures if f.done()]:
+            self._futures.remove(future)
+            future.result()  # a callback that raised stops the spin, as with the stock executor
+
+
+def _run_started(handler: Callable[[], None], started: threading.Event) -> None:
+    started.set()
+    handler()
+
+
 def settle_heap() -> None:
     """Keep what start-up built out of the cyclic garbage collector's full passes.
 
@@ -84,7 +134,7 @@ def _spin(node: Node, threads: int | None) -> int:
     status = 0
     try:
         executor: Executor = (SingleThreadedExecutor() if threads == 1
-                              else MultiThreadedExecutor(num_threads=threads))
+                              else HandOffExecutor(num_threads=threads))
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

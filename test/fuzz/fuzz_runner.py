@@ -29,10 +29,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+from mimir.ros.runtime import HandOffExecutor
 from mimir_memory.maintenance import check_memory
 
 #: Generated cases per interface: a bounded, seeded run in ``make test``; ``make fuzz`` sets more.
@@ -83,7 +83,7 @@ class WatchedExecutor:
     """A multi-threaded executor spinning in a thread that keeps the exception that stopped it."""
 
     def __init__(self, context: Context, threads: int = 4) -> None:
-        self.executor = MultiThreadedExecutor(num_threads=threads, context=context)
+        self.executor = HandOffExecutor(num_threads=threads, context=context)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()

@@ -14,10 +14,11 @@ import time
 import rclpy
 from rclpy.action import ActionServer
 from rclpy.action.server import ServerGoalHandle
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from mimir.ros import qos
+from mimir.ros.runtime import HandOffExecutor
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import MemoryEvent, SceneGraph, SceneNode
 from mimir_msgs.srv import UpdateNode
@@ -61,7 +62,7 @@ class Peer(Node):
 def main() -> int:
     rclpy.init()
     node = Peer()
-    executor = MultiThreadedExecutor()
+    executor = HandOffExecutor()
     executor.add_node(node)
     print("READY", flush=True)
     try:
