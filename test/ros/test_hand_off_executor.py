@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import rclpy
@@ -13,6 +13,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.task import Future
+from ros_helpers import wait_until
 from std_msgs.msg import Int32
 
 from mimir.ros.runtime import HandOffExecutor
@@ -44,13 +45,6 @@ class Busy:
             self.release.wait(10.0)
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return predicate()
-
-
 @pytest.fixture
 def spinning(ros_context: Context) -> Iterator[Busy]:
     executor = HandOffExecutor(num_threads=2, context=ros_context)
@@ -71,7 +65,7 @@ def spinning(ros_context: Context) -> Iterator[Busy]:
 def test_the_spin_thread_sleeps_while_every_worker_is_busy(spinning: Busy) -> None:
     busy = spinning
     busy.send(5)
-    assert _wait(lambda: len(busy.seen) >= 2)
+    assert wait_until(lambda: len(busy.seen) >= 2)
     time.sleep(0.2)
     assert busy.seen == [0, 1]  # both workers held; three messages wait
     cpu0, wall0 = time.process_time(), time.monotonic()
@@ -82,7 +76,7 @@ def test_the_spin_thread_sleeps_while_every_worker_is_busy(spinning: Busy) -> No
     assert cpu < 0.35 * wall, f"{cpu:.2f} s of CPU in {wall:.2f} s with the pool full"
     assert busy.seen == [0, 1]  # nothing ran without a worker
     busy.release.set()
-    assert _wait(lambda: len(busy.seen) == 5)  # once workers are free, the rest run, once each
+    assert wait_until(lambda: len(busy.seen) == 5)  # once workers are free, the rest run, once each
     assert sorted(busy.seen) == [0, 1, 2, 3, 4]
 
 
