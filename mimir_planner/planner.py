@@ -49,6 +49,7 @@ import itertools
 import logging
 import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -571,8 +572,10 @@ class PlannerSession:
         if isinstance(grounding, GroundedGoal):
             focus = [grounding.candidate.node_id]
         scene_graph = self.world.render(self.config.loop.scene_graph_chars, focus=focus)
+        started = time.perf_counter()
         frames, images = self._retrieve(goal, spec, grounding, text, summary=scene_graph,
                                         warnings=notes)
+        retrieval_s = time.perf_counter() - started if self.retriever is not None else None
         image, marks = self._overlay(notes)
         history = tuple(self.history[-self.config.loop.history_steps:])
         beliefs = self.open_beliefs()
@@ -606,6 +609,7 @@ class PlannerSession:
             primitives=self.registry.describe(),
             retrieved=frames,
             retrieved_images=images,
+            retrieval_s=retrieval_s,
             image=image,
             marks=marks,
             warnings=tuple(notes),

@@ -91,6 +91,9 @@ class PlanningContext:
     primitives: str
     retrieved: tuple[RetrievedFrame, ...] = ()
     retrieved_images: tuple[np.ndarray, ...] = ()
+    retrieval_s: float | None = None
+    """Wall time (s) the keyframe retrieval of this call took, images loaded; None when the
+    planner reads no keyframes."""
     image: np.ndarray | None = None
     marks: tuple[Mark, ...] = ()
     warnings: tuple[str, ...] = ()

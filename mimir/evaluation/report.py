@@ -5,8 +5,8 @@
 - ``report.md``: mean task progress with 95% bootstrap intervals per method and per task
   family, paired comparisons between methods (sign-flip permutation tests over the layouts both
   finished, Holm-adjusted), steps, memory sizes, keyframe retrieval (how many frames a planner
-  call got and how far into the past they reach), and the memory-free sanity baselines on the
-  same layouts;
+  call got, how far into the past they reach and how long retrieving them took), and the
+  memory-free sanity baselines on the same layouts;
 - ``trials.jsonl``: one line per trial;
 - ``progress.png``, ``tasks.png`` and, with several noise scales, ``noise.png``;
 - ``failures.md``: for every instruction judged not done, the judge's unmet criteria, the
@@ -44,6 +44,8 @@ class Retrieval:
     calls: int
     frames: int
     reach_s: tuple[float, ...]
+    latency_s: tuple[float, ...] = ()
+    """Wall time each planner call that read keyframes spent retrieving them (s)."""
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
@@ -87,7 +89,20 @@ def retrieval(folder: Path) -> Retrieval:
                         continue  # evicted by the budget since
             finally:
                 store.close()
-    return Retrieval(len(calls), len(frames), tuple(r for r in reach if math.isfinite(r)))
+    return Retrieval(len(calls), len(frames), tuple(r for r in reach if math.isfinite(r)),
+                     retrieval_latencies(calls))
+
+
+def retrieval_latencies(calls: Iterable[Mapping[str, Any]]) -> tuple[float, ...]:
+    """The retrieval times the planner calls recorded (``retrieval_s``); calls that read no
+    keyframes (null) and traces written before the field existed give none."""
+    found = []
+    for call in calls:
+        value = call.get("retrieval_s")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value) and value >= 0:
+            found.append(float(value))
+    return tuple(found)
 
 
 def family_progress(result: TrialResult) -> dict[str, float]:
@@ -130,7 +145,7 @@ def trial_line(result: TrialResult, root: Path) -> dict[str, Any]:
                           for row in result.instructions],
             figures=result.results.get("figures", {}), wall_s=result.results.get("wall_s"),
             planner_calls=got.calls, retrieved_frames=got.frames,
-            retrieval_reach_s=list(got.reach_s))
+            retrieval_reach_s=list(got.reach_s), retrieval_latency_s=list(got.latency_s))
     return line
 
 
@@ -152,8 +167,9 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
     """The per-method table."""
     rows = ["| method | trials (failed runs) | task progress [95% CI] | instructions done | "
             "steps per instruction | keyframes stored | interaction properties | frames per "
-            "planner call | retrieved frames' age, median / max (s) | wall time per trial (s) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "planner call | retrieved frames' age, median / max (s) | retrieval time, median / "
+            "p95 (ms) | wall time per trial (s) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for method in methods:
         own = [r for r in results if r.spec.method.name == method.name]
         done = [r for r in own if r.finished]
@@ -166,6 +182,8 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
         calls = sum(int(line["planner_calls"]) for line in own_lines)
         frames = sum(int(line["retrieved_frames"]) for line in own_lines)
         ages = [a for line in own_lines for a in line["retrieval_reach_s"]]
+        latency_ms = [1000.0 * t for line in own_lines
+                      for t in line.get("retrieval_latency_s", ())]
         rows.append(
             f"| {method.label} | {len(done)} ({failed}"
             + (f"; {pending} not run" if pending else "") + f") | {interval.text()} | "
@@ -174,7 +192,9 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
             f"{_fmt(_mean(float(f.get('keyframes stored', 0)) for f in figures), 0)} | "
             f"{_fmt(_mean(float(f.get('interaction-derived properties', 0)) for f in figures))}"
             f" | {_fmt(frames / calls if calls else math.nan, 2)} | "
-            + (f"{np.median(ages):.0f} / {max(ages):.0f}" if ages else "-")
+            + (f"{np.median(ages):.0f} / {max(ages):.0f}" if ages else "-") + " | "
+            + (f"{np.median(latency_ms):.0f} / {np.percentile(latency_ms, 95):.0f}"
+               if latency_ms else "-")
             + f" | {_fmt(_mean(float(r.results.get('wall_s', 0)) for r in done), 0)} |")
     return rows
 

@@ -70,6 +70,8 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
              (run / "memory" / "planner_trace.jsonl").read_text().splitlines()]
     assert any(s["primitive"] == "open" and s["success"] is False for s in steps)
     assert all(s["start"] <= s["end"] for s in steps)
+    # each call that read keyframes says how long retrieving them took (wall s)
+    assert any(isinstance(s["retrieval_s"], float) and s["retrieval_s"] > 0 for s in steps)
     command = f"mimir inspect {run.resolve()}"
     assert any(t["kind"] == "summary" and command in t["text"] for t in trace)
     # On noise-free inputs with an honest reasoner the judge finds no wrong fact in memory

@@ -9,7 +9,7 @@ import pytest
 from eval_helpers import finish_trial
 
 from mimir.evaluation.methods import Method
-from mimir.evaluation.report import comparisons, write_report
+from mimir.evaluation.report import comparisons, retrieval_latencies, write_report
 from mimir.evaluation.trials import TrialResult, TrialSpec, read_trial
 
 FULL = Method(name="full", label="full")
@@ -150,3 +150,37 @@ def test_trials_not_run_yet_are_not_counted_as_failed(tmp_path: Path) -> None:
     assert ("Not run yet, or stopped before the end (2; the same command runs them): "
             "full/scale-1/seed-1006, full/scale-1/seed-1007.") in text
     assert "full/scale-1/seed-1006:" not in text  # not listed among the failed runs
+
+
+def test_retrieval_time_per_planner_call_is_reported_per_method(tmp_path: Path) -> None:
+    """The planner trace's ``retrieval_s`` (wall time a call spent retrieving keyframes) gives
+    the median and 95th percentile per method; a method that reads no keyframes shows none."""
+    results = []
+    for seed, times in ((1000, (0.010, 0.020)), (1001, (0.030, 0.110))):
+        calls = [{"call": k + 1, "instruction": "instruction 0", "primitive": "move_to",
+                  "target": "cabinet_1", "outcome": "executed", "success": True,
+                  "start": 10.0 * k, "retrieved": [], "retrieval_s": t}
+                 for k, t in enumerate(times)]
+        full = TrialSpec("locked_unlocked", FULL, seed, "ideal")
+        finish_trial(full, tmp_path, (1.0,), calls=calls)
+        results.append(read_trial(full, tmp_path))
+        sg = TrialSpec("locked_unlocked", SG, seed, "ideal")
+        finish_trial(sg, tmp_path, (1.0,), calls=[{**calls[0], "retrieval_s": None}])
+        results.append(read_trial(sg, tmp_path))
+    text = write_report(results, [FULL, SG], tmp_path).read_text()
+    # four calls: 10, 20, 30 and 110 ms -> median 25, 95th percentile 30 + 0.85 * 80 = 98
+    full_row = next(line for line in text.splitlines() if line.startswith("| full |"))
+    sg_row = next(line for line in text.splitlines() if line.startswith("| SG |"))
+    assert "| 25 / 98 |" in full_row
+    assert sg_row.split(" | ")[-2] == "-"  # no retrieval time, before the wall time column
+    lines = [json.loads(x) for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
+    by_trial = {x["trial"]: x for x in lines}
+    assert by_trial["full/scale-1/seed-1001"]["retrieval_latency_s"] == [0.03, 0.11]
+    assert by_trial["sg/scale-1/seed-1001"]["retrieval_latency_s"] == []
+
+
+def test_retrieval_times_that_are_not_durations_are_left_out() -> None:
+    calls = [{"retrieval_s": 0.5}, {"retrieval_s": None}, {}, {"retrieval_s": "0.2"},
+             {"retrieval_s": -1.0}, {"retrieval_s": float("nan")}, {"retrieval_s": True},
+             {"retrieval_s": float("inf")}, {"retrieval_s": 0}]
+    assert retrieval_latencies(calls) == (0.5, 0.0)

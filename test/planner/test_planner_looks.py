@@ -677,3 +677,21 @@ def test_a_frame_view_says_why_it_shows_nothing(kitchen, tmp_path: Path) -> None
     assert looks.in_frame(frame, world.state.nodes[apple], 0.5) == "no camera view"
     assert "unknown keyframe" in str(looks.in_frame("nope", world.state.nodes[apple], 0.5))
     store.close()
+
+
+def test_a_planner_call_records_how_long_keyframe_retrieval_took(kitchen, tmp_path: Path
+                                                                  ) -> None:
+    world, task, kit = kitchen
+    store = KeyframeStore.open(tmp_path / "keyframes")
+    _apple_seen(world, kit, store, "cabinet_1", RED, stamp=10.0)
+    reading = session_for(world, task, keyframes=store)
+    reading.submit("Find the apple.")
+    goal = task.active_goal()
+    assert goal is not None
+    ctx = reading.context(goal)
+    assert ctx.retrieved, "the apple's keyframes are retrieved"
+    assert ctx.retrieval_s is not None and 0.0 < ctx.retrieval_s < 60.0
+    # a planner that reads no keyframes retrieves nothing and times nothing
+    blind = session_for(world, task)
+    assert blind.context(goal).retrieval_s is None
+    store.close()

@@ -107,6 +107,7 @@ class TaskHooks(RunHooks):
                             "evidence": list(c.evidence)} for c in grounding],
             "retrieved": [{"frame_id": r.keyframe.keyframe_id, "reason": r.reason,
                            "pool": r.pool_source} for r in retrieved],
+            "retrieval_s": ctx.retrieval_s if ctx is not None else None,
         })
 
 
