@@ -21,7 +21,8 @@ IMAGE_FORMATS = ("jpg", "png")
 class AssociationConfig(settings.Checked, section="association", error=ConfigError,
                         positive=("default_radius_m", "hypothesis_factor", "fade",
                                   "operation_timeout_s"),
-                        non_negative=("box_tolerance_m",), positive_int=("misses_to_stale",),
+                        non_negative=("box_tolerance_m", "stale_after_s"),
+                        positive_int=("misses_to_stale",),
                         within={"box_overlap": (0.0, 1.0)}):
     """Association radii of the scene graph.
 
@@ -46,6 +47,11 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
             keeps their estimate on the evidence of many views instead of following the last.
         misses_to_stale: Misses in a row (perception expected to see a node and did not)
             after which memory records that the node is no longer at its last place.
+        stale_after_s: Least time (s) between the node's last sighting, by any camera, and the
+            miss that marks it gone: a recent sighting outweighs a few misses. While the wrist
+            camera looks into a cabinet from close by, the pole camera's far view of the same
+            small thing flickers (half hidden behind the cabinet's front, behind the arm); its
+            misses alone must not make memory forget what the wrist just saw.
         merge_converged: After a batch is fused, a fused node and another node of its label
             whose centroids lie within the association radius and whose boxes nest (the
             ``box_overlap`` test) are one object seen as two: the one with fewer observations is
@@ -85,6 +91,7 @@ class AssociationConfig(settings.Checked, section="association", error=ConfigErr
     fade: float = 0.2
     label_fade: dict[str, float] = field(default_factory=dict)
     misses_to_stale: int = 3
+    stale_after_s: float = 5.0
     merge_converged: bool = True
     open_swing: bool = True
     anchor_open: bool = True

@@ -684,9 +684,11 @@ class WorldMemory(Store):
     ) -> list[MemoryEvent]:
         """Record that perception expected to see a node and did not (negative evidence).
 
-        The node counts its misses until it is seen again. The miss that brings the count to
-        ``AssociationConfig.misses_to_stale`` also writes, in the same transaction, the
-        property ``at_last_place`` = False: the object is no longer where memory last saw it.
+        The node counts its misses until it is seen again. The first miss that brings the
+        count to ``AssociationConfig.misses_to_stale`` or more, at least
+        ``AssociationConfig.stale_after_s`` after any camera last saw the node, also writes, in
+        the same transaction, the property ``at_last_place`` = False: the object is no longer
+        where memory last saw it.
         Nothing is deleted; :meth:`ingest` sets the property back to True when the node is
         fused again.
 
@@ -715,9 +717,11 @@ class WorldMemory(Store):
                               source=source, evidence=evidence, verdict=None)]
         count = node.misses + 1
         limit = self.config.association.misses_to_stale
-        if count >= limit and not self._away(node_id):
-            note = (f"expected in view but not seen {count} times in a row since it was last "
-                    f"seen (limit {limit})")
+        floor = self.config.association.stale_after_s
+        unseen_s = stamp - node.last_seen
+        if count >= limit and unseen_s >= floor and not self._away(node_id):
+            note = (f"expected in view but not seen {count} times in a row in the "
+                    f"{unseen_s:.1f} s since it was last seen (limits {limit} and {floor:g} s)")
             events.append(self._event(
                 EventKind.PROPERTY_SET,
                 _property_payload(node_id, AT_LAST_PLACE, False, confidence=PLACE_CONFIDENCE,

@@ -116,12 +116,14 @@ def test_a_fixture_estimate_does_not_follow_the_views_of_its_open_door(tmp_path:
 def test_fade_and_misses_to_stale_are_configured_and_validated() -> None:
     shipped = load_memory_config(REPO / "config" / "memory.yaml").association
     assert shipped.fade == pytest.approx(0.2) and shipped.misses_to_stale == 3
+    assert shipped.stale_after_s == pytest.approx(5.0) == AssociationConfig().stale_after_s
     assert AssociationConfig().fade == pytest.approx(0.2)
     assert memory_config_from_dict({"association": {"fade": 1}}).association.fade == 1.0
     for bad in ({"fade": 0}, {"fade": -0.1}, {"fade": 1.5}, {"fade": math.nan},
                 {"fade": math.inf}, {"fade": True}, {"fade": "slow"},
                 {"misses_to_stale": 0}, {"misses_to_stale": -2}, {"misses_to_stale": 2.5},
-                {"misses_to_stale": True}):
+                {"misses_to_stale": True}, {"stale_after_s": -0.5},
+                {"stale_after_s": math.nan}, {"stale_after_s": "soon"}):
         with pytest.raises(ConfigError):
             AssociationConfig(**bad)
     with pytest.raises(ConfigError):
@@ -193,27 +195,28 @@ def test_bad_placement_positions_are_refused_without_writing(world: WorldMemory)
 # ------------------------------------------------------------------ 3. negative evidence
 def test_misses_make_a_node_stale_and_a_sighting_brings_it_back(world: WorldMemory) -> None:
     world.ingest([obs("mug", [0, 0, 0], stamp=1.0)])
-    first = world.record_miss("mug_1", stamp=2.0, camera="head", reason="in view, unoccluded")
+    # misses mark a node gone once no camera has seen it for stale_after_s (5 s)
+    first = world.record_miss("mug_1", stamp=4.0, camera="head", reason="in view, unoccluded")
     assert [e.kind for e in first] == [EventKind.OBSERVATION_MISSED]
     assert first[0].payload == {"node_id": "mug_1", "camera": "head",
                                 "reason": "in view, unoccluded"}
-    assert len(world.record_miss("mug_1", stamp=3.0)) == 1
+    assert len(world.record_miss("mug_1", stamp=5.0)) == 1
     assert world.node("mug_1").misses == 2 and AT_LAST_PLACE not in world.node("mug_1").properties
-    third = world.record_miss("mug_1", stamp=4.0, camera="head")
+    third = world.record_miss("mug_1", stamp=6.0, camera="head")
     assert [e.kind for e in third] == [EventKind.OBSERVATION_MISSED, EventKind.PROPERTY_SET]
     stale = world.node("mug_1").properties[AT_LAST_PLACE]
     assert stale.value is False and stale.confidence == pytest.approx(0.9)
     assert "3 times" in stale.reasoning and stale.source == "perception"
     assert "mug_1" in world.state.nodes  # an event, never a deletion
     # a further miss is counted, the property is not written again
-    assert [e.kind for e in world.record_miss("mug_1", stamp=5.0)] == [
+    assert [e.kind for e in world.record_miss("mug_1", stamp=7.0)] == [
         EventKind.OBSERVATION_MISSED]
     assert world.node("mug_1").misses == 4
-    back = world.ingest([obs("mug", [0.02, 0, 0], stamp=6.0)])
+    back = world.ingest([obs("mug", [0.02, 0, 0], stamp=8.0)])
     assert [e.kind for e in back] == [EventKind.OBSERVATION_FUSED, EventKind.PROPERTY_SET]
     node = world.node("mug_1")
     assert node.misses == 0 and node.properties[AT_LAST_PLACE].value is True
-    assert [e.kind for e in world.ingest([obs("mug", [0.02, 0, 0], stamp=7.0)])] == [
+    assert [e.kind for e in world.ingest([obs("mug", [0.02, 0, 0], stamp=9.0)])] == [
         EventKind.OBSERVATION_FUSED]
     assert len(world.why("mug_1", "misses")) == 4
     assert [e.payload["value"] for e in world.why("mug_1", AT_LAST_PLACE)] == [False, True]
@@ -221,7 +224,8 @@ def test_misses_make_a_node_stale_and_a_sighting_brings_it_back(world: WorldMemo
 
 
 def test_a_miss_limit_of_one_and_placement_reset_misses(tmp_path: Path) -> None:
-    with WorldMemory.open(tmp_path / "w.db", config=_config(misses_to_stale=1)) as world:
+    with WorldMemory.open(tmp_path / "w.db",
+                          config=_config(misses_to_stale=1, stale_after_s=0.0)) as world:
         world.ingest([obs("mug", [0, 0, 0]), obs("table", [3, 0, 0.7], half=0.4)])
         events = world.record_miss("mug_1", stamp=2.0)
         assert [e.kind for e in events] == [EventKind.OBSERVATION_MISSED,
@@ -229,6 +233,33 @@ def test_a_miss_limit_of_one_and_placement_reset_misses(tmp_path: Path) -> None:
         assert '"missed":1' in world.render(100_000)
         world.set_parent("mug_1", "table_1", "surface", stamp=3.0, position=(3, 0, 0.8))
         assert world.node("mug_1").misses == 0
+
+
+def test_a_recent_sighting_outweighs_a_few_misses(tmp_path: Path) -> None:
+    """The wrist camera looks into a cabinet from close by while the pole camera's far view of
+    the same small thing flickers: its misses mark the node gone only once no camera has seen
+    it for stale_after_s."""
+    with WorldMemory.open(tmp_path / "w.db", config=_config(stale_after_s=5.0)) as world:
+        world.ingest([obs("banana", [1.0, 0.0, 1.05], stamp=150.0)])
+        for stamp in (151.0, 152.0, 153.0, 154.9):
+            events = world.record_miss("banana_1", stamp=stamp, camera="pole")
+            assert [e.kind for e in events] == [EventKind.OBSERVATION_MISSED]
+        assert world.node("banana_1").misses == 4
+        assert AT_LAST_PLACE not in world.node("banana_1").properties
+        gone = world.record_miss("banana_1", stamp=155.0, camera="pole")
+        assert [e.kind for e in gone] == [EventKind.OBSERVATION_MISSED, EventKind.PROPERTY_SET]
+        assert "5 times in a row in the 5.0 s since it was last seen" in gone[1].payload[
+            "reasoning"]
+        # seen again: count and clock start over
+        world.ingest([obs("banana", [1.0, 0.0, 1.05], stamp=156.0)])
+        for stamp in (157.0, 158.0, 159.0):
+            world.record_miss("banana_1", stamp=stamp, camera="pole")
+        assert world.node("banana_1").properties[AT_LAST_PLACE].value is True
+        # a miss stamped before the last sighting (a late frame) never marks it gone
+        world.ingest([obs("banana", [1.0, 0.0, 1.05], stamp=170.0)])
+        for stamp in (160.0, 161.0, 162.0, 163.0):
+            assert len(world.record_miss("banana_1", stamp=stamp, camera="pole")) == 1
+        assert world.node("banana_1").properties[AT_LAST_PLACE].value is True
 
 
 def test_bad_misses_are_refused_without_writing(world: WorldMemory) -> None:
@@ -402,7 +433,7 @@ def test_everything_survives_reopen_and_replays_the_same(tmp_path: Path) -> None
         world.ingest([obs("cabinet", [2, 0, 1], half=0.3, stamp=12.0)])
         world.set_parent("spoon_1", "cabinet_1", "container", stamp=13.0,
                          position=(2.0, 0.1, 1.1))
-        for stamp in (14.0, 15.0, 16.0):
+        for stamp in (15.0, 16.0, 17.0):  # the last 5 s after the cabinet was seen
             world.record_miss("cabinet_1", stamp=stamp, camera="head")
         world.merge("mug_1", "mug_2", stamp=17.0, reason="same mug")
         world.set_property("mug_2", "color", "green", confidence=0.9, stamp=18.0)
@@ -748,20 +779,20 @@ def test_an_admitted_find_inside_a_fixture_brings_a_stale_node_back(world: World
     inspection's admitted parent change says where it is: the node is back at its place."""
     world.ingest([_box("cabinet", [0.9, -0.3, 1.0], [1.25, 0.3, 1.45], 1.0),
                   obs("banana", [1.0, 0.0, 1.05], stamp=1.0)])
-    for stamp in (2.0, 2.5, 3.0):
+    for stamp in (2.0, 4.0, 6.0):
         world.record_miss("banana_1", stamp=stamp, camera="pole")
     assert world.node("banana_1").properties[AT_LAST_PLACE].value is False
-    deferred = world.update_node("banana_1", stamp=4.0, parent=("cabinet_1", "container"),
+    deferred = world.update_node("banana_1", stamp=7.0, parent=("cabinet_1", "container"),
                                  verdict=Verdict.DEFER)
     assert [e.kind for e in deferred] == [EventKind.PARENT_CHANGED]
     assert world.node("banana_1").properties[AT_LAST_PLACE].value is False
-    found = world.update_node("banana_1", stamp=5.0, parent=("cabinet_1", "container"))
+    found = world.update_node("banana_1", stamp=8.0, parent=("cabinet_1", "container"))
     assert [e.kind for e in found] == [EventKind.PARENT_CHANGED, EventKind.PROPERTY_SET]
     back = world.node("banana_1").properties[AT_LAST_PLACE]
     assert back.value is True and "found in cabinet_1" in back.reasoning
     # a node that was never stale gets no such property, and taking it away says nothing
-    world.ingest([obs("mug", [0.0, 1.0, 0.9], stamp=6.0)])
-    assert [e.kind for e in world.update_node("mug_1", stamp=7.0, parent=("cabinet_1",
+    world.ingest([obs("mug", [0.0, 1.0, 0.9], stamp=9.0)])
+    assert [e.kind for e in world.update_node("mug_1", stamp=10.0, parent=("cabinet_1",
                                                                          "container"))] \
         == [EventKind.PARENT_CHANGED]
 

@@ -274,18 +274,18 @@ def test_the_recorder_throttles_per_node_marks_gone_and_refuses_bad_stamps(
     (created,) = world.ingest([obs("mug", (2.0, 0.0, 1.0), 1.0, half=0.08)])
     mug = str(created.payload["node_id"])
     recorder = MissRecorder(world, CFG, min_period_s=1.0)
-    first = recorder.record(view(), (), stamp=2.0, camera="pole")
+    first = recorder.record(view(), (), stamp=4.0, camera="pole")
     assert (first.recorded, first.throttled, first.stale) == (1, 0, 0)
     assert [e.kind for e in first.events] == [EventKind.OBSERVATION_MISSED]
-    assert recorder.record(view(), (), stamp=2.5, camera="wrist").throttled == 1
+    assert recorder.record(view(), (), stamp=4.5, camera="wrist").throttled == 1
     assert world.node(mug).misses == 1
-    recorder.record(view(), (), stamp=3.0)
-    third = recorder.record(view(), (), stamp=4.0)
+    recorder.record(view(), (), stamp=5.0)
+    third = recorder.record(view(), (), stamp=6.0)  # 5 s unseen (stale_after_s)
     assert third.stale == 1 and world.node(mug).properties["at_last_place"].value is False
     # gone from its place: no longer expected there, so nothing more is recorded
-    assert recorder.record(view(), (), stamp=5.0).recorded == 0
-    world.ingest([obs("mug", (2.0, 0.0, 1.0), 6.0, half=0.08)])
-    again = recorder.record(view(), {mug}, stamp=6.0)
+    assert recorder.record(view(), (), stamp=7.0).recorded == 0
+    world.ingest([obs("mug", (2.0, 0.0, 1.0), 8.0, half=0.08)])
+    again = recorder.record(view(), {mug}, stamp=8.0)
     assert again.recorded == 0 and world.node(mug).misses == 0
     bad = recorder.record(view(), (), stamp=math.nan)
     assert bad.recorded == 0 and [n for n, _ in bad.refused] == [mug]
