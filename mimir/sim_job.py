@@ -24,6 +24,7 @@ import dataclasses
 import json
 import math
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -387,6 +388,15 @@ class NodeProcesses:
             log.close()
 
 
+def children_cpu_s() -> float:
+    """CPU time (user and system, s) spent by the child processes of this process that have
+    ended and been waited for (``getrusage(RUSAGE_CHILDREN)``). The difference across a run,
+    once its node processes are stopped, is what the node graph cost; a node started again
+    counts with every life it had."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 class Trace:
     """Prints lines for the user and writes the same records to trace.jsonl."""
 
@@ -457,6 +467,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     reports: list[InstructionReport] = []
     failure: SimJobError | None = None
     started = time.monotonic()
+    cpu_before = children_cpu_s()
     # a SIGTERM must still stop the node processes in the finally block below
     with exit_on_termination():
         try:
@@ -490,7 +501,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
         raise failure
     wall = time.monotonic() - started
     summary = write_report(run_dir, scenario_name, options, reports=reports, figures=figures,
-                           wall=wall)
+                           wall=wall, cpu=children_cpu_s() - cpu_before)
     trace.record("summary", summary)
     trace.record("summary", f"look at what memory learned: mimir inspect {run_dir}")
     trace.close()
@@ -562,8 +573,9 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
-                 reports: list[InstructionReport], figures: dict[str, Any], wall: float) -> str:
-    """Write report.md and return its text."""
+                 reports: list[InstructionReport], figures: dict[str, Any], wall: float,
+                 cpu: float | None = None) -> str:
+    """Write report.md and return its text (``cpu``: core-seconds the node processes used)."""
     done = sum(r.success for r in reports)
     progress = done / len(reports) if reports else 0.0
     lines = [
@@ -573,7 +585,9 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
         + (" (offline reasoner: answers derived from mechanical evidence, no model)"
            if options.vlm_backend == "offline" else ""),
         f"Task progress (judged from simulator state): {done}/{len(reports)} = {progress:.0%}",
-        f"Planner steps: {sum(r.steps for r in reports)}; wall time {wall:.0f} s",
+        f"Planner steps: {sum(r.steps for r in reports)}; wall time {wall:.0f} s"
+        + (f"; CPU of the node processes {cpu:.0f} core-s ({cpu / wall:.2f} cores on average)"
+           if cpu is not None and wall > 0 else ""),
         f"Layout seed: {layout_seed(options)}; noise profile: {options.noise_profile} at scale "
         f"{options.noise_scale:g}",
         "",
@@ -589,7 +603,8 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
     lines += ["", *audit_lines(run_dir)]
     text = "\n".join(lines) + "\n"
     (run_dir / "report.md").write_text(text)
-    write_results(run_dir, scenario, options, reports=reports, figures=figures, wall=wall)
+    write_results(run_dir, scenario, options, reports=reports, figures=figures, wall=wall,
+                  cpu=cpu)
     return text
 
 
@@ -599,8 +614,9 @@ RESULTS_VERSION = 1
 
 def write_results(run_dir: Path, scenario: str, options: SimJobOptions, *,
                   reports: list[InstructionReport], figures: dict[str, Any],
-                  wall: float) -> None:
-    """Write ``results.json``: the run's judged instructions and figures, for evaluations."""
+                  wall: float, cpu: float | None = None) -> None:
+    """Write ``results.json``: the run's judged instructions and figures, for evaluations
+    (``cpu_s``: core-seconds the node processes used, null when not measured)."""
     data = {
         "version": RESULTS_VERSION,
         "code_version": code_version(),
@@ -613,6 +629,7 @@ def write_results(run_dir: Path, scenario: str, options: SimJobOptions, *,
         "verifiers_off": options.verifiers_off,
         "extra_params": options.extra_params,
         "wall_s": wall,
+        "cpu_s": cpu,
         "figures": figures,
         "instructions": [dataclasses.asdict(r) for r in reports],
     }

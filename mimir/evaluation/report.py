@@ -144,6 +144,7 @@ def trial_line(result: TrialResult, root: Path) -> dict[str, Any]:
                                                    "judged_progress", "steps", "error")}
                           for row in result.instructions],
             figures=result.results.get("figures", {}), wall_s=result.results.get("wall_s"),
+            cpu_s=_cpu_s(result),
             planner_calls=got.calls, retrieved_frames=got.frames,
             retrieval_reach_s=list(got.reach_s), retrieval_latency_s=list(got.latency_s))
     return line
@@ -168,8 +169,8 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
     rows = ["| method | trials (failed runs) | task progress [95% CI] | instructions done | "
             "steps per instruction | keyframes stored | interaction properties | frames per "
             "planner call | retrieved frames' age, median / max (s) | retrieval time, median / "
-            "p95 (ms) | wall time per trial (s) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "p95 (ms) | wall time per trial (s) | CPU per trial (core-s) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for method in methods:
         own = [r for r in results if r.spec.method.name == method.name]
         done = [r for r in own if r.finished]
@@ -195,8 +196,18 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
             + (f"{np.median(ages):.0f} / {max(ages):.0f}" if ages else "-") + " | "
             + (f"{np.median(latency_ms):.0f} / {np.percentile(latency_ms, 95):.0f}"
                if latency_ms else "-")
-            + f" | {_fmt(_mean(float(r.results.get('wall_s', 0)) for r in done), 0)} |")
+            + f" | {_fmt(_mean(float(r.results.get('wall_s', 0)) for r in done), 0)} | "
+            f"{_fmt(_mean(c for c in map(_cpu_s, done) if c is not None), 0)} |")
     return rows
+
+
+def _cpu_s(result: TrialResult) -> float | None:
+    """Core-seconds the trial's node processes used; None where the run did not record it."""
+    value = result.results.get("cpu_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+            and value >= 0:
+        return float(value)
+    return None
 
 
 def family_table(results: Sequence[TrialResult], methods: Sequence[Method]) -> list[str]:

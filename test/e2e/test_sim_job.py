@@ -28,6 +28,9 @@ def test_locked_unlocked_end_to_end(tmp_path: Path) -> None:
     report = (run / "report.md").read_text()
     assert "Task progress (judged from simulator state): 2/2" in report
     assert "offline reasoner" in report
+    # what the node graph cost: every node process's CPU, counted once it has ended
+    results = json.loads((run / "results.json").read_text())
+    assert results["cpu_s"] > 10.0 and "CPU of the node processes" in report
     assert (run / "memory" / "world.db").is_file()
     assert (run / "memory" / "keyframes" / "keyframes.db").is_file()
 

@@ -169,10 +169,16 @@ def test_retrieval_time_per_planner_call_is_reported_per_method(tmp_path: Path) 
         results.append(read_trial(sg, tmp_path))
     text = write_report(results, [FULL, SG], tmp_path).read_text()
     # four calls: 10, 20, 30 and 110 ms -> median 25, 95th percentile 30 + 0.85 * 80 = 98
-    full_row = next(line for line in text.splitlines() if line.startswith("| full |"))
-    sg_row = next(line for line in text.splitlines() if line.startswith("| SG |"))
-    assert "| 25 / 98 |" in full_row
-    assert sg_row.split(" | ")[-2] == "-"  # no retrieval time, before the wall time column
+    rows = text.splitlines()
+    header = next(line for line in rows if line.startswith("| method |")).split(" | ")
+    column = header.index("retrieval time, median / p95 (ms)")
+    table = rows[rows.index(" | ".join(header)):]  # the method table comes first
+    cells: dict[str, list[str]] = {}
+    for line in table:
+        if line.startswith(("| full |", "| SG |")):
+            cells.setdefault(line.split(" | ")[0], line.split(" | "))
+    assert cells["| full"][column] == "25 / 98"
+    assert cells["| SG"][column] == "-"  # reads no keyframes: nothing timed
     lines = [json.loads(x) for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
     by_trial = {x["trial"]: x for x in lines}
     assert by_trial["full/scale-1/seed-1001"]["retrieval_latency_s"] == [0.03, 0.11]
@@ -184,3 +190,20 @@ def test_retrieval_times_that_are_not_durations_are_left_out() -> None:
              {"retrieval_s": -1.0}, {"retrieval_s": float("nan")}, {"retrieval_s": True},
              {"retrieval_s": float("inf")}, {"retrieval_s": 0}]
     assert retrieval_latencies(calls) == (0.5, 0.0)
+
+
+def test_cpu_per_trial_is_reported_where_runs_recorded_it(tmp_path: Path) -> None:
+    results = []
+    for seed, cpu in ((1000, 150.0), (1001, 250.0), (1002, None), (1003, "lots")):
+        spec = TrialSpec("locked_unlocked", FULL, seed, "ideal")
+        finish_trial(spec, tmp_path, (1.0,))
+        path = spec.folder(tmp_path) / "results.json"
+        data = json.loads(path.read_text())
+        data["cpu_s"] = cpu  # None: a run that did not measure it; "lots": a damaged file
+        path.write_text(json.dumps(data))
+        results.append(read_trial(spec, tmp_path))
+    text = write_report(results, [FULL], tmp_path).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| full |"))
+    assert row.endswith("| 100 | 200 |")  # wall time 100 s each; CPU over the two measured
+    lines = [json.loads(x) for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
+    assert [x["cpu_s"] for x in lines] == [150.0, 250.0, None, None]
