@@ -16,7 +16,9 @@ code comes from the robot's own signals:
   (``PARTIAL_OPEN``); the full path is ``OPENED``; fingers that lose the handle before the
   pull stalls or the path is mostly done report ``SLIPPED`` (a weak grasp looks the same as a
   held fixture until then, so the caller may try again);
-* a base that does not settle within tolerance is ``NOT_REACHED``.
+* a base that does not settle within tolerance is ``NOT_REACHED``, unless it came to rest
+  short of its goal by no more than ``base_work_tol`` with its heading within tolerance (an
+  opened door in the way): that is ``REACHED``, and the message says how far short.
 
 Only ``move_to`` moves the base; the others act on what is in front of the robot. The hand is
 retracted before the base drives unless it holds something. Link failures and canceled motions
@@ -276,6 +278,12 @@ class Executor:
             out.measurements["heading_error"] = res.heading_error
             if res.reached:
                 self._finish(out, True, "REACHED", "reached")
+            elif not res.moving and res.error <= self.profile.base_work_tol \
+                    and res.heading_error <= self.profile.base_yaw_tol:
+                out.measurements["short_of_goal"] = res.error
+                self._finish(out, True, "REACHED",
+                             f"stopped {res.error:.2f} m short of the stance, at rest: near "
+                             "enough to work from")
             else:
                 self._finish(out, False, "NOT_REACHED",
                              f"base stopped {res.error:.2f} m and {res.heading_error:.2f} rad "

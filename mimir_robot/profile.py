@@ -53,6 +53,10 @@ class RobotProfile:
     max_ee_turn: float = _fixed(0.8, "rad/s of the streamed end-effector targets")
     base_pos_tol: float = _fixed(0.04, "m: base reached")
     base_yaw_tol: float = _fixed(0.06, "rad: base reached")
+    base_work_tol: float = _fixed(
+        0.10, "m: a base at rest that stopped short of its goal by at most this (an opened door "
+        "or a neighbour in its way) is near enough to work from; the next primitive finds its "
+        "target from where the base stands")
     route_pass_tol: float = _fixed(0.08, "m: a base waypoint on the way to a goal passed")
     base_radius: float = _fixed(
         0.34, "m: radius of the base's footprint with the arm stowed (TidyBot++: 0.48 m square)")
@@ -111,7 +115,8 @@ class RobotProfile:
 
     def __post_init__(self) -> None:
         for name in ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
-                     "max_ee_turn", "base_pos_tol", "base_yaw_tol", "route_pass_tol", "ee_pos_tol",
+                     "max_ee_turn", "base_pos_tol", "base_yaw_tol", "base_work_tol",
+                     "route_pass_tol", "ee_pos_tol",
                      "base_radius",
                      "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
                      "face_standoff", "pick_distance", "easy_reach", "min_face_width",
@@ -139,6 +144,9 @@ class RobotProfile:
         for name in ("retract_pos", "carry_pos"):
             if not self.in_workspace(self.from_arm(np.asarray(getattr(self, name)))):
                 raise ProfileError(f"{name} lies outside the workspace")
+        if self.base_work_tol < self.base_pos_tol:
+            raise ProfileError(f"base_work_tol ({self.base_work_tol}) must not be below "
+                               f"base_pos_tol ({self.base_pos_tol})")
         if not 0.0 < self.gripper_closed_empty <= 1.0:
             raise ProfileError("gripper_closed_empty must lie in (0, 1]")
         if not 0.0 < self.moved_fraction < self.opened_fraction <= 1.0:

@@ -88,6 +88,39 @@ def test_move_to_reaches_the_stance_within_speed_limits() -> None:
     assert max(steps) <= PROFILE.max_base_speed * PROFILE.control_period_s + 1e-9
 
 
+class WalledBase(FakeBase):
+    """A base whose way forward ends at ``wall_x`` (odometry x): an opened door in front."""
+
+    def __init__(self, wall_x: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.wall_x = wall_x
+
+    def _advance(self) -> None:
+        super()._advance()
+        if self._pose is not None and self._pose[0] > self.wall_x:
+            self._pose[0] = self.wall_x
+
+
+def _move_into_wall(wall_x: float, goal: tuple[float, float, float]):
+    clock = SimClock()
+    base = WalledBase(wall_x, rate=8.0, clock=clock.now)
+    robot = DirectRobot(base, toy_arm(clock))
+    robot.reset_base()
+    robot.reset_arm()
+    return Executor(Motion(robot, PROFILE, clock=clock.now, sleep=clock.sleep)).move_to(goal)
+
+
+def test_a_base_at_rest_a_little_short_of_its_stance_is_near_enough_to_work() -> None:
+    out = _move_into_wall(0.94, (1.0, 0.0, 0.0))  # 6 cm short, at rest against the door
+    assert out.success and out.code == "REACHED", out
+    assert "0.06 m short of the stance" in out.message
+    assert out.measurements["short_of_goal"] == pytest.approx(0.06, abs=1e-3)
+    # farther short is not near enough
+    far = _move_into_wall(0.8, (1.0, 0.0, 0.0))
+    assert not far.success and far.code == "NOT_REACHED" and "0.20 m" in far.message
+    assert PROFILE.base_work_tol == pytest.approx(0.10)
+
+
 def test_open_an_unlocked_door_follows_the_arc() -> None:
     ex, _, arm, samples = make({"thing_base": HANDLE.point})
     out = ex.open(HANDLE, DOOR)
@@ -258,6 +291,7 @@ def test_direct_robot_checks_like_the_link() -> None:
     {"control_period_s": 0.0}, {"max_ee_speed": float("nan")}, {"workspace_min": (1, 1, 1)},
     {"finger_axis": "z"}, {"moved_fraction": 0.9}, {"retract_pos": (5.0, 0.0, 0.0)},
     {"min_wrist_reach": 0.0}, {"max_pull_shift": -0.1}, {"wrist_setback": float("nan")},
+    {"base_work_tol": 0.0}, {"base_work_tol": 0.02},  # below base_pos_tol
 ])
 def test_bad_profiles_are_refused(bad: dict) -> None:
     with pytest.raises(ProfileError):
