@@ -93,16 +93,19 @@ def retrieval(folder: Path) -> Retrieval:
                      retrieval_latencies(calls))
 
 
+def _seconds(value: object) -> float | None:
+    """A recorded duration (s), or None for anything else (null, text, negative, not finite)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
+
+
 def retrieval_latencies(calls: Iterable[Mapping[str, Any]]) -> tuple[float, ...]:
     """The retrieval times the planner calls recorded (``retrieval_s``); calls that read no
     keyframes (null) and traces written before the field existed give none."""
-    found = []
-    for call in calls:
-        value = call.get("retrieval_s")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and math.isfinite(value) and value >= 0:
-            found.append(float(value))
-    return tuple(found)
+    found = (_seconds(call.get("retrieval_s")) for call in calls)
+    return tuple(value for value in found if value is not None)
 
 
 def family_progress(result: TrialResult) -> dict[str, float]:
@@ -203,11 +206,7 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
 
 def _cpu_s(result: TrialResult) -> float | None:
     """Core-seconds the trial's node processes used; None where the run did not record it."""
-    value = result.results.get("cpu_s")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-            and value >= 0:
-        return float(value)
-    return None
+    return _seconds(result.results.get("cpu_s"))
 
 
 def family_table(results: Sequence[TrialResult], methods: Sequence[Method]) -> list[str]:
