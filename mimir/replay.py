@@ -275,42 +275,40 @@ class _Connections:
          "signal": self.signal}[role].append(conn)
 
 
-class FastReplay:
-    """Rebuilds world memory and keyframes from a bag, in-process, in stamp order.
+class MemoryPipeline:
+    """Perception, world memory, keyframes and the analyzer, fed message by message in one process.
+
+    What the deprojection, scene graph and keyframe nodes (and, once :meth:`start_analysis` is
+    called, the analyzer) do with their messages, without DDS: a bag replay feeds it from the
+    recording (:class:`FastReplay`), an in-process simulation run from the simulator as it steps
+    (:mod:`mimir.sim_inprocess`). Messages must arrive in stamp order per stream; transforms go
+    in before the frames that need them.
 
     Args:
-        bag: The bag folder (rosbag2), or file (ROS 1 or a single mcap/db3 file).
         memory_dir: Memory folder (``world.db``, ``keyframes/``); may hold earlier memory.
-        topics: Which topics feed which camera.
+        cameras: The cameras whose frames are used.
         sections: The deployment's node parameter sections (``/**/<node>`` ->
             ``ros__parameters``); absent sections use the nodes' defaults.
-        segmenter: Segments colour images of cameras whose bag holds no segmentation.
+        segmenter: Segments colour images of cameras that deliver no segmentation.
         vocabulary: What ``segmenter`` looks for.
-        start: Bag time offset (s from the bag's start) before which camera messages are ignored.
-        end: Bag time offset after which the replay stops (None: the bag's end).
-        progress: Called now and then with (messages read, bag seconds reached).
+        analyze: Whether :meth:`start_analysis` may start the analyzer.
+        session: Session name of the keyframes saved.
+        tf_cache_s: How far back transforms are kept (s).
     """
 
-    def __init__(self, bag: Path, memory_dir: Path, topics: ReplayTopics, *,
+    def __init__(self, memory_dir: Path, cameras: Sequence[str], *,
                  sections: Mapping[str, Mapping[str, Any]] | None = None,
                  segmenter: SegmentationBackend | None = None,
                  vocabulary: Vocabulary | None = None,
-                 start: float = 0.0, end: float | None = None,
-                 analyze: bool = True,
-                 progress: Callable[[int, float], None] | None = None) -> None:
-        if not (math.isfinite(start) and start >= 0.0):
-            raise ValueError(f"start must be a non-negative number of seconds, got {start}")
-        if end is not None and not end > start:
-            raise ValueError(f"end ({end}) must come after start ({start})")
+                 analyze: bool = True, session: str = "pipeline",
+                 tf_cache_s: float = 10.0) -> None:
         if segmenter is not None and vocabulary is None:
             raise ValueError("a segmenter needs a vocabulary")
         sections = sections or {}
         self._sections = sections
         self.analyze = analyze
         self.analysis: ReplayAnalyzer | None = None
-        self._now = -math.inf  # newest header stamp read: the robot's clock in bag order
-        self.bag = Path(bag)
-        self.topics = topics
+        self._now = -math.inf  # newest header stamp read: the robot's clock in stamp order
         self.deprojection: DeprojectionNodeConfig = node_config(
             DeprojectionNodeConfig, sections, "deprojection")
         self.scene_graph: SceneGraphConfig = node_config(
@@ -318,7 +316,7 @@ class FastReplay:
         self.keyframe_config: KeyframeConfig = node_config(KeyframeConfig, sections, "keyframes")
         memory_config = load_memory_config(
             config_file("memory.yaml", self.scene_graph.memory_config))
-        # the bag can rebuild this memory at any time: commits need not wait for the disk
+        # the input can rebuild this memory at any time: commits need not wait for the disk
         # (WAL with synchronous=NORMAL keeps every commit through a crash of the process)
         memory_config = dataclasses.replace(memory_config, storage=dataclasses.replace(
             memory_config.storage, synchronous="NORMAL"))
@@ -326,8 +324,6 @@ class FastReplay:
         self.map_frame = self.scene_graph.map_frame
         self.segmenter = segmenter
         self.vocabulary = vocabulary
-        self.start, self.end = start, end
-        self.progress = progress
         self._deprojectors: dict[DepthUnit, Deprojector] = {
             unit: Deprojector(self.deprojection.deprojection(unit, bounds))
             for unit in ("mm", "m")}
@@ -336,130 +332,103 @@ class FastReplay:
         self.world = WorldMemory.open(memory_dir / "world.db", config=memory_config,
                                       map_frame=self.map_frame)
         self.keyframes = KeyframeStore.open(memory_dir / "keyframes", config=memory_config)
-        self.session = f"replay-{self.bag.name}"
+        self.session = session
         self._misses = MissRecorder(self.world, self.scene_graph.visibility(),
                                     self.scene_graph.miss_min_period_s)
         self._sync = FrameSynchronizer(self.deprojection.sync())
-        self._tf = tfm.TransformBuffer()  # replaced by one spanning the bag in run()
+        self._tf = tfm.TransformBuffer(cache_seconds=tf_cache_s)
         self._optical: dict[str, str] = {}
         kf = self.keyframe_config
         # colour frames held for perception keyframes, as the keyframe node buffers them
         self._colour: dict[str, FrameBuffer[npt.NDArray[np.uint8]]] = {
             camera: FrameBuffer(kf.buffer_seconds, kf.buffer_max_frames,
                                 min_period_s=kf.buffer_min_period_s)
-            for camera in topics.cameras}
+            for camera in cameras}
         self._last: dict[tuple[str, str], float] = {}
         self._last_keyframe = -math.inf
         self._labels_sought = (resolve_vocabulary(self.deprojection.vocabulary).labels
                                if self.deprojection.vocabulary else ())
-        self.summary = ReplaySummary(bag=str(self.bag))
+        self.summary = ReplaySummary(bag=session)
+        self._nodes_before = len(self.world.state.nodes)
 
     def close(self) -> None:
         """Close world memory and the keyframe store."""
         self.world.close()
         self.keyframes.close()
 
-    # ------------------------------------------------------------------ reading
-    def run(self) -> ReplaySummary:
-        """Replay the whole bag (or its ``start``..``end`` slice) into memory.
+    # ------------------------------------------------------------------ feeding
+    @property
+    def transforms(self) -> tfm.TransformBuffer:
+        """The transform buffer frames are posed with (filled by :meth:`on_tf`)."""
+        return self._tf
+
+    def start_analysis(self) -> ReplayAnalyzer | None:
+        """Start the analyzer (when ``analyze``): from now on, signals and camera messages also
+        go to it and ended interactions are analysed. Returns it (None when not analysing).
 
         Raises:
-            BagError: the bag cannot be opened, holds no usable camera, or ends in a fault
-                (``summary.error`` says which; what came before it is in memory).
+            ValueError: the analyzer section or the reasoning settings are invalid.
         """
-        began = time.monotonic()
-        nodes_before = len(self.world.state.nodes)
-        try:
-            reader = AnyReader([self.bag], default_typestore=typestore())
-            reader.open()
-        except Exception as err:  # rosbags raises several unrelated types for a bad bag
-            raise BagError(f"cannot open the bag {self.bag}: {err}") from err
-        try:
-            self._replay(reader)
-        except BagError as err:
-            self.summary.error = str(err)
-            raise
-        finally:
-            reader.close()
-            self._count_unmatched()
-            if self.analysis is not None:
-                counts = self.analysis.counts
-                self.summary.analyses = counts.pop("analyses", 0)
-                self.summary.analysis_events = counts.pop("analyses.events_written", 0)
-                self.summary.skipped.update(counts)
-            self.summary.wall_seconds = time.monotonic() - began
-            self.summary.nodes = len(self.world.state.nodes)
-            self.summary.nodes_created = max(0, self.summary.nodes - nodes_before)
-            self.summary.keyframes = self.keyframes.count()
-        return self.summary
-
-    def _connections(self, reader: AnyReader) -> _Connections:
-        """The bag's connections by what the replay does with them (wrong types counted)."""
-        found = _Connections(self.topics)
-        for conn in reader.connections:
-            key = topic_key(conn.topic)
-            role = found.role(key)
-            if role is None:
-                continue
-            if conn.msgtype not in found.types(key, role):
-                self.summary.skipped[f"{found.where(key, role)}.wrong_type"] += conn.msgcount
-                continue
-            found.add(role, conn)
-        return found
-
-    def _replay(self, reader: AnyReader) -> None:
-        found = self._connections(reader)
-        self._check_usable(found.camera, found.streams)
-        # the whole bag's transforms are loaded before any frame: keep all of them
-        self._tf = tfm.TransformBuffer(cache_seconds=max(10.0, reader.duration * 1e-9 + 10.0))
-        begin = reader.start_time
-        first = begin + round(self.start * 1e9)
-        last = None if self.end is None else begin + round(self.end * 1e9)
-        for conn, _t, raw in self._messages(reader, found.tf):
-            try:
-                msg = reader.deserialize(raw, conn.msgtype)
-            except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
-                self.summary.skipped["tf.undecodable"] += 1
-                continue
-            self._on_tf(msg, static=found.tf_static[topic_key(conn.topic)])
-        read = found.camera + found.interaction
-        if found.interaction and self.analyze:
+        if self.analyze and self.analysis is None:
             self.analysis = ReplayAnalyzer(self.world, self._tf, self._sections)
-            read += found.signal
-        for conn, stamp_ns, raw in self._messages(reader, read, first, last):
-            key = topic_key(conn.topic)
-            role = found.role(key)
-            assert role is not None
-            self.summary.messages += 1
-            self.summary.bag_seconds = (stamp_ns - first) * 1e-9
-            try:
-                msg = reader.deserialize(raw, conn.msgtype)
-            except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
-                self.summary.skipped[f"{found.where(key, role)}.undecodable"] += 1
-                continue
-            self._dispatch(key, role, found, msg)
-            if self.progress is not None and self.summary.messages % 50 == 0:
-                self.progress(self.summary.messages, self.summary.bag_seconds)
-        if self.analysis is not None:
-            self.analysis.finish()
+        return self.analysis
 
-    def _dispatch(self, key: str, role: str, found: _Connections, msg: Any) -> None:
-        """One message of the main pass to its handler, in bag order."""
+    def on_tf(self, msg: Any, *, static: bool) -> None:
+        """A ``tf2_msgs/TFMessage``: every transform goes into the buffer (bad ones counted)."""
+        self._on_tf(msg, static=static)
+
+    def on_camera(self, camera: str, stream: str, msg: Any) -> None:
+        """A camera message (``color``, ``depth``, ``camera_info`` or ``segmentation``)."""
+        self._advance_to(stamp_of(msg))
+        self._on_message(camera, stream, msg)
+        if self.analysis is not None:
+            self.analysis.on_camera(camera, stream, msg)
+
+    def on_interaction(self, msg: Any) -> None:
+        """An executor ``InteractionEvent`` (operations anchored, ended ones analysed)."""
+        self._advance_to(stamp_of(msg))
+        self._on_interaction(msg)
+
+    def on_signal(self, name: str, msg: Any) -> None:
+        """A robot-contract signal or an observation array for the analyzer (``name``: its
+        topic, a key of :data:`~mimir.replay_analysis.SIGNALS`); signals without a header
+        (the gripper) take the clock as last read."""
         if hasattr(msg, "header"):
-            self._now = max(self._now, stamp_of(msg))
+            self._advance_to(stamp_of(msg))
+        if self.analysis is not None:
+            self.analysis.on_signal(name, msg, self._now)
+
+    def advance(self, now: float) -> None:
+        """The clock reached ``now``: analyse every ended interaction whose window (and margin)
+        lies before it."""
+        self._advance_to(now)
+
+    def _advance_to(self, stamp: float) -> None:
+        self._now = max(self._now, stamp)
         if self.analysis is not None:
             self.analysis.run_due(self._now)
-        if role == "camera":
-            camera, stream = found.streams[key]
-            self._on_message(camera, stream, msg)
-            if self.analysis is not None:
-                self.analysis.on_camera(camera, stream, msg)
-        elif role == "interaction":
-            self._on_interaction(msg)
-        elif self.analysis is not None:
-            # signals without a header (the gripper) take the robot's clock as last read
-            self.analysis.on_signal(found.signals[key], msg, self._now)
 
+    def finish(self) -> ReplaySummary:
+        """Analyse what is still pending and bring the summary up to date."""
+        if self.analysis is not None:
+            self.analysis.finish()
+        return self.update_summary()
+
+    def update_summary(self) -> ReplaySummary:
+        """The summary brought up to date (what memory holds, what was skipped); called once,
+        when the input has ended."""
+        self._count_unmatched()
+        if self.analysis is not None:
+            counts = self.analysis.counts
+            self.summary.analyses = counts.pop("analyses", 0)
+            self.summary.analysis_events = counts.pop("analyses.events_written", 0)
+            self.summary.skipped.update(counts)
+        self.summary.nodes = len(self.world.state.nodes)
+        self.summary.nodes_created = max(0, self.summary.nodes - self._nodes_before)
+        self.summary.keyframes = self.keyframes.count()
+        return self.summary
+
+    # ------------------------------------------------------------------ messages
     def _on_interaction(self, msg: Any) -> None:
         """An ended interaction goes to the analyzer when it runs. An open or close anchors
         its fixture as the scene graph node does; without the analyzer's outcome to end it,
@@ -522,40 +491,6 @@ class FastReplay:
                 name = f"{second}.unmatched" if first == "queued" else key
                 self.summary.skipped[f"{camera}.{name}"] += count
 
-    def _check_usable(self, conns: Sequence[Any], streams: Mapping[str, tuple[str, str]]) -> None:
-        have: dict[str, set[str]] = {}
-        for conn in conns:
-            if conn.msgcount == 0:
-                continue
-            camera, stream = streams[topic_key(conn.topic)]
-            have.setdefault(camera, set()).add(stream)
-        usable = [c for c, s in have.items() if {"depth", "camera_info"} <= s
-                  and ("segmentation" in s or ("color" in s and self.segmenter is not None))]
-        if usable:
-            return
-        wanted = ", ".join(sorted(streams))
-        detail = "; ".join(f"{c} has {', '.join(sorted(s))}" for c, s in sorted(have.items()))
-        need_model = any("color" in s and "segmentation" not in s for s in have.values())
-        raise BagError(
-            f"the bag holds no usable camera (looked for {wanted}; {detail or 'none of them'})"
-            + ("; a camera without recorded segmentation needs a segmentation model"
-               if need_model else ""))
-
-    def _messages(self, reader: AnyReader, conns: Sequence[Any], first: int | None = None,
-                  last: int | None = None) -> Iterator[tuple[Any, int, bytes]]:
-        """The connections' messages in recording order; a fault of the bag is a BagError."""
-        if not conns:
-            return
-        try:
-            yield from reader.messages(connections=conns, start=first,
-                                       stop=None if last is None else last + 1)
-        except BagError:
-            raise
-        except Exception as err:  # a truncated or corrupt file fails in the storage reader
-            raise BagError(f"the bag is damaged after {self.summary.messages} messages: "
-                           f"{type(err).__name__}: {err}") from err
-
-    # ---------------------------------------------------------------- messages
     def _on_tf(self, msg: Any, *, static: bool) -> None:
         for t in msg.transforms:
             tr, rot = t.transform.translation, t.transform.rotation
@@ -613,7 +548,6 @@ class FastReplay:
     def _recorded_segmentation(self, camera: str) -> bool:
         return (camera, "segmentation") in self._last
 
-    # ------------------------------------------------------------------ frames
     def _process(self, frame: SyncedFrame) -> None:
         camera = frame.camera
         optical = self._optical.get(camera, f"{camera}_color_optical_frame")
@@ -690,6 +624,160 @@ class FastReplay:
             instances=ids if same else None)
         if result.reason == "saved":
             self._last_keyframe = stamp
+
+
+
+class FastReplay(MemoryPipeline):
+    """Rebuilds world memory and keyframes from a bag, in-process, in stamp order.
+
+    Args:
+        bag: The bag folder (rosbag2), or file (ROS 1 or a single mcap/db3 file).
+        memory_dir: Memory folder (``world.db``, ``keyframes/``); may hold earlier memory.
+        topics: Which topics feed which camera.
+        sections: The deployment's node parameter sections (``/**/<node>`` ->
+            ``ros__parameters``); absent sections use the nodes' defaults.
+        segmenter: Segments colour images of cameras whose bag holds no segmentation.
+        vocabulary: What ``segmenter`` looks for.
+        start: Bag time offset (s from the bag's start) before which camera messages are ignored.
+        end: Bag time offset after which the replay stops (None: the bag's end).
+        progress: Called now and then with (messages read, bag seconds reached).
+    """
+
+    def __init__(self, bag: Path, memory_dir: Path, topics: ReplayTopics, *,
+                 sections: Mapping[str, Mapping[str, Any]] | None = None,
+                 segmenter: SegmentationBackend | None = None,
+                 vocabulary: Vocabulary | None = None,
+                 start: float = 0.0, end: float | None = None,
+                 analyze: bool = True,
+                 progress: Callable[[int, float], None] | None = None) -> None:
+        if not (math.isfinite(start) and start >= 0.0):
+            raise ValueError(f"start must be a non-negative number of seconds, got {start}")
+        if end is not None and not end > start:
+            raise ValueError(f"end ({end}) must come after start ({start})")
+        self.bag = Path(bag)
+        super().__init__(memory_dir, topics.cameras, sections=sections, segmenter=segmenter,
+                         vocabulary=vocabulary, analyze=analyze,
+                         session=f"replay-{self.bag.name}")
+        self.summary.bag = str(self.bag)
+        self.topics = topics
+        self.start, self.end = start, end
+        self.progress = progress
+
+    # ------------------------------------------------------------------ reading
+    def run(self) -> ReplaySummary:
+        """Replay the whole bag (or its ``start``..``end`` slice) into memory.
+
+        Raises:
+            BagError: the bag cannot be opened, holds no usable camera, or ends in a fault
+                (``summary.error`` says which; what came before it is in memory).
+        """
+        began = time.monotonic()
+        try:
+            reader = AnyReader([self.bag], default_typestore=typestore())
+            reader.open()
+        except Exception as err:  # rosbags raises several unrelated types for a bad bag
+            raise BagError(f"cannot open the bag {self.bag}: {err}") from err
+        try:
+            self._replay(reader)
+        except BagError as err:
+            self.summary.error = str(err)
+            raise
+        finally:
+            reader.close()
+            self.update_summary()
+            self.summary.wall_seconds = time.monotonic() - began
+        return self.summary
+
+    def _connections(self, reader: AnyReader) -> _Connections:
+        """The bag's connections by what the replay does with them (wrong types counted)."""
+        found = _Connections(self.topics)
+        for conn in reader.connections:
+            key = topic_key(conn.topic)
+            role = found.role(key)
+            if role is None:
+                continue
+            if conn.msgtype not in found.types(key, role):
+                self.summary.skipped[f"{found.where(key, role)}.wrong_type"] += conn.msgcount
+                continue
+            found.add(role, conn)
+        return found
+
+    def _replay(self, reader: AnyReader) -> None:
+        found = self._connections(reader)
+        self._check_usable(found.camera, found.streams)
+        # the whole bag's transforms are loaded before any frame: keep all of them
+        self._tf = tfm.TransformBuffer(cache_seconds=max(10.0, reader.duration * 1e-9 + 10.0))
+        begin = reader.start_time
+        first = begin + round(self.start * 1e9)
+        last = None if self.end is None else begin + round(self.end * 1e9)
+        for conn, _t, raw in self._messages(reader, found.tf):
+            try:
+                msg = reader.deserialize(raw, conn.msgtype)
+            except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
+                self.summary.skipped["tf.undecodable"] += 1
+                continue
+            self._on_tf(msg, static=found.tf_static[topic_key(conn.topic)])
+        read = found.camera + found.interaction
+        if found.interaction and self.start_analysis() is not None:
+            read += found.signal
+        for conn, stamp_ns, raw in self._messages(reader, read, first, last):
+            key = topic_key(conn.topic)
+            role = found.role(key)
+            assert role is not None
+            self.summary.messages += 1
+            self.summary.bag_seconds = (stamp_ns - first) * 1e-9
+            try:
+                msg = reader.deserialize(raw, conn.msgtype)
+            except Exception:  # noqa: BLE001 - a message rosbags cannot decode is counted
+                self.summary.skipped[f"{found.where(key, role)}.undecodable"] += 1
+                continue
+            self._dispatch(key, role, found, msg)
+            if self.progress is not None and self.summary.messages % 50 == 0:
+                self.progress(self.summary.messages, self.summary.bag_seconds)
+        if self.analysis is not None:
+            self.analysis.finish()
+
+    def _dispatch(self, key: str, role: str, found: _Connections, msg: Any) -> None:
+        """One message of the main pass to its handler, in bag order."""
+        if role == "camera":
+            self.on_camera(*found.streams[key], msg)
+        elif role == "interaction":
+            self.on_interaction(msg)
+        else:
+            self.on_signal(found.signals[key], msg)
+
+    def _check_usable(self, conns: Sequence[Any], streams: Mapping[str, tuple[str, str]]) -> None:
+        have: dict[str, set[str]] = {}
+        for conn in conns:
+            if conn.msgcount == 0:
+                continue
+            camera, stream = streams[topic_key(conn.topic)]
+            have.setdefault(camera, set()).add(stream)
+        usable = [c for c, s in have.items() if {"depth", "camera_info"} <= s
+                  and ("segmentation" in s or ("color" in s and self.segmenter is not None))]
+        if usable:
+            return
+        wanted = ", ".join(sorted(streams))
+        detail = "; ".join(f"{c} has {', '.join(sorted(s))}" for c, s in sorted(have.items()))
+        need_model = any("color" in s and "segmentation" not in s for s in have.values())
+        raise BagError(
+            f"the bag holds no usable camera (looked for {wanted}; {detail or 'none of them'})"
+            + ("; a camera without recorded segmentation needs a segmentation model"
+               if need_model else ""))
+
+    def _messages(self, reader: AnyReader, conns: Sequence[Any], first: int | None = None,
+                  last: int | None = None) -> Iterator[tuple[Any, int, bytes]]:
+        """The connections' messages in recording order; a fault of the bag is a BagError."""
+        if not conns:
+            return
+        try:
+            yield from reader.messages(connections=conns, start=first,
+                                       stop=None if last is None else last + 1)
+        except BagError:
+            raise
+        except Exception as err:  # a truncated or corrupt file fails in the storage reader
+            raise BagError(f"the bag is damaged after {self.summary.messages} messages: "
+                           f"{type(err).__name__}: {err}") from err
 
 
 def _reason(err: BaseException) -> str:
