@@ -55,20 +55,23 @@ from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.nodes.perception.messages import camera_info_to_intrinsics, msg_to_segmentation
 from mimir.nodes.perception.segmentation_node import resolve_vocabulary
 from mimir.paths import config_file
-from mimir.replay_analysis import SIGNALS, ReplayAnalyzer
+from mimir.replay_analysis import SIGNALS, ReplayAnalyzer, detections_from_observations
 from mimir.ros.images import image_to_numpy, image_to_rgb
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.events import EventKind, MemoryEvent, Source
+from mimir_memory.keyframes import CameraView as KeyframeView
 from mimir_memory.keyframes import KeyframeStore, Trigger
 from mimir_memory.misses import MissRecorder
 from mimir_memory.visibility import CameraView
 from mimir_memory.world import WorldMemory
+from mimir_perception.camera import Intrinsics
 from mimir_perception.deprojection import Deprojector, DepthUnit
 from mimir_perception.frames import FrameBuffer
 from mimir_perception.segmentation import SegmentationBackend, SegmentationResult
 from mimir_perception.sync import FrameSynchronizer, SyncedFrame
 from mimir_perception.vocabulary import Vocabulary
+from mimir_planner.reasoning import AnalysisResult
 
 #: Message types each stream accepts (colour and depth may be compressed).
 _IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
@@ -84,6 +87,10 @@ _PHASE_ENDED = 1  # mimir_msgs/InteractionEvent.PHASE_ENDED
 #: Memory events after which a perception keyframe is worth taking (as the keyframe node).
 _GRAPH_CHANGES = (EventKind.NODE_CREATED, EventKind.PROPERTY_SET, EventKind.CONTENTS_SET)
 _SEEN_KINDS = (EventKind.NODE_CREATED, EventKind.OBSERVATION_FUSED)
+#: The keyframe trigger of each frame role the analyzer asks to keep.
+_ROLE_TRIGGERS = {"interaction_before": Trigger.INTERACTION_PRE,
+                  "interaction_after": Trigger.INTERACTION_POST,
+                  "interaction_peak": Trigger.INTERACTION_PEAK}
 
 
 @dataclass(frozen=True)
@@ -294,6 +301,11 @@ class MemoryPipeline:
         analyze: Whether :meth:`start_analysis` may start the analyzer.
         session: Session name of the keyframes saved.
         tf_cache_s: How far back transforms are kept (s).
+        live: The input is the robot as it runs, not a recording of the graph: the detections
+            of each frame deprojected here go to the analyzer (a bag holds the deprojection
+            node's own), and interactions leave keyframes as the keyframe node saves them
+            (before, during and after each action on every buffered camera, and the frames
+            the analyzer asks for).
     """
 
     def __init__(self, memory_dir: Path, cameras: Sequence[str], *,
@@ -301,7 +313,7 @@ class MemoryPipeline:
                  segmenter: SegmentationBackend | None = None,
                  vocabulary: Vocabulary | None = None,
                  analyze: bool = True, session: str = "pipeline",
-                 tf_cache_s: float = 10.0) -> None:
+                 tf_cache_s: float = 10.0, live: bool = False) -> None:
         if segmenter is not None and vocabulary is None:
             raise ValueError("a segmenter needs a vocabulary")
         sections = sections or {}
@@ -350,6 +362,9 @@ class MemoryPipeline:
                                if self.deprojection.vocabulary else ())
         self.summary = ReplaySummary(bag=session)
         self._nodes_before = len(self.world.state.nodes)
+        self.live = live
+        self._intrinsics: dict[str, Intrinsics] = {}
+        self._ended: list[tuple[float, Any]] = []  # interactions whose frames are still due
 
     def close(self) -> None:
         """Close world memory and the keyframe store."""
@@ -370,7 +385,9 @@ class MemoryPipeline:
             ValueError: the analyzer section or the reasoning settings are invalid.
         """
         if self.analyze and self.analysis is None:
-            self.analysis = ReplayAnalyzer(self.world, self._tf, self._sections)
+            self.analysis = ReplayAnalyzer(
+                self.world, self._tf, self._sections,
+                save_keyframes=self._analysis_keyframes if self.live else None)
         return self.analysis
 
     def on_tf(self, msg: Any, *, static: bool) -> None:
@@ -405,11 +422,14 @@ class MemoryPipeline:
 
     def _advance_to(self, stamp: float) -> None:
         self._now = max(self._now, stamp)
+        if self._ended:
+            self._save_interactions()
         if self.analysis is not None:
             self.analysis.run_due(self._now)
 
     def finish(self) -> ReplaySummary:
-        """Analyse what is still pending and bring the summary up to date."""
+        """Save and analyse what is still pending and bring the summary up to date."""
+        self._save_interactions(everything=True)
         if self.analysis is not None:
             self.analysis.finish()
         return self.update_summary()
@@ -434,6 +454,9 @@ class MemoryPipeline:
         its fixture as the scene graph node does; without the analyzer's outcome to end it,
         an operation ends with the executor's report unless it was an open that succeeded
         (the door then stands open)."""
+        if msg.phase == _PHASE_ENDED and self.live:
+            end = stamp_of(msg)
+            self._ended.append((end + self.keyframe_config.after_wait_s, msg))
         if msg.phase == _PHASE_ENDED and self.analysis is not None:
             self.analysis.on_ended(msg)  # its analysed outcome ends the anchor, as live
             return
@@ -520,8 +543,9 @@ class MemoryPipeline:
     def _feed(self, camera: str, stream: str, msg: Any, stamp: float) -> list[SyncedFrame]:
         sync = self._sync
         if stream == "camera_info":
-            return sync.add_camera_info(camera, stamp, camera_info_to_intrinsics(
-                msg, rectified=self.deprojection.rectified))
+            intrinsics = camera_info_to_intrinsics(msg, rectified=self.deprojection.rectified)
+            self._intrinsics[camera] = intrinsics
+            return sync.add_camera_info(camera, stamp, intrinsics)
         if stream == "depth":
             depth = _decode(msg, "depth")
             if depth.dtype not in (np.uint16, np.float32):
@@ -582,6 +606,8 @@ class MemoryPipeline:
             if refused:
                 self.summary.skipped[f"{camera}.observation_refused"] += len(refused)
             self.summary.observations += len(result.observations) - len(refused)
+            if self.live and self.analysis is not None:
+                self.analysis.add_detections(detections_from_observations(result.observations))
         view = self._view(frame, pose, unit)
         if view is not None:
             seen = {str(e.payload["node_id"]) for e in events if e.kind in _SEEN_KINDS}
@@ -621,10 +647,99 @@ class MemoryPipeline:
             else Trigger.NODE_UPDATE,
             session=self.session, node_ids=[node] if node else [],
             tags=[f"event:{change.kind.value}"], caption=str(change.payload.get("label", "")),
-            instances=ids if same else None)
+            instances=ids if same else None, **self._where(camera, colour[0], colour[1]))
         if result.reason == "saved":
             self._last_keyframe = stamp
 
+
+    # ---------------------------------------------------------------- keyframes
+    def _where(self, camera: str, stamp: float, image: npt.NDArray[np.uint8]) -> dict[str, Any]:
+        """Where the camera stood and the base was at ``stamp`` (what the keyframe node stores
+        with each frame); whatever the transforms or the camera info lack is left out."""
+        out: dict[str, Any] = {}
+        try:
+            base = self._tf.lookup(self.map_frame, self.keyframe_config.base_frame, stamp)
+            out["robot_pose"] = [float(base[0, 3]), float(base[1, 3]),
+                                 math.atan2(float(base[1, 0]), float(base[0, 0]))]
+        except tfm.TransformError:
+            pass
+        intrinsics = self._intrinsics.get(camera)
+        optical = self._optical.get(camera, f"{camera}_color_optical_frame")
+        try:
+            pose = self._tf.lookup(self.map_frame, optical, stamp)
+        except tfm.TransformError:
+            return out
+        if intrinsics is None:
+            return out
+        height, width = image.shape[:2]
+        sx, sy = width / intrinsics.width, height / intrinsics.height
+        try:
+            out["camera_view"] = KeyframeView.parse({
+                "position": pose[:3, 3].tolist(),
+                "orientation": tfm.matrix_to_quaternion(pose[:3, :3]).tolist(),
+                "fx": intrinsics.fx * sx, "fy": intrinsics.fy * sy,
+                "cx": (intrinsics.cx + 0.5) * sx - 0.5, "cy": (intrinsics.cy + 0.5) * sy - 0.5})
+        except (MemoryStoreError, ValueError):
+            self.summary.skipped[f"{camera}.bad_camera_view"] += 1
+        return out
+
+    def _save_frame(self, camera: str, stamp: float, side: str, max_offset: float,
+                    **fields: Any) -> str:
+        """Save the buffered colour frame of ``camera`` nearest ``stamp`` (no farther than
+        ``max_offset``); its id, or "" when there is none or the store refused it."""
+        buffer = self._colour.get(camera)
+        found = buffer.nearest(stamp, side) if buffer is not None else None
+        if found is None or abs(found[0] - stamp) > max_offset:
+            self.summary.skipped[f"{camera}.keyframe_no_frame"] += 1
+            return ""
+        result = self.keyframes.save(
+            np.ascontiguousarray(found[1][:, :, ::-1]), timestamp=found[0], camera=camera,
+            session=self.session, **fields, **self._where(camera, found[0], found[1]))
+        return result.frame_id or ""
+
+    def _save_interactions(self, everything: bool = False) -> None:
+        """Keyframes of ended interactions whose frames are in: before, during and after the
+        action on every buffered camera, the later ones children of the first."""
+        due = [e for e in self._ended if everything or e[0] <= self._now]
+        self._ended = [e for e in self._ended if not (everything or e[0] <= self._now)]
+        for _, msg in due:
+            start = float(msg.window_start.sec) + float(msg.window_start.nanosec) * 1e-9
+            end = stamp_of(msg)
+            offset = max(self.keyframe_config.after_wait_s, (end - start) / 2.0 + 0.5)
+            tags = [f"interaction:{msg.interaction_id}", f"outcome:{msg.outcome}"]
+            for camera in self.keyframe_config.cameras:
+                parent = ""
+                for trigger, stamp, side in ((Trigger.INTERACTION_PRE, start, "before"),
+                                             (Trigger.INTERACTION_DURING, (start + end) / 2.0,
+                                              "any"),
+                                             (Trigger.INTERACTION_POST, end, "after")):
+                    frame_id = self._save_frame(
+                        camera, stamp, side, offset, trigger=trigger, action=msg.primitive,
+                        node_ids=[msg.target_id] if msg.target_id else [], tags=tags,
+                        parent_frame=parent or None)
+                    parent = parent or frame_id
+
+    def _analysis_keyframes(self, result: AnalysisResult, iid: str
+                            ) -> tuple[list[str], dict[str, str]]:
+        """The frames the analyzer asks for, saved as the keyframe node's ``save_keyframe``
+        saves them; returns (ids, frame reference -> id)."""
+        ids: list[str] = []
+        by_frame: dict[str, str] = {}
+        offset = self.analysis.config.keyframe_max_offset_s if self.analysis else 0.5
+        for request in result.keyframes:
+            frame_id = self._save_frame(
+                request.camera, request.stamp, "any", offset or self.keyframe_config.max_offset_s,
+                trigger=_ROLE_TRIGGERS.get(request.role, Trigger.INTERACTION_PEAK),
+                action=request.action or None, node_ids=list(request.linked_node_ids),
+                tags=[f"interaction:{iid}"],
+                labels=[(label, "analyzer") for label in request.labels if label.strip()],
+                caption=request.caption)
+            if not frame_id:
+                continue
+            if frame_id not in ids:
+                ids.append(frame_id)
+            by_frame.setdefault(request.frame_ref, frame_id)
+        return ids, by_frame
 
 
 class FastReplay(MemoryPipeline):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -22,13 +21,17 @@ from mimir.ros.actions import ActionClient
 from mimir.ros.floatfix import coerce_floats
 from mimir.ros.runtime import HandOffExecutor
 from mimir.signals import handling
-from mimir.sim_report import InstructionReport, SimJobError, judge_details
+from mimir.sim_report import (
+    InstructionReport,
+    SimJobError,
+    judge_details,
+    memory_record,
+    primitive_record,
+    step_line,
+)
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction, QueryKeyframes
-
-#: Memory event kinds worth printing (perception fusion is too chatty).
-_SHOWN_KINDS = {"property_set", "contents_set", "task_outcome_recorded", "parent_changed"}
 
 
 class TraceSink(Protocol):
@@ -154,55 +157,24 @@ class SimClient:
     def _on_memory_event(self, msg: MemoryEvent) -> None:
         with self._lock:
             self._events += 1
-        if msg.kind not in _SHOWN_KINDS:
-            return
-        try:
-            payload = json.loads(msg.payload_json or "{}")
-        except json.JSONDecodeError:
-            payload = {}
-        detail = ""
-        if msg.kind == "property_set":
-            detail = f"{payload.get('name')} = {json.dumps(payload.get('value'))}"
-        elif msg.kind == "contents_set":
-            names = [c.get("name") for c in payload.get("contents", []) if isinstance(c, dict)]
-            detail = "contents = " + (", ".join(map(str, names)) or "empty")
-        elif msg.kind == "task_outcome_recorded":
-            detail = (f"{payload.get('task')}: "
-                      f"{'success' if payload.get('success') else 'failure'}"
-                      + (f" ({payload['failure_reason']})" if payload.get("failure_reason")
-                         else ""))
-        elif msg.kind == "parent_changed":
-            detail = f"parent = {payload.get('parent_id')}"
-        reason = f" — {msg.verdict_reason}" if msg.verdict_reason else ""
-        self._trace.record(
-            "memory", f"      memory [{msg.verdict}] {msg.subject_id}: {detail}{reason}",
-            instruction=self._current, event_id=msg.event_id, verdict=msg.verdict,
-            event_kind=msg.kind, subject=msg.subject_id, payload=payload,
-            reason=msg.verdict_reason,
-            interactions=[r.id for r in msg.evidence if r.kind == "interaction"])
+        record = memory_record(msg)
+        if record is not None:
+            text, data = record
+            self._trace.record("memory", text, instruction=self._current, **data)
 
     def _on_interaction(self, msg: InteractionEvent) -> None:
         if msg.phase != InteractionEvent.PHASE_ENDED:
             return
-        outcome = "ok" if msg.success else "FAILED"
-        text = f"{msg.primitive}({msg.target_id})"
+        name, text, data = primitive_record(msg)
         with self._lock:
-            self._primitives.append(text)
-        self._trace.record(
-            "primitive", f"    -> {text}: {outcome} [{msg.outcome}] {msg.message}".rstrip(),
-            instruction=self._current, interaction_id=msg.interaction_id,
-            primitive=msg.primitive, target=msg.target_id, success=msg.success,
-            outcome=msg.outcome)
+            self._primitives.append(name)
+        self._trace.record("primitive", text, instruction=self._current, **data)
 
     def _on_feedback(self, feedback_msg: Any) -> None:
         fb = feedback_msg.feedback
-        plan = ", ".join(f"{s.primitive}({s.target_id})" for s in fb.plan) or "(empty plan)"
-        retrieved = len(fb.retrieved)
-        grounding = ", ".join(c.node_id for c in fb.grounding[:3])
         self._trace.record(
-            "step", f"  step {fb.step} [{fb.status}]: plan {plan}"
-            + (f"; candidates {grounding}" if grounding else "")
-            + (f"; {retrieved} keyframes retrieved" if retrieved else ""),
+            "step", step_line(fb.step, fb.status, [(s.primitive, s.target_id) for s in fb.plan],
+                              [c.node_id for c in fb.grounding], len(fb.retrieved)),
             instruction=self._current, step=fb.step, status=fb.status,
             plan=[(s.primitive, s.target_id, s.reasoning) for s in fb.plan])
 

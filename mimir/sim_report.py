@@ -61,3 +61,54 @@ def judge_details(details_json: str) -> tuple[str, list[dict[str, Any]]]:
         raise SimJobError("the judge's details carry no readable family and criteria: "
                           f"{details_json[:120]!r}")
     return family, criteria
+
+
+#: Memory event kinds the run's trace shows, one line each (perception fusion is too chatty).
+SHOWN_KINDS = frozenset({"property_set", "contents_set", "task_outcome_recorded",
+                         "parent_changed"})
+
+
+def memory_record(msg: Any) -> tuple[str, dict[str, Any]] | None:
+    """The trace line and data of a ``mimir_msgs/MemoryEvent`` (None for kinds not shown)."""
+    if msg.kind not in SHOWN_KINDS:
+        return None
+    try:
+        payload = json.loads(msg.payload_json or "{}")
+    except json.JSONDecodeError:
+        payload = {}
+    detail = ""
+    if msg.kind == "property_set":
+        detail = f"{payload.get('name')} = {json.dumps(payload.get('value'))}"
+    elif msg.kind == "contents_set":
+        names = [c.get("name") for c in payload.get("contents", []) if isinstance(c, dict)]
+        detail = "contents = " + (", ".join(map(str, names)) or "empty")
+    elif msg.kind == "task_outcome_recorded":
+        detail = (f"{payload.get('task')}: "
+                  f"{'success' if payload.get('success') else 'failure'}"
+                  + (f" ({payload['failure_reason']})" if payload.get("failure_reason")
+                     else ""))
+    elif msg.kind == "parent_changed":
+        detail = f"parent = {payload.get('parent_id')}"
+    reason = f" — {msg.verdict_reason}" if msg.verdict_reason else ""
+    return (f"      memory [{msg.verdict}] {msg.subject_id}: {detail}{reason}",
+            {"event_id": msg.event_id, "verdict": msg.verdict, "event_kind": msg.kind,
+             "subject": msg.subject_id, "payload": payload, "reason": msg.verdict_reason,
+             "interactions": [r.id for r in msg.evidence if r.kind == "interaction"]})
+
+
+def primitive_record(msg: Any) -> tuple[str, str, dict[str, Any]]:
+    """``primitive(target)``, the trace line and data of an ENDED ``InteractionEvent``."""
+    outcome = "ok" if msg.success else "FAILED"
+    text = f"{msg.primitive}({msg.target_id})"
+    return (text, f"    -> {text}: {outcome} [{msg.outcome}] {msg.message}".rstrip(),
+            {"interaction_id": msg.interaction_id, "primitive": msg.primitive,
+             "target": msg.target_id, "success": msg.success, "outcome": msg.outcome})
+
+
+def step_line(step: int, status: str, plan: list[tuple[str, str]], grounding: list[str],
+              retrieved: int) -> str:
+    """The trace line of one planner call: its status, plan, first candidates, keyframes."""
+    shown = ", ".join(f"{primitive}({target})" for primitive, target in plan) or "(empty plan)"
+    return (f"  step {step} [{status}]: plan {shown}"
+            + (f"; candidates {', '.join(grounding[:3])}" if grounding else "")
+            + (f"; {retrieved} keyframes retrieved" if retrieved else ""))

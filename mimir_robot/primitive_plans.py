@@ -22,13 +22,18 @@ from typing import TypeVar
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from mimir.transforms import planar_pose
+from mimir.transforms import TransformError, planar_pose
 from mimir_perception.camera import transform_points
 from mimir_robot import pointing as pt
 from mimir_robot import targeting as tg
 from mimir_robot.executor import Articulation, Executor, GraspTarget, Outcome
 from mimir_robot.profile import FloatArray, RobotProfile
-from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
+from mimir_robot.requests import (
+    PrimitiveRequest,
+    RequestError,
+    TargetSpec,
+    UnknownTargetError,
+)
 
 #: Squaring up moves the base only when the refined stance differs by more than this (m, rad).
 SQUARE_UP_MIN_SHIFT = (0.04, 0.05)
@@ -285,6 +290,20 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
             out.measurements.get("path_fraction", 0.0) >= ctx.profile.moved_fraction):
         ex.opened.add(req.target.target_id)  # it moved: it may stand open from now on
     return out
+
+
+#: What finding a target or deriving its geometry may refuse a primitive with (a bad value
+#: derived from a view is a ValueError); the primitive then fails with the reason.
+REFUSALS: tuple[type[Exception], ...] = (RequestError, pt.PointingError, TransformError,
+                                          ValueError)
+
+
+def refused(primitive: str, err: Exception) -> Outcome:
+    """The outcome of a primitive refused with ``err``: its ``code`` (upper case) when it has
+    one, else EXECUTION_FAILED, and the error as the message."""
+    code = getattr(err, "code", "EXECUTION_FAILED")
+    code = code.upper() if isinstance(code, str) else "EXECUTION_FAILED"
+    return Outcome(primitive, False, code, f"{type(err).__name__}: {err}")
 
 
 def plan_and_run(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:

@@ -15,6 +15,8 @@ node + bridge over RPC and DDS) is the reference; this mode exists to run many l
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from mimir.transforms import TransformError, planar_pose
@@ -34,6 +36,7 @@ from mimir_robot.requests import PrimitiveRequest
 from mimir_robot.targeting import CameraView
 from mimir_sim.entity_labels import LabelMap
 from mimir_sim.noise import NoiseProfile, SensorNoise
+from mimir_sim.rendering import Frame
 from mimir_sim.robot_servers import SimRobotDrives
 from mimir_sim.robot_signals import camera_in_base
 from mimir_sim.sim import KitchenSim
@@ -55,6 +58,10 @@ class LockstepRobot:
         localization_camera: camera whose frames the fiducial localiser reads (the node mode's
             ``/**/localization`` ``camera``).
         localization: settings of the fiducial localiser.
+        localize_on_view: whether each pointing view renders a frame of the localisation camera
+            for a fresh fix; False when the owner feeds the localiser its stream of frames
+            (:meth:`localize_frame`), as the localization node does in the node mode.
+        on_sample: called with every streamed target and what the robot achieved.
     """
 
     def __init__(self, sim: KitchenSim, profile: RobotProfile | None = None, *,
@@ -63,7 +70,9 @@ class LockstepRobot:
                  image_size: tuple[int, int] = (320, 240), min_segment_pixels: int = 20,
                  noise: NoiseProfile | None = None, noise_seed: int = 0,
                  localization_camera: str = "pole",
-                 localization: LocalizationConfig | None = None) -> None:
+                 localization: LocalizationConfig | None = None,
+                 localize_on_view: bool = True,
+                 on_sample: Callable[[Sample], None] | None = None) -> None:
         self.sim = sim
         self.profile = profile or RobotProfile()
         self.drives = SimRobotDrives(sim, noise=noise, noise_seed=noise_seed)
@@ -71,8 +80,10 @@ class LockstepRobot:
         self._min_pixels = min_segment_pixels
         self.robot = DirectRobot(self.drives.new_base(), self.drives.new_arm())
         self.samples: list[Sample] = []
+        self._on_sample = on_sample
+        self.localize_on_view = localize_on_view
         self.motion = Motion(self.robot, self.profile, clock=lambda: sim.time,
-                             sleep=self._sleep, on_sample=self.samples.append)
+                             sleep=self._sleep, on_sample=self._sampled)
         self.executor = Executor(self.motion)
         self.cameras = cameras
         self.image_size = image_size
@@ -85,6 +96,11 @@ class LockstepRobot:
         self._localizer = FiducialLocalizer(tags.fiducial_map(),
                                             camera_in_base(sim, localization_camera), localization)
         self._map_from_odom: FloatArray | None = None
+
+    def _sampled(self, sample: Sample) -> None:
+        self.samples.append(sample)
+        if self._on_sample is not None:
+            self._on_sample(sample)
 
     def _sleep(self, seconds: float) -> None:
         self.drives.advance(max(seconds, self.sim.model.opt.timestep))
@@ -106,8 +122,19 @@ class LockstepRobot:
         width, height = self.image_size
         truth = self.sim.render(self.localization_camera, width, height, depth=False,
                                 segmentation=False)
-        frame = self._noise.view(truth)
-        assert frame.color is not None
+        return self.localize_frame(self._noise.view(truth))
+
+    def localize_frame(self, frame: Frame) -> LocalizationResult | None:
+        """Run the fiducial localiser on a (noisy) frame of the localisation camera taken now.
+
+        A fresh estimate replaces the held ``map -> odom`` (with odometry at this instant);
+        without a usable tag the held transform stays and None is returned.
+
+        Raises:
+            ValueError: the frame has no colour image.
+        """
+        if frame.color is None:
+            raise ValueError("the localiser needs a colour image")
         info = frame.info
         intrinsics = Intrinsics(info.fx, info.fy, info.cx, info.cy, info.width, info.height)
         result = self._localizer.localize(frame.color, intrinsics, frame.stamp)
@@ -118,6 +145,11 @@ class LockstepRobot:
                                           planar_pose(base.x, base.y, base.theta))
         return result
 
+    @property
+    def map_from_odom(self) -> FloatArray | None:
+        """The held ``map -> odom`` estimate (None before the first fix after a reset)."""
+        return self._map_from_odom
+
     def odom_from_map(self) -> FloatArray:
         """The localiser's map -> odom, inverted (what TF gives the node): refreshed from a new
         frame when a tag is in view, else the last estimate.
@@ -125,7 +157,8 @@ class LockstepRobot:
         Raises:
             TransformError: no tag has been seen since the last odometry reset.
         """
-        self.localize()
+        if self.localize_on_view:
+            self.localize()
         if self._map_from_odom is None:
             raise TransformError(f"no map -> odom: the {self.localization_camera} camera has seen "
                                  "no fiducial tag since the odometry reset")

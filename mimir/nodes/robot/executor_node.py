@@ -54,8 +54,7 @@ from mimir_msgs.msg import InteractionEvent
 from mimir_robot import contract as c
 from mimir_robot.executor import Executor, Outcome
 from mimir_robot.motion import Motion, Sample
-from mimir_robot.pointing import PointingError
-from mimir_robot.primitive_plans import PlanContext, plan_and_run
+from mimir_robot.primitive_plans import REFUSALS, PlanContext, plan_and_run, refused
 from mimir_robot.profile import ProfileError
 from mimir_robot.requests import RequestError
 from mimir_robot.rpc import (
@@ -68,6 +67,9 @@ from mimir_robot.rpc import (
 from mimir_robot.tag_search import search_for_tags
 
 _WARN_KEYS = ("link_error", "rejected", "bad_view", "no_pose", "no_camera_info")
+#: What fails a primitive with its reason instead of failing the goal: the planning refusals
+#: and a server call that went wrong.
+_REFUSALS: tuple[type[Exception], ...] = (*REFUSALS, RobotLinkError)
 #: Seconds between looks at TF while the tag search waits for a map pose.
 FIX_POLL_S = 0.05
 
@@ -323,12 +325,10 @@ class ExecutorNode(ClosesTransforms, Node):
             out = plan_and_run(request, context)
         except (RobotLinkLostError, RobotUnreachableError) as err:
             out = Outcome(request.primitive, False, "LINK_LOST", f"robot link lost: {err}")
-        except (RequestError, PointingError, TransformError, RobotLinkError, ValueError) as err:
+        except _REFUSALS as err:
             # a refusal of the target or its geometry, or a bad value derived from a view: the
             # primitive fails with the reason; the events and the result still go out
-            code = getattr(err, "code", "EXECUTION_FAILED")
-            code = code.upper() if isinstance(code, str) else "EXECUTION_FAILED"
-            out = Outcome(request.primitive, False, code, f"{type(err).__name__}: {err}")
+            out = refused(request.primitive, err)
         end = self._now()
         self._events_pub.publish(conv.interaction_event(goal, interaction_id, start, end=end,
                                                         out=out, frame=cfg.map_frame))
