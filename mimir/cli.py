@@ -221,7 +221,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         instruction_timeout_s=args.instruction_timeout, quiet=args.quiet,
         reasoner_faults=args.reasoner_faults, fault_seed=args.fault_seed,
         verifiers_off=args.verifiers_off, hold_s=args.hold, tidybot_dir=args.tidybot_dir,
-        noise_profile=args.profile, noise_scale=args.noise_scale,
+        noise_profile=args.profile, noise_scale=args.noise_scale, in_process=args.in_process,
     )
     try:
         return run_sim_job(options, sys.argv)
@@ -504,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep the node graph running this long after the instructions")
     sim.add_argument("--verifiers-off", default="", metavar="KINDS",
                      help="comma-separated verdict kinds to switch off, or 'all' (ablations)")
+    sim.add_argument("--in-process", action="store_true",
+                     help="run the graph's work in this one process in simulation time (no "
+                          "DDS, no RPC; fast, for evaluations; offline reasoner only)")
     sim.add_argument("--tidybot-dir", default="", metavar="PATH",
                      help="TidyBot++ model: tidybot.xml or a folder holding it (default: "
                           "mujoco-menagerie's stanford_tidybot, or $MENAGERIE_ROOT's copy)")

@@ -81,6 +81,7 @@ class SimJobOptions:
     noise_profile: str = "realistic"
     noise_scale: float = 1.0
     run_name: str = ""
+    in_process: bool = False
 
 
 
@@ -117,6 +118,12 @@ def check_options(options: SimJobOptions) -> None:
     if not (math.isfinite(options.hold_s) and options.hold_s >= 0.0):
         raise SimJobError(f"--hold must be a non-negative number of seconds, got "
                           f"{options.hold_s}", "give how long to keep the graph up after the run")
+    if options.in_process and options.hold_s > 0.0:
+        raise SimJobError("--hold needs the node graph; an in-process run has none to keep up",
+                          "leave out --in-process or --hold")
+    if options.in_process and options.vlm_backend != "offline":
+        raise SimJobError("an in-process run plans and analyses with the offline reasoner only",
+                          "leave out --in-process to use a model server")
     name = Path(options.run_name)
     if options.run_name and (name.is_absolute() or ".." in name.parts):
         raise SimJobError(f"the run name {options.run_name!r} must be a folder name inside "
@@ -461,6 +468,9 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     trace.record("start", f"robot model {model_xml} ({model_source})")
     trace.record("start", f"layout seed {layout_seed(options)}; noise profile "
                  f"{options.noise_profile} at scale {options.noise_scale:g}")
+    if options.in_process:
+        return _run_in_process(options, run_dir, param_data, trace, instructions,
+                               made_run_dir=made_run_dir)
     nodes = NodeProcesses(run_dir, params, on_restart=lambda name, attempt, status: trace.record(
         "restart", f"node {name} exited ({status}); started again (restart {attempt})",
         node=name, attempt=attempt, status=status))
@@ -502,6 +512,45 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     wall = time.monotonic() - started
     summary = write_report(run_dir, scenario_name, options, reports=reports, figures=figures,
                            wall=wall, cpu=children_cpu_s() - cpu_before)
+    trace.record("summary", summary)
+    trace.record("summary", f"look at what memory learned: mimir inspect {run_dir}")
+    trace.close()
+    return 0 if reports and all(r.success for r in reports) else 1
+
+
+def _run_in_process(options: SimJobOptions, run_dir: Path, params: dict[str, Any], trace: Trace,
+                    instructions: list[str], *, made_run_dir: bool) -> int:
+    """The run in one process, in simulation time (:mod:`mimir.sim_inprocess`); the same
+    report, results and trace as the node mode's."""
+    from mimir import sim_inprocess as inproc  # noqa: PLC0415 - loads the simulator and cores
+
+    trace.record("start", "in-process run: one process, simulation time (no DDS, no RPC)")
+    started = time.monotonic()
+    cpu_before = inproc.process_cpu_s()
+    try:
+        run = inproc.InProcessRun(run_dir, params, trace)
+    except SimJobError as err:
+        trace.record("error", f"error: {err}", echo=False)
+        trace.close()
+        if made_run_dir:
+            _remove_unused_run_folder(run_dir)
+        raise
+    try:
+        with exit_on_termination():
+            run.start()
+            reports = inproc.run_instructions(run, instructions, options.step_budget,
+                                              options.instruction_timeout_s)
+            figures = inproc.memory_figures(run)
+    except SimJobError as err:
+        trace.record("error", f"error: {err}", echo=False)
+        trace.close()
+        raise
+    finally:
+        run.close()
+    wall = time.monotonic() - started
+    summary = write_report(run_dir, Path(options.scenario).stem, options, reports=reports,
+                           figures=figures, wall=wall,
+                           cpu=inproc.process_cpu_s() - cpu_before)
     trace.record("summary", summary)
     trace.record("summary", f"look at what memory learned: mimir inspect {run_dir}")
     trace.close()
@@ -586,7 +635,8 @@ def write_report(run_dir: Path, scenario: str, options: SimJobOptions, *,
            if options.vlm_backend == "offline" else ""),
         f"Task progress (judged from simulator state): {done}/{len(reports)} = {progress:.0%}",
         f"Planner steps: {sum(r.steps for r in reports)}; wall time {wall:.0f} s"
-        + (f"; CPU of the node processes {cpu:.0f} core-s ({cpu / wall:.2f} cores on average)"
+        + (f"; CPU of the {'run' if options.in_process else 'node processes'} {cpu:.0f} core-s "
+           f"({cpu / wall:.2f} cores on average)"
            if cpu is not None and wall > 0 else ""),
         f"Layout seed: {layout_seed(options)}; noise profile: {options.noise_profile} at scale "
         f"{options.noise_scale:g}",

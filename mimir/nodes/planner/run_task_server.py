@@ -94,21 +94,31 @@ class TaskHooks(RunHooks):
         self.server.feedback(status, plan, grounding, retrieved)
         if ctx is not None and ctx.image is not None and ctx.marks and self.server.show:
             self.server.show(ctx.image, self.seen.stamp if self.seen is not None else 0.0)
-        self.server.trace_step({
-            "instruction": self.server.instruction, "call": record.call,
-            "goal_id": record.goal_id, "outcome": record.outcome,
-            "primitive": record.step.primitive if record.step is not None else "",
-            "target": record.step.target if record.step is not None else "",
-            "success": record.success, "detail": record.detail,
-            "start": self.started, "end": self.server.now(),
-            "plan": [{"primitive": p.primitive, "target": p.target_id,
-                      "reasoning": p.reasoning} for p in plan],
-            "candidates": [{"node_id": c.node_id, "score": c.score,
-                            "evidence": list(c.evidence)} for c in grounding],
-            "retrieved": [{"frame_id": r.keyframe.keyframe_id, "reason": r.reason,
-                           "pool": r.pool_source} for r in retrieved],
-            "retrieval_s": ctx.retrieval_s if ctx is not None else None,
-        })
+        self.server.trace_step(step_trace(
+            self.server.instruction, record, plan, grounding, retrieved,
+            start=self.started, end=self.server.now(),
+            retrieval_s=ctx.retrieval_s if ctx is not None else None))
+
+
+def step_trace(instruction: str, record: StepRecord, plan: list[PlanStep],
+               grounding: list[CandidateMsg], retrieved: list[RetrievedKeyframe], *,
+               start: float | None, end: float, retrieval_s: float | None) -> dict[str, object]:
+    """The planner trace's record of one planner call (``memory/planner_trace.jsonl``)."""
+    return {
+        "instruction": instruction, "call": record.call,
+        "goal_id": record.goal_id, "outcome": record.outcome,
+        "primitive": record.step.primitive if record.step is not None else "",
+        "target": record.step.target if record.step is not None else "",
+        "success": record.success, "detail": record.detail,
+        "start": start, "end": end,
+        "plan": [{"primitive": p.primitive, "target": p.target_id,
+                  "reasoning": p.reasoning} for p in plan],
+        "candidates": [{"node_id": c.node_id, "score": c.score,
+                        "evidence": list(c.evidence)} for c in grounding],
+        "retrieved": [{"frame_id": r.keyframe.keyframe_id, "reason": r.reason,
+                       "pool": r.pool_source} for r in retrieved],
+        "retrieval_s": retrieval_s,
+    }
 
 
 class RunTaskServer:
