@@ -261,7 +261,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         scenario=args.scenario, methods=args.methods, trials=args.trials, first_seed=args.seed,
         profile=args.profile, noise_scales=tuple(args.noise_scale), jobs=args.jobs, out=out,
         vlm_backend=args.vlm, instruction_timeout_s=args.instruction_timeout,
-        config=args.config, report_only=args.report_only, argv=tuple(sys.argv))
+        config=args.config, report_only=args.report_only, in_process=args.in_process,
+        nodes=args.nodes, argv=tuple(sys.argv))
     try:
         report = run_evaluation(options)
     except (EvalConfigError, TrialFileError, NoFreeDomainError) as err:

@@ -9,7 +9,7 @@ from mimir.evaluation.methods import EvalConfigError, load_eval_config
 from mimir.evaluation.options import EvalOptions
 from mimir.evaluation.report import write_report
 from mimir.evaluation.runner import run_trials
-from mimir.evaluation.trials import read_trial, trial_specs
+from mimir.evaluation.trials import IN_PROCESS, NODES, read_trial, trial_specs
 from mimir.sim_job import SimJobOptions, check_options, scenario_instructions
 
 
@@ -27,7 +27,7 @@ def run_evaluation(options: EvalOptions) -> Path:
     check_options(SimJobOptions(scenario=options.scenario, vlm_backend=options.vlm_backend,
                                 step_budget=config.step_budget,
                                 instruction_timeout_s=options.instruction_timeout_s,
-                                noise_profile=options.profile))
+                                noise_profile=options.profile, in_process=options.in_process))
     scenario_instructions(options.scenario, first_seed)
     if not options.noise_scales:
         raise EvalConfigError("give at least one --noise-scale")
@@ -35,7 +35,8 @@ def run_evaluation(options: EvalOptions) -> Path:
                         first_seed=first_seed, profile=options.profile,
                         noise_scales=list(options.noise_scales),
                         step_budget=config.step_budget, vlm_backend=options.vlm_backend,
-                        instruction_timeout_s=options.instruction_timeout_s)
+                        instruction_timeout_s=options.instruction_timeout_s,
+                        mode=IN_PROCESS if options.in_process else NODES, nodes=options.nodes)
     root = options.out
     if options.report_only:
         results = [read_trial(spec, root) for spec in specs]

@@ -26,6 +26,8 @@ class EvalOptions:
     instruction_timeout_s: float = 600.0
     config: str = ""
     report_only: bool = False
+    in_process: bool = True
+    nodes: int = 0
     show_progress: bool = True
     argv: tuple[str, ...] = field(default_factory=tuple)
 
@@ -60,6 +62,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Any],
                           help="wall-clock limit per instruction (s)")
     evaluate.add_argument("--config", default="",
                           help="evaluation file (default: the installed eval.yaml)")
+    evaluate.add_argument("--in-process", action=argparse.BooleanOptionalAction, default=True,
+                          help="run each trial in one process in simulation time (the "
+                               "default); --no-in-process runs every trial as the node graph")
+    evaluate.add_argument("--nodes", type=int, default=0, metavar="K",
+                          help="also run the first K layouts of each method as the node graph; "
+                               "the report compares the two modes")
     evaluate.add_argument("--report-only", action="store_true",
                           help="write the report from the trials already in --out")
     evaluate.set_defaults(handler=handler)

@@ -31,7 +31,7 @@ import numpy as np
 
 from mimir.evaluation.methods import Method
 from mimir.evaluation.stats import Interval, bootstrap_interval, holm, paired_p_value
-from mimir.evaluation.trials import TrialResult
+from mimir.evaluation.trials import IN_PROCESS, NODES, TrialResult
 
 #: Planner calls a memory-free robot spends per fixture it searches (move, open, inspect).
 CALLS_PER_FIXTURE = 3
@@ -135,7 +135,7 @@ def trial_line(result: TrialResult, root: Path) -> dict[str, Any]:
     spec = result.spec
     line: dict[str, Any] = {
         "trial": spec.key, "method": spec.method.name, "seed": spec.seed,
-        "noise_scale": spec.noise_scale, "profile": spec.profile,
+        "noise_scale": spec.noise_scale, "profile": spec.profile, "mode": spec.mode,
         "finished": result.finished, "error": result.error,
         "code_version": result.results.get("code_version", ""),
     }
@@ -205,8 +205,46 @@ def method_table(results: Sequence[TrialResult], methods: Sequence[Method],
 
 
 def _cpu_s(result: TrialResult) -> float | None:
-    """Core-seconds the trial's node processes used; None where the run did not record it."""
+    """Core-seconds the trial used (its node processes, or its one process in process); None
+    where the run did not record it."""
     return _seconds(result.results.get("cpu_s"))
+
+
+def mode_table(primary: Sequence[TrialResult], check: Sequence[TrialResult],
+               methods: Sequence[Method]) -> list[str]:
+    """In-process trials against the node graph on the same layouts, per method: both means
+    with their intervals, the mean absolute difference per layout, whether the intervals
+    overlap, and what a trial cost in each mode."""
+    rows = ["| method | layouts | in process [95% CI] | node graph [95% CI] | mean abs. "
+            "difference per layout | intervals overlap | wall per trial, in process / nodes (s) "
+            "| CPU per trial, in process / nodes (core-s) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for method in methods:
+        nodes = {_pairs_key(r): r for r in check
+                 if r.spec.method.name == method.name and r.finished}
+        pairs = [(r, nodes[_pairs_key(r)]) for r in primary
+                 if r.spec.method.name == method.name and r.finished and _pairs_key(r) in nodes]
+        if not pairs:
+            rows.append(f"| {method.label} | 0 | - | - | - | - | - | - |")
+            continue
+        ours = bootstrap_interval([a.progress for a, _ in pairs])
+        theirs = bootstrap_interval([b.progress for _, b in pairs])
+        gap = _mean(abs(a.progress - b.progress) for a, b in pairs)
+        if math.isnan(ours.low) or math.isnan(theirs.low):
+            overlap = "-"
+        else:
+            overlap = "yes" if ours.low <= theirs.high and theirs.low <= ours.high else "NO"
+
+        def cost(side: Iterable[TrialResult], field: str) -> str:
+            values = [_seconds(r.results.get(field)) for r in side]
+            return _fmt(_mean(v for v in values if v is not None), 0)
+
+        rows.append(
+            f"| {method.label} | {len(pairs)} | {ours.text()} | {theirs.text()} | "
+            f"{100 * gap:.1f} points | {overlap} | {cost((a for a, _ in pairs), 'wall_s')} / "
+            f"{cost((b for _, b in pairs), 'wall_s')} | {cost((a for a, _ in pairs), 'cpu_s')}"
+            f" / {cost((b for _, b in pairs), 'cpu_s')} |")
+    return rows
 
 
 def family_table(results: Sequence[TrialResult], methods: Sequence[Method]) -> list[str]:
@@ -433,6 +471,11 @@ def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root
     with (out / "trials.jsonl").open("w") as handle:
         for r in results:
             handle.write(json.dumps(lines_by_key[r.spec.key], sort_keys=True) + "\n")
+    # the tables are those of the evaluation's own mode; node-graph reruns of in-process
+    # trials are the check of the last section
+    mode = IN_PROCESS if any(r.spec.mode == IN_PROCESS for r in results) else NODES
+    check = [r for r in results if r.spec.mode != mode]
+    results = [r for r in results if r.spec.mode == mode]
     first = results[0].spec
     finished = [r for r in results if r.finished]
     intervals = {m.name: bootstrap_interval([r.progress for r in finished
@@ -448,7 +491,9 @@ def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root
         f"reasoning backend {first.vlm_backend}; {first.step_budget} planner calls per "
         f"instruction; layouts of seeds {min(r.spec.seed for r in results)}.."
         f"{max(r.spec.seed for r in results)}; {len(finished)} of {len(results)} trials "
-        "finished.",
+        "finished; "
+        + ("each trial ran in one process in simulation time (`mimir sim --in-process`)."
+           if mode == IN_PROCESS else "each trial ran as the node graph (`mimir sim`)."),
         "",
         "Task progress is the judge's (simulator state), averaged over a trial's instructions; "
         "intervals are 95% percentile bootstraps over layouts. A trial whose run failed is "
@@ -471,11 +516,17 @@ def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root
         "",
         *baseline_table(first.scenario, [r.spec.seed for r in results], first.step_budget),
     ]
-    failed_runs = [r for r in results if r.failed]
+    if check:
+        text += [
+            "", "## Node graph against in-process", "",
+            "The first layouts of each method ran again as the node graph (DDS, the wall "
+            "clock; the reference). Both columns cover the same layouts.", "",
+            *mode_table(results, check, methods)]
+    failed_runs = [r for r in results + check if r.failed]
     if failed_runs:
         text += ["", "## Failed runs", ""]
         text += [f"- {r.spec.key}: {r.error}" for r in failed_runs]
-    pending = [r for r in results if not r.finished and not r.failed]
+    pending = [r for r in results + check if not r.finished and not r.failed]
     if pending:
         text += ["", f"Not run yet, or stopped before the end ({len(pending)}; the same command "
                  "runs them): " + ", ".join(r.spec.key for r in pending) + "."]

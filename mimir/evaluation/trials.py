@@ -1,6 +1,8 @@
 """One trial: a method on one generated layout, run as ``mimir sim`` in a folder of its own.
 
-The evaluation folder holds ``<method>/scale-<s>/seed-<seed>/`` per trial. A trial folder is
+A trial runs in process (``mimir sim --in-process``, the default) or as the node graph
+(:data:`NODES`). The evaluation folder holds ``<method>/scale-<s>/seed-<seed>-in-process/`` per
+in-process trial and ``<method>/scale-<s>/seed-<seed>/`` per node-graph trial. A trial folder is
 the sim job's run folder plus ``trial.json`` (what was asked) and, when the job failed,
 ``error.json``. A trial is finished when its ``results.json`` (written by the sim job) can be
 read; a resumed evaluation runs only the trials that are not.
@@ -17,6 +19,11 @@ from typing import Any
 
 from mimir.evaluation.methods import EvalConfigError, Method
 from mimir.sim_job import RESULTS_VERSION, SimJobOptions
+
+#: How a trial runs: the node graph over DDS (the reference), or in one process.
+NODES = "nodes"
+IN_PROCESS = "in_process"
+MODES = (NODES, IN_PROCESS)
 
 
 class TrialFileError(ValueError):
@@ -36,6 +43,8 @@ class TrialSpec:
         step_budget: planner calls per instruction.
         vlm_backend: reasoning backend.
         instruction_timeout_s: wall-clock limit per instruction.
+        mode: :data:`NODES` or :data:`IN_PROCESS` (``trial.json`` files written before trials
+            had a mode ran the node graph).
     """
 
     scenario: str
@@ -46,8 +55,12 @@ class TrialSpec:
     step_budget: int = 12
     vlm_backend: str = "offline"
     instruction_timeout_s: float = 600.0
+    mode: str = NODES
 
     def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise EvalConfigError(f"a trial runs as one of {', '.join(MODES)}, not "
+                                  f"{self.mode!r}")
         if not (math.isfinite(self.noise_scale) and self.noise_scale >= 0.0):
             raise EvalConfigError(f"the noise scale must be a finite number >= 0, got "
                                   f"{self.noise_scale}")
@@ -57,7 +70,8 @@ class TrialSpec:
     @property
     def key(self) -> str:
         """``<method>/scale-<s>/seed-<seed>``: the trial's folder inside the evaluation."""
-        return f"{self.method.name}/scale-{self.noise_scale:g}/seed-{self.seed}"
+        suffix = "-in-process" if self.mode == IN_PROCESS else ""
+        return f"{self.method.name}/scale-{self.noise_scale:g}/seed-{self.seed}{suffix}"
 
     def folder(self, root: Path) -> Path:
         """The trial's folder inside the evaluation folder ``root``."""
@@ -71,7 +85,8 @@ class TrialSpec:
             run_name=folder.name, seed=self.seed, step_budget=self.step_budget,
             instruction_timeout_s=self.instruction_timeout_s, quiet=True,
             extra_params=self.method.node_params(), verifiers_off=self.method.verifiers_off,
-            noise_profile=self.profile, noise_scale=self.noise_scale)
+            noise_profile=self.profile, noise_scale=self.noise_scale,
+            in_process=self.mode == IN_PROCESS)
 
     def to_json(self) -> dict[str, Any]:
         """``trial.json``'s content."""
@@ -158,15 +173,32 @@ def read_trial(spec: TrialSpec, root: Path) -> TrialResult:
 
 def trial_specs(scenario: str, methods: list[Method], *, trials: int, first_seed: int,
                 profile: str, noise_scales: list[float], step_budget: int, vlm_backend: str,
-                instruction_timeout_s: float) -> list[TrialSpec]:
+                instruction_timeout_s: float, mode: str = IN_PROCESS,
+                nodes: int = 0) -> list[TrialSpec]:
     """Every trial of an evaluation, seed-major so that the methods of one layout run close
-    together (a partial evaluation then still pairs its methods).
+    together (a partial evaluation then still pairs its methods). With ``mode`` in process,
+    the first ``nodes`` layouts of every method and scale also run as the node graph, to check
+    that the two modes agree.
 
     Raises:
-        EvalConfigError: fewer than one trial, or a bad noise scale.
+        EvalConfigError: fewer than one trial, a node subsample outside ``[0, trials]`` or
+            beside node-graph trials, or a bad noise scale or mode.
     """
     if trials < 1:
         raise EvalConfigError(f"--trials must be at least 1, got {trials}")
-    return [TrialSpec(scenario, method, first_seed + k, profile, scale, step_budget,
-                      vlm_backend, instruction_timeout_s)
-            for k in range(trials) for scale in noise_scales for method in methods]
+    if not 0 <= nodes <= trials:
+        raise EvalConfigError(f"--nodes must lie in [0, --trials = {trials}], got {nodes}")
+    if nodes and mode != IN_PROCESS:
+        raise EvalConfigError("--nodes reruns in-process trials as the node graph; every "
+                              "trial already runs as the node graph")
+    specs = []
+    for k in range(trials):
+        for scale in noise_scales:
+            for method in methods:
+                specs.append(TrialSpec(scenario, method, first_seed + k, profile, scale,
+                                       step_budget, vlm_backend, instruction_timeout_s, mode))
+                if k < nodes:
+                    specs.append(TrialSpec(scenario, method, first_seed + k, profile, scale,
+                                           step_budget, vlm_backend, instruction_timeout_s,
+                                           NODES))
+    return specs

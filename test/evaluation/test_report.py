@@ -10,7 +10,7 @@ from eval_helpers import finish_trial
 
 from mimir.evaluation.methods import Method
 from mimir.evaluation.report import comparisons, retrieval_latencies, write_report
-from mimir.evaluation.trials import TrialResult, TrialSpec, read_trial
+from mimir.evaluation.trials import IN_PROCESS, NODES, TrialResult, TrialSpec, read_trial
 
 FULL = Method(name="full", label="full")
 SG = Method(name="sg", label="SG", interaction=False, keyframes=False)
@@ -207,3 +207,42 @@ def test_cpu_per_trial_is_reported_where_runs_recorded_it(tmp_path: Path) -> Non
     assert row.endswith("| 100 | 200 |")  # wall time 100 s each; CPU over the two measured
     lines = [json.loads(x) for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
     assert [x["cpu_s"] for x in lines] == [150.0, 250.0, None, None]
+
+
+def test_node_graph_reruns_are_compared_with_the_in_process_trials(tmp_path: Path) -> None:
+    """Full agrees across modes; SG's node-graph reruns do worse than its in-process trials on
+    the same layouts, and one of them failed to run."""
+    results = []
+    for seed in SEEDS[:4]:
+        for method, ours, theirs in ((FULL, (1.0, 1.0), (1.0, 1.0)),
+                                     (SG, (1.0, 1.0), (0.0, 0.0))):
+            fast = TrialSpec("locked_unlocked", method, seed, "ideal", mode=IN_PROCESS)
+            finish_trial(fast, tmp_path, ours)
+            results.append(read_trial(fast, tmp_path))
+            if seed > SEEDS[2]:
+                continue  # the node subsample: the first three layouts
+            slow = TrialSpec("locked_unlocked", method, seed, "ideal", mode=NODES)
+            if method is SG and seed == SEEDS[2]:
+                slow.folder(tmp_path).mkdir(parents=True)
+                (slow.folder(tmp_path) / "error.json").write_text('{"error": "node died"}')
+            else:
+                finish_trial(slow, tmp_path, theirs)
+            results.append(read_trial(slow, tmp_path))
+    text = write_report(results, [FULL, SG], tmp_path).read_text()
+    # the main table counts the in-process trials only
+    assert "| full | 4 (0) | 100.0% [100.0, 100.0] |" in text
+    assert "| SG | 4 (0) | 100.0% [100.0, 100.0] |" in text
+    assert "ran in one process in simulation time" in text
+    assert "## Node graph against in-process" in text
+    assert ("| full | 3 | 100.0% [100.0, 100.0] | 100.0% [100.0, 100.0] | 0.0 points | yes | "
+            "100 / 100 |") in text
+    assert "| SG | 2 | 100.0% [100.0, 100.0] | 0.0% [0.0, 0.0] | 100.0 points | NO |" in text
+    assert "- sg/scale-1/seed-1002: node died" in text
+    modes = [json.loads(x)["mode"]
+             for x in (tmp_path / "report" / "trials.jsonl").read_text().splitlines()]
+    assert modes.count(NODES) == 6 and modes.count(IN_PROCESS) == 8
+
+
+def test_an_evaluation_of_node_graph_trials_has_no_mode_comparison(tmp_path: Path) -> None:
+    text = write_report(evaluation(tmp_path), [FULL, SG], tmp_path).read_text()
+    assert "ran as the node graph" in text and "Node graph against" not in text

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eval_helpers import finish_trial
 
 from mimir.evaluation.methods import EvalConfigError, Method
-from mimir.evaluation.trials import TrialFileError, TrialSpec, read_trial, trial_specs
+from mimir.evaluation.trials import (
+    IN_PROCESS,
+    NODES,
+    TrialFileError,
+    TrialSpec,
+    read_trial,
+    trial_specs,
+)
 
 SG = Method(name="sg", label="SG", interaction=False, keyframes=False)
 FULL = Method(name="full", label="full")
@@ -47,13 +55,44 @@ def test_specs_are_seed_major_and_count_every_method_and_scale() -> None:
     specs = trial_specs("locked_unlocked", [FULL, SG], trials=2, first_seed=1000,
                         profile="realistic", noise_scales=[0.0, 1.0], step_budget=12,
                         vlm_backend="offline", instruction_timeout_s=600.0)
-    assert [s.key for s in specs[:4]] == ["full/scale-0/seed-1000", "sg/scale-0/seed-1000",
-                                          "full/scale-1/seed-1000", "sg/scale-1/seed-1000"]
+    assert [s.key for s in specs[:4]] == [
+        "full/scale-0/seed-1000-in-process", "sg/scale-0/seed-1000-in-process",
+        "full/scale-1/seed-1000-in-process", "sg/scale-1/seed-1000-in-process"]
     assert len(specs) == 8 and {s.seed for s in specs} == {1000, 1001}
+    assert all(s.mode == IN_PROCESS and s.options(Path("e")).in_process for s in specs)
     with pytest.raises(EvalConfigError, match="--trials"):
         trial_specs("locked_unlocked", [FULL], trials=0, first_seed=1000, profile="ideal",
                     noise_scales=[1.0], step_budget=12, vlm_backend="offline",
                     instruction_timeout_s=600.0)
+
+
+def test_a_node_subsample_reruns_the_first_layouts_as_the_node_graph() -> None:
+    common: dict[str, Any] = {"first_seed": 1000, "profile": "realistic", "noise_scales": [1.0],
+                              "step_budget": 12, "vlm_backend": "offline",
+                              "instruction_timeout_s": 600.0}
+    specs = trial_specs("locked_unlocked", [FULL, SG], trials=3, nodes=1, **common)
+    nodes = [s for s in specs if s.mode == NODES]
+    assert [s.key for s in nodes] == ["full/scale-1/seed-1000", "sg/scale-1/seed-1000"]
+    assert not any(s.options(Path("e")).in_process for s in nodes)
+    assert len(specs) == 8 and len({s.key for s in specs}) == 8
+    # every trial as the node graph: the folders of evaluations made before modes existed
+    old = trial_specs("locked_unlocked", [FULL], trials=2, mode=NODES, **common)
+    assert [s.key for s in old] == ["full/scale-1/seed-1000", "full/scale-1/seed-1001"]
+    with pytest.raises(EvalConfigError, match="--nodes"):
+        trial_specs("locked_unlocked", [FULL], trials=2, nodes=3, **common)
+    with pytest.raises(EvalConfigError, match="--nodes"):
+        trial_specs("locked_unlocked", [FULL], trials=2, nodes=-1, **common)
+    with pytest.raises(EvalConfigError, match="already runs as the node graph"):
+        trial_specs("locked_unlocked", [FULL], trials=2, nodes=1, mode=NODES, **common)
+    with pytest.raises(EvalConfigError, match="runs as one of"):
+        TrialSpec("locked_unlocked", FULL, 1000, mode="threads")
+
+
+def test_a_trial_file_without_a_mode_ran_the_node_graph() -> None:
+    data = TrialSpec("locked_unlocked", FULL, 1000, mode=IN_PROCESS).to_json()
+    assert TrialSpec.from_json(data).mode == IN_PROCESS
+    del data["mode"]
+    assert TrialSpec.from_json(data).mode == NODES
 
 
 def test_reading_finished_failed_and_corrupt_trials(tmp_path: Path) -> None:
