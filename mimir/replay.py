@@ -303,9 +303,10 @@ class MemoryPipeline:
         tf_cache_s: How far back transforms are kept (s).
         live: The input is the robot as it runs, not a recording of the graph: the detections
             of each frame deprojected here go to the analyzer (a bag holds the deprojection
-            node's own), and interactions leave keyframes as the keyframe node saves them
+            node's own), interactions leave keyframes as the keyframe node saves them
             (before, during and after each action on every buffered camera, and the frames
-            the analyzer asks for).
+            the analyzer asks for), and ended interactions are analysed only with the
+            analyzer's ``auto_analyze`` (others when the owner asks, as the planner does).
     """
 
     def __init__(self, memory_dir: Path, cameras: Sequence[str], *,
@@ -457,7 +458,8 @@ class MemoryPipeline:
         if msg.phase == _PHASE_ENDED and self.live:
             end = stamp_of(msg)
             self._ended.append((end + self.keyframe_config.after_wait_s, msg))
-        if msg.phase == _PHASE_ENDED and self.analysis is not None:
+        if msg.phase == _PHASE_ENDED and self.analysis is not None and (
+                not self.live or self.analysis.config.auto_analyze):
             self.analysis.on_ended(msg)  # its analysed outcome ends the anchor, as live
             return
         if msg.primitive not in self.scene_graph.operated_primitives:

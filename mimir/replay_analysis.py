@@ -206,7 +206,8 @@ class ReplayAnalyzer:
         self._fresh.extend(found)
 
     def on_ended(self, event: Any) -> None:
-        """An interaction ended: analyse it once the bag has passed its window."""
+        """An interaction ended: analyse it once the input has passed its window (a second
+        request for the same interaction is answered by the first analysis)."""
         end = _seconds(event.window_end) or _seconds(event.header.stamp)
         self._pending.append((end + self.config.window_margin_s, event))
 

@@ -62,6 +62,7 @@ from mimir.nodes.sim import messages as sconv
 from mimir.nodes.sim.bridge_node import SEGMENTATION_BACKEND
 from mimir.paths import config_file
 from mimir.replay import MemoryPipeline, node_config
+from mimir.ros.time import to_seconds
 from mimir.sim_report import (
     InstructionReport,
     SimJobError,
@@ -422,15 +423,16 @@ class InProcessRun:
                                           "subject": msg.subject_id, **grade.as_dict()}) + "\n")
 
     # ------------------------------------------------------------------ primitives
-    def execute(self, goal: Any) -> tuple[Any, Outcome | None, str]:
+    def execute(self, goal: Any) -> tuple[Any, Outcome | None, Any]:
         """Run one ExecutePrimitive goal as the executor node serves it.
 
-        Returns (result message, outcome or None when refused, interaction id or "")."""
+        Returns (result message, outcome or None when refused, ENDED interaction event or
+        None when refused)."""
         cfg = self.executor_config
         try:
             request = rconv.goal_to_request(goal, cfg.map_frame)
         except RequestError as err:
-            return rconv.refusal(err), None, ""
+            return rconv.refusal(err), None, None
         iid = uuid.uuid4().hex[:12]
         start = self.now
         self.pipeline.on_interaction(rconv.interaction_event(goal, iid, start,
@@ -446,14 +448,18 @@ class InProcessRun:
         self.primitives.append(name)
         self.trace.record("primitive", text, instruction=self.instruction, **data)
         self._events()
-        return rconv.outcome_result(out, iid, start, end), out, iid
+        return rconv.outcome_result(out, iid, start, end), out, ended
 
-    def verdict(self, iid: str, end: float) -> Verification:
-        """The analyzer's verdict on interaction ``iid``: simulated time runs on (the robot
-        holding) until its window and margin are past, as the node mode's analyzer waits for
-        the frames after an action."""
+    def verdict(self, ended: Any) -> Verification:
+        """The analyzer's verdict on an ended interaction (``analyze_interaction``): simulated
+        time runs on (the robot holding) until its window and margin are past, as the node
+        mode's analyzer waits for the frames after an action."""
         if self.analysis is None:
             return Verification(False, reason="the interaction analyzer is not running")
+        iid = ended.interaction_id
+        if not self.analyzer_config.auto_analyze:
+            self.analysis.on_ended(ended)  # asked for, not analysed on its own
+        end = to_seconds(ended.window_end)
         due = end + self.analyzer_config.window_margin_s + 1.0 / self.bridge.camera_rate
         while self.now < due and iid not in self.analysis.verdicts:
             self.advance(min(_WAIT_STEP_S, max(due - self.now, 1e-3)))
@@ -484,8 +490,8 @@ class LockstepExecutor:
                                   task=host.instruction, map_frame=cfg.map_frame, stamp=run.now)
         except ValueError as err:
             return self._outcome(step, False, f"not sent: {err}", None, code="NOT_SENT")
-        result, out, iid = run.execute(goal)
-        end = run.now
+        result, out, ended = run.execute(goal)
+        end = to_seconds(result.window_end) if result.interaction_id else run.now
         if out is None:
             code = result_code_name(int(result.error_code))
             return self._outcome(step, False, f"refused ({code}): {result.error_msg}", None,
@@ -496,7 +502,7 @@ class LockstepExecutor:
         analysed = cfg.analyzed_primitives if cfg.analyze else ()
         if step.primitive not in analysed:
             return self._outcome(step, said, reported, end, code=code, reported=said)
-        verdict = run.verdict(iid, end)
+        verdict = run.verdict(ended)
         world.refresh()
         success, detail = judge(said, reported, verdict,
                                 require_verification=cfg.require_verification)

@@ -284,6 +284,14 @@ def sim_params(options: SimJobOptions, run_dir: Path) -> dict[str, Any]:
     return data
 
 
+def with_robot_model(params: dict[str, Any], model_xml: Path) -> dict[str, Any]:
+    """Give the resolved robot model to the node(s) of the graph that take it; ``params``."""
+    for entry in SIM_GRAPH:
+        if "tidybot_dir" in entry.optional:
+            params[section_key(entry.name)]["ros__parameters"]["tidybot_dir"] = str(model_xml)
+    return params
+
+
 def exit_on_termination() -> contextlib.AbstractContextManager[None]:
     """Turn SIGTERM and SIGHUP into ``SystemExit`` while the block runs.
 
@@ -449,9 +457,7 @@ def run_sim_job(options: SimJobOptions, argv_echo: Sequence[str] = ()) -> int:
     scenario_name = Path(options.scenario).stem
     run_dir = (options.run_root / (options.run_name or f"{scenario_name}-{stamp}")).resolve()
     param_data = sim_params(options, run_dir)
-    for entry in SIM_GRAPH:  # the resolved model goes to the node(s) that take it
-        if "tidybot_dir" in entry.optional:
-            param_data[section_key(entry.name)]["ros__parameters"]["tidybot_dir"] = str(model_xml)
+    with_robot_model(param_data, model_xml)
     made_run_dir = not run_dir.exists()
     try:
         (run_dir / "memory").mkdir(parents=True, exist_ok=True)
