@@ -55,24 +55,27 @@ NOISE_ARGS ?=
 noise-sweep: setup
 	MUJOCO_GL=egl $(PY) benchmarks/noise_sweep.py --runs $(NOISE_RUNS) $(NOISE_ARGS)
 
-# mimir eval over generated layouts, realistic profile, offline reasoner (hours on two cores; not
+# mimir eval over generated layouts, realistic profile, offline reasoner, trials in process with
+# the first EVAL_NODES layouts of each method also run as the node graph (hours on two cores; not
 # part of `make test`, which runs a two-trial smoke version). Each writes <folder>/report/;
 # a stopped evaluation resumes where it stopped. Fewer: make eval-short EVAL_TRIALS=4
 EVAL_RUNS ?= evals
 EVAL_TRIALS ?= 50
-EVAL_JOBS ?= 1
+EVAL_JOBS ?= 2
+EVAL_NODES ?= 2
 EVAL_ARGS ?=
 eval-short: setup
 	for scenario in locked_unlocked clutter_aware_pick; do \
 		.venv/bin/mimir eval --scenario $$scenario --methods all --trials $(EVAL_TRIALS) \
-			--jobs $(EVAL_JOBS) --out $(EVAL_RUNS)/$$scenario $(EVAL_ARGS) || exit 1; \
+			--nodes $(EVAL_NODES) --jobs $(EVAL_JOBS) --out $(EVAL_RUNS)/$$scenario \
+			$(EVAL_ARGS) || exit 1; \
 	done
 
 EVAL_LH_TRIALS ?= 10
 eval-long-horizon: setup
 	.venv/bin/mimir eval --scenario long_horizon --methods full,sg_ia,sg,sg_kf,roboexp,memer \
-		--trials $(EVAL_LH_TRIALS) --jobs $(EVAL_JOBS) --instruction-timeout 900 \
-		--out $(EVAL_RUNS)/long_horizon $(EVAL_ARGS)
+		--trials $(EVAL_LH_TRIALS) --nodes $(EVAL_NODES) --jobs $(EVAL_JOBS) \
+		--instruction-timeout 900 --out $(EVAL_RUNS)/long_horizon $(EVAL_ARGS)
 
 # mimir record beside one mimir sim run, then mimir replay --fast; compares the memories (a few
 # minutes; not part of `make test`).
