@@ -27,6 +27,7 @@ from mimir.sim_report import (
     judge_details,
     memory_record,
     primitive_record,
+    result_line,
     step_line,
 )
 from mimir_msgs.action import RunTask
@@ -231,14 +232,10 @@ class SimClient:
         report.wall_s = time.monotonic() - started
         goals = "; ".join(f"{g.description}: {g.status}" for g in result.goals)
         self._trace.record(
-            "result",
-            f"  planner: progress {result.progress:.0%} in {result.steps} steps"
-            + (f", answer: {result.answer}" if result.answer else "")
-            + (f", names: {named}" if named else "")
-            + (f", error: {result.error_msg}" if result.error_msg else "")
-            + (f" ({goals})" if goals else "")
-            + f"\n  judged from simulator state: {'DONE' if judged.success else 'NOT DONE'}"
-            f" {judged.details_json}",
+            "result", result_line(
+                result.progress, result.steps, answer=result.answer, named=named,
+                error=result.error_msg, goals=goals, judged=judged.success,
+                details_json=judged.details_json),
             instruction=index, planner_progress=result.progress, steps=result.steps,
             answer=result.answer, judged=judged.success, details=judged.details_json)
         return report

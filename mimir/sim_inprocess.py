@@ -52,10 +52,9 @@ from mimir.nodes.memory.messages import event_to_msg
 from mimir.nodes.perception.localization_node import LocalizationNodeConfig
 from mimir.nodes.perception.messages import segmentation_to_msg
 from mimir.nodes.planner.analyzer_params import AnalyzerNodeConfig
-from mimir.nodes.planner.planner_messages import candidate_msgs, plan_step_msgs, retrieved_msgs
 from mimir.nodes.planner.planner_params import PlannerNodeConfig
 from mimir.nodes.planner.primitive_messages import primitive_goal, result_code_name
-from mimir.nodes.planner.run_task_server import step_trace
+from mimir.nodes.planner.run_task_server import call_messages, step_trace
 from mimir.nodes.robot import messages as rconv
 from mimir.nodes.robot.executor_params import ExecutorNodeConfig
 from mimir.nodes.sim import messages as sconv
@@ -69,12 +68,14 @@ from mimir.sim_report import (
     judge_details,
     memory_record,
     primitive_record,
+    result_line,
     step_line,
 )
 from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.representation import load_representations
 from mimir_memory.task import TaskMemory
+from mimir_perception.fiducials import stood_still
 from mimir_planner.config import GateConfig, load_planner_config
 from mimir_planner.errors import PlannerError
 from mimir_planner.hosting import RecordingPolicy, TrackedGate
@@ -359,10 +360,8 @@ class InProcessRun:
             before = tf.lookup(cfg.odom_frame, cfg.base_frame, stamp - cfg.still_window_s)
         except tfm.TransformError:
             return True
-        step = np.linalg.inv(before) @ now
-        turn = abs(math.atan2(step[1, 0], step[0, 0]))
-        return (float(np.linalg.norm(step[:2, 3])) <= cfg.still_translation_m
-                and turn <= cfg.still_rotation_rad)
+        return stood_still(before, now, translation_m=cfg.still_translation_m,
+                           rotation_rad=cfg.still_rotation_rad)
 
     def _audit_localisation(self, stamp: float) -> None:
         """Compare the localised base pose with the true one (the judge's instrument)."""
@@ -596,12 +595,7 @@ class _Hooks(RunHooks):
     def after_step(self, record: StepRecord) -> None:
         host = self.host
         ctx = host.recorder.context
-        plan = plan_step_msgs(host.recorder.answer(), host.session.registry.adapter.canonical)
-        grounding = candidate_msgs(ctx.grounding if ctx is not None else None)
-        retrieved = retrieved_msgs(ctx.retrieved, host.session.keyframes) \
-            if ctx is not None else []
-        what = f" {record.step.describe()}" if record.step is not None else ""
-        status = f"{record.outcome}{what}: {record.detail}".strip().rstrip(":")
+        plan, grounding, retrieved, status = call_messages(host.session, host.recorder, record)
         run = host.run
         run.trace.record(
             "step", step_line(record.call, status, [(p.primitive, p.target_id) for p in plan],
@@ -649,14 +643,10 @@ def run_instructions(run: InProcessRun, instructions: list[str], step_budget: in
         named = ", ".join(e.node_id or f"{e.label} (listed)" for e in entities)
         goals = "; ".join(f"{g.description}: {g.status.value}" for g in result.goals)
         run.trace.record(
-            "result",
-            f"  planner: progress {result.progress:.0%} in {result.calls} steps"
-            + (f", answer: {report.answer}" if report.answer else "")
-            + (f", names: {named}" if named else "")
-            + (f", error: {result.reason}" if result.reason else "")
-            + (f" ({goals})" if goals else "")
-            + f"\n  judged from simulator state: {'DONE' if judged.success else 'NOT DONE'}"
-            f" {judged.details_json}",
+            "result", result_line(
+                result.progress, result.calls, answer=report.answer, named=named,
+                error=result.reason, goals=goals, judged=judged.success,
+                details_json=judged.details_json),
             instruction=index, planner_progress=result.progress, steps=result.calls,
             answer=report.answer, judged=judged.success, details=judged.details_json)
         reports.append(report)

@@ -112,3 +112,15 @@ def step_line(step: int, status: str, plan: list[tuple[str, str]], grounding: li
     return (f"  step {step} [{status}]: plan {shown}"
             + (f"; candidates {', '.join(grounding[:3])}" if grounding else "")
             + (f"; {retrieved} keyframes retrieved" if retrieved else ""))
+
+
+def result_line(progress: float, steps: int, *, answer: str, named: str, error: str, goals: str,
+                judged: bool, details_json: str) -> str:
+    """The trace line of a finished instruction: the planner's account, then the judge's."""
+    return (f"  planner: progress {progress:.0%} in {steps} steps"
+            + (f", answer: {answer}" if answer else "")
+            + (f", names: {named}" if named else "")
+            + (f", error: {error}" if error else "")
+            + (f" ({goals})" if goals else "")
+            + f"\n  judged from simulator state: {'DONE' if judged else 'NOT DONE'}"
+            f" {details_json}")

@@ -290,6 +290,15 @@ def average_poses(poses: list[FloatArray], weights: npt.ArrayLike) -> FloatArray
     return make_transform(quaternion_to_matrix(vecs[:, -1]), np.asarray(trans))
 
 
+def stood_still(before: npt.ArrayLike, now: npt.ArrayLike, *, translation_m: float,
+                rotation_rad: float) -> bool:
+    """Whether the base moved at most ``translation_m`` and turned at most ``rotation_rad``
+    between two odometry poses (``odom -> base`` 4x4 matrices), in the floor plane."""
+    step = np.linalg.inv(np.asarray(before, dtype=np.float64)) @ np.asarray(now, dtype=np.float64)
+    turn = abs(math.atan2(step[1, 0], step[0, 0]))
+    return float(np.linalg.norm(step[:2, 3])) <= translation_m and turn <= rotation_rad
+
+
 def map_to_odom(map_from_base: npt.ArrayLike, odom_from_base: npt.ArrayLike) -> FloatArray:
     """The ``map -> odom`` transform that makes ``map -> odom -> base_link`` match the estimate.
 

@@ -71,6 +71,7 @@ from mimir_perception.fiducials import (
     LocalizationConfig,
     load_fiducial_map,
     map_to_odom,
+    stood_still,
 )
 
 PUBLISH_MODES = ("map_to_odom", "map_to_base")
@@ -330,10 +331,8 @@ class LocalizationNode(ClosesTransforms, Node):
             before = self._tf.lookup(cfg.odom_frame, cfg.base_frame, stamp - cfg.still_window_s)
         except tfm.TransformError:
             return True
-        step = np.linalg.inv(before) @ odom_from_base
-        turn = abs(math.atan2(step[1, 0], step[0, 0]))
-        return (float(np.linalg.norm(step[:2, 3])) <= cfg.still_translation_m
-                and turn <= cfg.still_rotation_rad)
+        return stood_still(before, odom_from_base, translation_m=cfg.still_translation_m,
+                           rotation_rad=cfg.still_rotation_rad)
 
     def _retry_later(self, msg: Image, stamp: float, err: tfm.TransformError) -> bool:
         """Keep an image whose transform has not arrived yet for the next work tick (unless a

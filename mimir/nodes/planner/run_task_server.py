@@ -85,12 +85,7 @@ class TaskHooks(RunHooks):
 
     def after_step(self, record: StepRecord) -> None:
         ctx = self.recorder.context
-        plan = plan_step_msgs(self.recorder.answer(), self.session.registry.adapter.canonical)
-        grounding = candidate_msgs(ctx.grounding if ctx is not None else None)
-        retrieved = retrieved_msgs(ctx.retrieved, self.session.keyframes) \
-            if ctx is not None else []
-        what = f" {record.step.describe()}" if record.step is not None else ""
-        status = f"{record.outcome}{what}: {record.detail}".strip().rstrip(":")
+        plan, grounding, retrieved, status = call_messages(self.session, self.recorder, record)
         self.server.feedback(status, plan, grounding, retrieved)
         if ctx is not None and ctx.image is not None and ctx.marks and self.server.show:
             self.server.show(ctx.image, self.seen.stamp if self.seen is not None else 0.0)
@@ -98,6 +93,19 @@ class TaskHooks(RunHooks):
             self.server.instruction, record, plan, grounding, retrieved,
             start=self.started, end=self.server.now(),
             retrieval_s=ctx.retrieval_s if ctx is not None else None))
+
+
+def call_messages(session: PlannerSession, recorder: RecordingPolicy, record: StepRecord
+                  ) -> tuple[list[PlanStep], list[CandidateMsg], list[RetrievedKeyframe], str]:
+    """What one planner call planned, grounded and retrieved, as messages, and its status
+    line (the outcome, the step and its detail)."""
+    ctx = recorder.context
+    plan = plan_step_msgs(recorder.answer(), session.registry.adapter.canonical)
+    grounding = candidate_msgs(ctx.grounding if ctx is not None else None)
+    retrieved = retrieved_msgs(ctx.retrieved, session.keyframes) if ctx is not None else []
+    what = f" {record.step.describe()}" if record.step is not None else ""
+    status = f"{record.outcome}{what}: {record.detail}".strip().rstrip(":")
+    return plan, grounding, retrieved, status
 
 
 def step_trace(instruction: str, record: StepRecord, plan: list[PlanStep],
