@@ -452,14 +452,16 @@ class MemoryPipeline:
     # ------------------------------------------------------------------ messages
     def _on_interaction(self, msg: Any) -> None:
         """An ended interaction goes to the analyzer when it runs. An open or close anchors
-        its fixture as the scene graph node does; without the analyzer's outcome to end it,
-        an operation ends with the executor's report unless it was an open that succeeded
-        (the door then stands open)."""
+        its fixture as the scene graph node does. Live, the anchor ends as there: with the
+        analysed outcome, or after ``association.operation_timeout_s``. A bag replay without
+        the analyzer's outcome ends an operation with the executor's report unless it was an
+        open that succeeded (the door then stands open)."""
         if msg.phase == _PHASE_ENDED and self.live:
-            end = stamp_of(msg)
-            self._ended.append((end + self.keyframe_config.after_wait_s, msg))
-        if msg.phase == _PHASE_ENDED and self.analysis is not None and (
-                not self.live or self.analysis.config.auto_analyze):
+            self._ended.append((stamp_of(msg) + self.keyframe_config.after_wait_s, msg))
+            if self.analysis is not None and self.analysis.config.auto_analyze:
+                self.analysis.on_ended(msg)
+            return  # as the scene graph node: the analysis or the timeout ends an anchor
+        if msg.phase == _PHASE_ENDED and self.analysis is not None:
             self.analysis.on_ended(msg)  # its analysed outcome ends the anchor, as live
             return
         if msg.primitive not in self.scene_graph.operated_primitives:

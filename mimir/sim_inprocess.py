@@ -98,6 +98,7 @@ from mimir_robot.motion import Sample
 from mimir_robot.primitive_plans import REFUSALS, refused
 from mimir_robot.profile import ProfileError
 from mimir_robot.requests import RequestError
+from mimir_robot.tag_search import search_for_tags
 from mimir_sim.answer_binding import EntityResolver
 from mimir_sim.audit import GRADED_KINDS, LocalisationAudit, MemoryAuditor
 from mimir_sim.bridge_config import (
@@ -228,10 +229,16 @@ class InProcessRun:
         path.write_text(json.dumps(summary, indent=1))
 
     def start(self) -> None:
-        """Reset the robot where the scenario puts it, look around while the arm settles, and
+        """Reset the robot where the scenario puts it and let the arm settle; without a tag
+        fix by then, search for one as the executor node does (``search_tags_on_start``); then
         wait (in simulated time) until perception has filled memory."""
         self.robot.reset(settle_s=_SETTLE_S)
         self._events()
+        exe = self.executor_config
+        if exe.search_tags_on_start:
+            found = search_for_tags(self.robot.executor, exe.tag_search_turns,
+                                    self._wait_for_fix, exe.tag_search_dwell_s)
+            self.trace.record("status", f"tag search: {found.describe()}", echo=False)
         cfg = self.planner_config_node
         waited = 0.0
         last_count, quiet = -1, 0.0
@@ -244,6 +251,13 @@ class InProcessRun:
         if self.robot.map_from_odom is None:
             self.trace.record("status", "the localisation camera has seen no fiducial tag yet; "
                               "the robot plans without a map pose until it does")
+
+    def _wait_for_fix(self, seconds: float) -> bool:
+        """Whether the localiser has a ``map -> odom`` within ``seconds`` of simulated time."""
+        deadline = self.now + seconds
+        while self.robot.map_from_odom is None and self.now < deadline:
+            self.advance(min(_WAIT_STEP_S, deadline - self.now))
+        return self.robot.map_from_odom is not None
 
     # ------------------------------------------------------------------ time
     @property

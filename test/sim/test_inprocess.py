@@ -82,6 +82,8 @@ def test_the_start_fills_memory_and_localises(run: InProcessRun) -> None:
     labels = {n.label for n in run.pipeline.world.state.nodes.values()}
     assert "cabinet" in labels
     assert run.robot.map_from_odom is not None
+    searched = [r["text"] for r in run.trace.kinds("status")]
+    assert any(str(t).startswith("tag search: ") for t in searched), searched
     # every frame is posed in the map through the localiser's map -> odom
     pose = run.pipeline.transforms.lookup("map", "pole_color_optical_frame", run.now)
     assert pose.shape == (4, 4)
