@@ -161,6 +161,17 @@ class InProcessRun:
             self.sim = build_sim(bridge)
         except BridgeStartupError as err:
             raise SimJobError(str(err), "check --scenario and --tidybot-dir") from err
+        self._listeners: list[int] = []
+        try:
+            self._build(run_dir, sections, hint)
+        except BaseException:
+            self._release()  # what was built before the failure
+            raise
+
+    def _build(self, run_dir: Path, sections: Mapping[str, Mapping[str, Any]],
+               hint: str) -> None:
+        """Everything the run needs around the simulator (see :meth:`__init__`)."""
+        bridge = self.bridge
         label_map = label_map_for(resolve_vocabulary(bridge.vocabulary))
         noise = noise_for(bridge)
         seed = self.sim.scene.seed
@@ -211,17 +222,20 @@ class InProcessRun:
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:
         """Release the robot, the renderers and the databases; write the localisation audit."""
-        for handle in self._listeners:
-            self.sim.remove_step_listener(handle)
-        self._listeners = []
-        self.robot.close()
-        self.sim.shutdown()
-        self.planner.close()
-        self.pipeline.close()
-        if self._robot_trace is not None:
-            self._robot_trace.close()
+        self._release()
         if self.bridge.localisation_file:
             self.localisation_audit_write(Path(self.bridge.localisation_file))
+
+    def _release(self) -> None:
+        """Unhook and close whatever of the run exists (a failed start leaves some out)."""
+        listeners, self._listeners = self._listeners, []
+        for handle in listeners:
+            self.sim.remove_step_listener(handle)
+        for part in ("robot", "planner", "pipeline", "_robot_trace"):
+            held = self.__dict__.pop(part, None)  # closed once, even if called again
+            if held is not None:
+                held.close()
+        self.sim.shutdown()
 
     def localisation_audit_write(self, path: Path) -> None:
         """Write the localisation comparison as the bridge's audit sink does."""
@@ -541,10 +555,13 @@ class PlannerHost:
             base = load_planner_config(cfg.planner_config or None)
             self.memory_config = load_memory_config(
                 config_file("memory.yaml", cfg.memory_config))
-            self.representation = load_representations(
-                config_file("representations.yaml"))[cfg.representation]
-        except (PlannerError, MemoryStoreError, KeyError, OSError) as err:
+            representations = load_representations(config_file("representations.yaml"))
+        except (PlannerError, MemoryStoreError, OSError) as err:
             raise SimJobError(f"cannot load the planner's configuration: {err}") from err
+        if cfg.representation not in representations:
+            raise SimJobError(f"unknown representation {cfg.representation!r}; "
+                              f"config/representations.yaml defines {sorted(representations)}")
+        self.representation = representations[cfg.representation]
         if cfg.vlm_backend != "offline":
             raise SimJobError(f"an in-process run plans with the offline reasoner only, not "
                               f"{cfg.vlm_backend!r}", "leave --in-process out to use a model")

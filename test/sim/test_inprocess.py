@@ -142,6 +142,14 @@ def test_a_section_key_no_node_declares_is_refused(tmp_path: Path, tidybot_dir: 
         InProcessRun(tmp_path, params, Trace())
 
 
+def test_an_unknown_memory_view_is_refused_with_the_known_ones(tmp_path: Path,
+                                                               tidybot_dir: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    params = params_for(tmp_path, tidybot_dir, planner={"representation": "hologram"})
+    with pytest.raises(SimJobError, match=r"unknown representation 'hologram'.*'scene_graph'"):
+        InProcessRun(tmp_path, params, Trace())
+
+
 def test_a_bad_run_leaves_no_folder_behind(tmp_path: Path, tidybot_dir: Path) -> None:
     options = SimJobOptions(scenario="locked_unlocked", run_root=tmp_path, run_name="bad",
                             tidybot_dir=str(tidybot_dir), in_process=True, quiet=True,
