@@ -366,6 +366,7 @@ class MemoryPipeline:
         self.live = live
         self._intrinsics: dict[str, Intrinsics] = {}
         self._ended: list[tuple[float, Any]] = []  # interactions whose frames are still due
+        self._last_recheck = -math.inf
 
     def close(self) -> None:
         """Close world memory and the keyframe store."""
@@ -427,6 +428,10 @@ class MemoryPipeline:
             self._save_interactions()
         if self.analysis is not None:
             self.analysis.run_due(self._now)
+            # the analyzer node's timer: deferred claims re-judged on fresh detections
+            if self._now - self._last_recheck >= self.analysis.config.recheck_period_s:
+                self._last_recheck = self._now
+                self.analysis.recheck()
 
     def finish(self) -> ReplaySummary:
         """Save and analyse what is still pending and bring the summary up to date."""

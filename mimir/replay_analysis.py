@@ -302,7 +302,8 @@ class ReplayAnalyzer:
 
     def recheck(self) -> int:
         """Re-judge the deferred claims on the detections that came since the last call (the
-        node's timer does this every ``recheck_period_s``); returns the events written."""
+        node's timer does this every ``recheck_period_s``; the pipeline calls it as often in
+        its input's time); returns the events written."""
         fresh, self._fresh = self._fresh, []
         if not len(self.analyzer.harness.pending):
             return 0

@@ -208,7 +208,6 @@ class InProcessRun:
             raise SimJobError(f"cannot set up memory and the analyzer: {err}", hint) from err
         self.analysis = analysis
         self._last_tf = -math.inf
-        self._last_recheck = -math.inf
         self._last_audit = -math.inf
         self._seen_seq = 0
         self.events = 0
@@ -349,10 +348,6 @@ class InProcessRun:
                 self.trace.record("warning", f"{cam}: visibility not recorded: {err}",
                                   echo=False)
             self._feed_camera(cam, frame)
-        if stamp - self._last_recheck >= self.analyzer_config.recheck_period_s:
-            self._last_recheck = stamp
-            if self.analysis is not None:
-                self.analysis.recheck()
 
     def _feed_camera(self, cam: str, frame: Frame) -> None:
         view = self._noise.view(frame)
