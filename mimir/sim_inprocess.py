@@ -109,10 +109,11 @@ from mimir_sim.bridge_config import (
     noise_for,
     resolve_vocabulary,
 )
-from mimir_sim.errors import RenderError
+from mimir_sim.errors import PhysicsUnstableError, RenderError
 from mimir_sim.instruction_desk import NONE, InstructionDesk, NamedEntity
 from mimir_sim.lockstep import LockstepRobot
 from mimir_sim.noise import SensorNoise
+from mimir_sim.physics import save_unstable
 from mimir_sim.rendering import Frame
 from mimir_sim.robot_signals import camera_in_base
 from mimir_sim.truth_segmentation import TruthSegmenter
@@ -677,6 +678,20 @@ def run_instructions(run: InProcessRun, instructions: list[str], step_budget: in
             answer=report.answer, judged=judged.success, details=judged.details_json)
         reports.append(report)
     return reports
+
+
+def physics_failure(run: InProcessRun, err: PhysicsUnstableError) -> SimJobError:
+    """The job error of a blow-up, with the state saved for a replay where the run names a
+    file for it (``unstable_state_file``, as the bridge saves it)."""
+    where = ""
+    path = run.bridge.unstable_state_file
+    if path:
+        try:
+            where = f"; state saved for a replay: {save_unstable(err, run.sim.model, path)}"
+        except (OSError, ValueError) as save_err:
+            where = f"; the state could not be saved: {save_err}"
+    return SimJobError(f"{err}{where}", "a physics blow-up is the simulator's failure, not the "
+                       "robot's; the same seed may run through on another commit")
 
 
 def memory_figures(run: InProcessRun) -> dict[str, Any]:

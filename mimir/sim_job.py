@@ -529,6 +529,7 @@ def _run_in_process(options: SimJobOptions, run_dir: Path, params: dict[str, Any
     """The run in one process, in simulation time (:mod:`mimir.sim_inprocess`); the same
     report, results and trace as the node mode's."""
     from mimir import sim_inprocess as inproc  # noqa: PLC0415 - loads the simulator and cores
+    from mimir_sim.errors import PhysicsUnstableError  # noqa: PLC0415
 
     trace.record("start", "in-process run: one process, simulation time (no DDS, no RPC)")
     started = time.monotonic()
@@ -543,9 +544,12 @@ def _run_in_process(options: SimJobOptions, run_dir: Path, params: dict[str, Any
         raise
     try:
         with exit_on_termination():
-            run.start()
-            reports = inproc.run_instructions(run, instructions, options.step_budget,
-                                              options.instruction_timeout_s)
+            try:
+                run.start()
+                reports = inproc.run_instructions(run, instructions, options.step_budget,
+                                                  options.instruction_timeout_s)
+            except PhysicsUnstableError as err:
+                raise inproc.physics_failure(run, err) from err
             figures = inproc.memory_figures(run)
     except SimJobError as err:
         trace.record("error", f"error: {err}", echo=False)

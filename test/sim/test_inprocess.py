@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mimir.sim_inprocess import InProcessRun, memory_figures
+from mimir.sim_inprocess import InProcessRun, memory_figures, physics_failure
 from mimir.sim_job import (
     SimJobOptions,
     check_options,
@@ -31,6 +31,7 @@ from mimir.sim_job import (
 )
 from mimir.sim_report import SimJobError
 from mimir_planner.primitives import ExecutableStep
+from mimir_sim.errors import PhysicsUnstableError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -134,6 +135,17 @@ def test_figures_count_what_memory_holds(run: InProcessRun) -> None:
     assert figures["interaction-derived properties"] >= 1
     assert figures["keyframes stored"] == run.pipeline.keyframes.count()
     assert figures["memory events seen"] == run.events > 0
+
+
+def test_a_blow_up_is_a_job_error_with_the_state_saved(run: InProcessRun) -> None:
+    world = run.sim.world
+    state = world._state_before.copy()  # the shape the physics keeps before each step
+    saved = physics_failure(run, PhysicsUnstableError("the physics became unstable at t = 9 s",
+                                                      state=state, time=9.0))
+    assert "became unstable" in str(saved) and "state saved for a replay" in str(saved)
+    assert Path(run.bridge.unstable_state_file).is_file()
+    unsaved = physics_failure(run, PhysicsUnstableError("unstable", state=None))
+    assert "could not be saved" in str(unsaved)
 
 
 def test_a_section_key_no_node_declares_is_refused(tmp_path: Path, tidybot_dir: Path) -> None:
