@@ -486,9 +486,6 @@ class InProcessRun:
         due = end + self.analyzer_config.window_margin_s + 1.0 / self.bridge.camera_rate
         while self.now < due and iid not in self.analysis.verdicts:
             self.advance(min(_WAIT_STEP_S, max(due - self.now, 1e-3)))
-        if iid not in self.analysis.verdicts:
-            self.pipeline.advance(math.inf)
-            self._events()
         return self.analysis.verdicts.get(iid) or Verification(
             False, reason=f"the analyzer gave no verdict on {iid}")
 
