@@ -114,7 +114,7 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
                               "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
                               "min_visible_frames", "depth_change_quantile",
                               "content_min_detections", "content_spot_m", "interior_back_m",
-                              "interior_stride_px"),
+                              "interior_back_min_pixels", "interior_stride_px"),
                     non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
                                   "registration_max_m", "registration_max_rad",
                                   "interior_inset_m"),
@@ -141,6 +141,7 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
     content_spot_share: float = 0.5
     interior_inset_m: float = 0.05
     interior_back_m: float = 0.15
+    interior_back_min_pixels: int = 10
     interior_stride_px: int = 1
 
 

@@ -347,8 +347,8 @@ def reach_inside(frame: CameraFrame, box: Box3D, cfg: PerceptConfig) -> int | No
 
 def shut_in_view(frames: Sequence[CameraFrame], box: Box3D, cfg: PerceptConfig) -> bool | None:
     """Whether the frames show a fixture shut: True when at least ``min_visible_frames`` of
-    them measure :func:`reach_inside` and none counts ``depth_min_valid_pixels`` points at the
-    back; False when one does; None when too few measure it (the cameras say nothing).
+    them measure :func:`reach_inside` and none counts ``interior_back_min_pixels`` points at
+    the back; False when one does; None when too few measure it (the cameras say nothing).
 
     The newest frames are read first (a look's settled views come last) and the reading stops
     at the first frame that sees the back: an open fixture costs one or two frames, not all."""
@@ -357,7 +357,7 @@ def shut_in_view(frames: Sequence[CameraFrame], box: Box3D, cfg: PerceptConfig) 
         count = reach_inside(frame, box, cfg)
         if count is None:
             continue
-        if count >= cfg.depth_min_valid_pixels:
+        if count >= cfg.interior_back_min_pixels:
             return False
         measured += 1
     return True if measured >= cfg.min_visible_frames else None

@@ -236,6 +236,28 @@ def test_a_look_that_reaches_the_back_sees_inside_and_a_shut_door_does_not() -> 
     assert shut_in_view([no_depth, _flat(0.8, 101.0)], CUPBOARD, cfg) is None
 
 
+def _glimpse(points: int, stamp: float = 100.0) -> CameraFrame:
+    """A look whose rays stop at the cupboard's front (0.8 m) but for ``points`` pixels in
+    the middle of the image, which reach its back (1.15 m): a raised side view into a dark
+    upper unit, most of it without depth."""
+    depth = np.full((H, W), 0.8, dtype=np.float32)
+    rows, cols = divmod(np.arange(points), 4)
+    depth[H // 2 + rows, W // 2 + cols] = 1.15
+    return _flat(depth, stamp)
+
+
+def test_a_few_points_at_the_back_mean_the_rays_got_in() -> None:
+    cfg = PerceptConfig()
+    few = cfg.interior_back_min_pixels
+    assert few < cfg.depth_min_valid_pixels  # a glimpse, not a measurement's worth of pixels
+    assert reach_inside(_glimpse(few), CUPBOARD, cfg) == few
+    assert shut_in_view([_flat(0.8), _glimpse(few, 101.0)], CUPBOARD, cfg) is False
+    # fewer than that, in every frame, is a shut door
+    assert shut_in_view([_glimpse(few - 1), _glimpse(few - 1, 101.0)], CUPBOARD, cfg) is True
+    with pytest.raises(ReasoningConfigError, match="interior_back_min_pixels"):
+        PerceptConfig(interior_back_min_pixels=0)
+
+
 def test_counters_and_fixtures_are_never_contents() -> None:
     vocab = CFG.vocabulary
     for name in ("counter", "kitchen counter", "Counters", "cabinet", "sink"):
