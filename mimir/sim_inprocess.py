@@ -63,6 +63,7 @@ from mimir.paths import config_file
 from mimir.replay import MemoryPipeline, node_config
 from mimir.ros.time import to_seconds
 from mimir.sim_report import (
+    SHOWN_KINDS,
     InstructionReport,
     SimJobError,
     judge_details,
@@ -75,6 +76,7 @@ from mimir_memory.config import load_memory_config
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.representation import load_representations
 from mimir_memory.task import TaskMemory
+from mimir_perception.camera import Intrinsics
 from mimir_perception.fiducials import stood_still
 from mimir_planner.config import GateConfig, load_planner_config
 from mimir_planner.errors import PlannerError
@@ -120,9 +122,6 @@ from mimir_sim.truth_segmentation import TruthSegmenter
 
 __all__ = ["InProcessRun", "LockstepExecutor"]
 
-#: Simulated seconds the robot stands still after its reset before the first instruction (the
-#: arm settles, the cameras see the kitchen).
-_SETTLE_S = 3.0
 #: Step of simulated time while waiting for memory or for frames (s).
 _WAIT_STEP_S = 0.25
 
@@ -198,6 +197,7 @@ class InProcessRun:
                                     self.robot.drives.teleport_base)
         self.auditor = MemoryAuditor(self.resolver)
         self.localisation_audit = LocalisationAudit()
+        self._unlocalised = 0
         memory_dir = run_dir / "memory"
         try:
             self.pipeline = MemoryPipeline(
@@ -239,14 +239,14 @@ class InProcessRun:
 
     def localisation_audit_write(self, path: Path) -> None:
         """Write the localisation comparison as the bridge's audit sink does."""
-        summary = self.localisation_audit.summary()
-        path.write_text(json.dumps(summary, indent=1))
+        summary = self.localisation_audit.record(self._unlocalised)
+        path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
     def start(self) -> None:
         """Reset the robot where the scenario puts it and let the arm settle; without a tag
         fix by then, search for one as the executor node does (``search_tags_on_start``); then
         wait (in simulated time) until perception has filled memory."""
-        self.robot.reset(settle_s=_SETTLE_S)
+        self.robot.reset()  # the arm settles while the cameras see the kitchen
         self._events()
         exe = self.executor_config
         if exe.search_tags_on_start:
@@ -315,7 +315,7 @@ class InProcessRun:
         self.pipeline.on_signal(TOPIC_EE_ACHIEVED, rconv.pose_stamped(
             stamp, cfg.base_frame, tuple(float(v) for v in hand), arm.quat))
         self.pipeline.on_signal(TOPIC_GRIPPER, Float64(data=float(arm.gripper)))
-        if stamp - self._last_audit >= 1.0:
+        if stamp - self._last_audit >= self.localisation_audit.period_s:
             self._last_audit = stamp
             self._audit_localisation(stamp)
 
@@ -393,6 +393,7 @@ class InProcessRun:
         try:
             pose = self.pipeline.transforms.lookup(cfg.map_frame, cfg.base_frame, stamp)
         except tfm.TransformError:
+            self._unlocalised += 1  # no localisation yet: counted, not an error
             return
         body = self.sim.body
         yaw = math.atan2(float(pose[1, 0]), float(pose[0, 0]))
@@ -407,7 +408,6 @@ class InProcessRun:
         if view.color is None:
             return None
         info = view.info
-        from mimir_perception.camera import Intrinsics  # noqa: PLC0415 - used only here
 
         intrinsics = Intrinsics(info.fx, info.fy, info.cx, info.cy, info.width, info.height)
         cam = self.planner_config_node.planner_camera
@@ -427,6 +427,8 @@ class InProcessRun:
         for event in world.log.iter_events(after_seq=self._seen_seq):
             self._seen_seq = max(self._seen_seq, int(event.seq or 0))
             self.events += 1
+            if event.kind not in SHOWN_KINDS:  # fusion: counted only (the graded kinds are shown)
+                continue
             msg = event_to_msg(event)
             record = memory_record(msg)
             if record is not None:

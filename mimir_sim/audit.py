@@ -205,6 +205,8 @@ class LocalisationAudit:
     """
 
     still_speed: float = 0.02
+    #: seconds between comparisons (wall time for the bridge, simulated time in process)
+    period_s: float = 1.0
     errors: list[float] = field(default_factory=list)
     yaw_errors: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
@@ -225,6 +227,11 @@ class LocalisationAudit:
         run shows when its localisation went wrong, not only how far."""
         return [[round(t, 3), round(e, 3), round(math.degrees(y), 3)]
                 for t, e, y in zip(self.times, self.errors, self.yaw_errors, strict=True)]
+
+    def record(self, unavailable: int) -> dict[str, object]:
+        """What ``localisation.json`` holds: the summary, how many comparisons found no
+        localisation (``unavailable``) and every sample."""
+        return {**self.summary(), "unavailable": unavailable, "series": self.series()}
 
     def summary(self) -> dict[str, float | int]:
         """Samples, mean, 95th percentile and largest position error (m) and yaw error (deg)."""

@@ -465,6 +465,9 @@ def test_localisation_audit_counts_only_a_standing_base() -> None:
     assert summary["max_m"] == pytest.approx(0.05)
     assert summary["mean_m"] == pytest.approx(0.025)
     assert summary["max_yaw_deg"] == pytest.approx(math.degrees(0.02))  # across the wrap
+    # localisation.json as both modes write it: the summary, the misses, every sample
+    assert audit.record(unavailable=3) == {**summary, "unavailable": 3,
+                                           "series": audit.series()}
 
 
 def test_the_report_states_localisation_error(tmp_path: Path) -> None:

@@ -98,13 +98,15 @@ class LocalisationAuditSink:
         run_in_sim: runs a callable in the simulation thread and returns its result.
         path: the JSON file :meth:`write` writes.
         frames: ``(map_frame, base_frame)``.
-        period: seconds between comparisons.
+        period: seconds between comparisons (default: the audit's ``period_s``).
     """
 
     def __init__(self, node: Node, read_truth: Callable[[], Any],
                  run_in_sim: Callable[[Any], Any], path: str, frames: tuple[str, str],
-                 *, period: float = 1.0) -> None:
+                 *, period: float | None = None) -> None:
         self.audit = LocalisationAudit()
+        if period is None:
+            period = self.audit.period_s
         self._read_truth = read_truth
         self._run = run_in_sim
         self._path = Path(path)
@@ -137,6 +139,5 @@ class LocalisationAuditSink:
         """Write the summary (samples, mean, p95, max in m and deg) and every sample (sim time,
         errors) to the file."""
         with self._lock:
-            summary = {**self.audit.summary(), "unavailable": self.unavailable,
-                       "series": self.audit.series()}
+            summary = self.audit.record(self.unavailable)
         self._path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
