@@ -5,7 +5,10 @@ side, and a clear way in. For a pick candidate, :func:`room_around` measures the
 horizontal gap between the candidate's remembered box and the boxes of the other objects that
 stand on the same level (their heights overlap) within ``neighbour_radius_m``: fixtures, the
 candidate's holder, held objects and objects memory no longer believes at their last place do
-not count. A candidate with no such neighbour has unlimited room. Given the direction the hand
+not count, nor does a node whose box centre lies within ``same_spot_m`` of the candidate's: that
+is the candidate itself, remembered a second time under a look-alike's label (a ketchup bottle
+the segmenter now and then calls hot sauce), since two solid things cannot share a spot. A
+candidate with no such neighbour has unlimited room. Given the direction the hand
 comes from (the side the cameras saw the object from, where the robot stands), a neighbour in
 front of the object and across the hand's way (the object's width and a finger's room either
 side) blocks it wherever it stands in front within ``neighbour_radius_m``: the hand would have
@@ -147,6 +150,8 @@ def room_around(target: SceneNode, state: SceneGraphState, config: ClutterConfig
         other = _box(node)
         if other is None:
             continue
+        if float(np.linalg.norm((other[0] + other[1]) / 2.0 - centre)) < config.same_spot_m:
+            continue  # the candidate itself under another label
         o_lower, o_upper = other
         if min(upper[2], o_upper[2]) - max(lower[2], o_lower[2]) <= 0.0:
             continue  # another level (a shelf above or below)

@@ -206,7 +206,7 @@ class GateConfig(settings.Checked, section="gate", error=PlannerConfigError,
 @dataclass(frozen=True)
 class ClutterConfig(settings.Checked, section="clutter", error=PlannerConfigError,
                     positive=("finger_gap_m", "neighbour_radius_m"),
-                    non_negative=("min_difference_m",)):
+                    non_negative=("min_difference_m", "same_spot_m")):
     """Free space beside a pick candidate (:mod:`mimir_planner.clutter`), in metres.
 
     Attributes:
@@ -215,11 +215,15 @@ class ClutterConfig(settings.Checked, section="clutter", error=PlannerConfigErro
         neighbour_radius_m: objects whose centres lie farther (horizontally) are not neighbours.
         min_difference_m: the roomiest candidate is chosen only when it has this much more room
             than the next; closer gaps are within the boxes' depth noise.
+        same_spot_m: a node whose box centre lies this close to the candidate's is the same
+            thing remembered under another label (a segmenter's look-alike confusion), not a
+            neighbour: two solid things cannot share a spot (0: every node counts).
     """
 
     finger_gap_m: float = 0.03
     neighbour_radius_m: float = 0.35
     min_difference_m: float = 0.03
+    same_spot_m: float = 0.03
 
 
 @dataclass(frozen=True)

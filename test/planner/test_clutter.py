@@ -61,6 +61,25 @@ def test_what_does_not_count_as_a_neighbour(world: WorldMemory) -> None:
     assert gap(world, bottle) == math.inf
 
 
+def test_the_candidate_remembered_twice_is_not_its_own_neighbour(world: WorldMemory) -> None:
+    """A segmenter that now and then calls the clear ketchup "hot sauce" leaves a hot sauce
+    node on the bottle's own spot; it must not make the bottle look wedged, while a real
+    neighbour 5.5 cm away (centre to centre) still counts."""
+    clear = see(world, "ketchup", (1.0, 0.2, 1.12), stamp=1.0, half=0.025)
+    see(world, "hot sauce", (1.001, 0.207, 1.117), stamp=2.0, half=0.025)  # 0.8 cm off
+    assert gap(world, clear) == math.inf
+    wedged = see(world, "ketchup", (1.05, -0.35, 1.12), stamp=1.0, half=0.025)
+    see(world, "mustard", (1.05, -0.295, 1.12), stamp=1.0, half=0.025)  # 5.5 cm apart
+    assert gap(world, wedged) == pytest.approx(0.005)
+    chooser = clearance_chooser(lambda: world.state, CONFIG, IS_FIXTURE)
+    assert chooser(spec(), candidates(wedged, clear)) == clear
+    # with the rule off, the twin overlaps the bottle and the wedged one looks roomier
+    off = clearance_chooser(lambda: world.state, ClutterConfig(same_spot_m=0.0), IS_FIXTURE)
+    assert off(spec(), candidates(wedged, clear)) == wedged
+    with pytest.raises(PlannerConfigError, match="same_spot_m"):
+        ClutterConfig(same_spot_m=-0.01)
+
+
 FROM_THE_ROOM = (1.0, 0.0)  # the hand comes in along +x: the robot stands at smaller x
 
 
