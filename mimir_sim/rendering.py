@@ -7,6 +7,13 @@ Poses are returned for the REP-103 optical frame (z forward, x right, y down). M
 look along their -z axis with +y up, so the optical rotation is ``R_mujoco @ diag(1, -1, -1)``.
 Depth comes from MuJoCo's depth buffer, linearised with the model's near and far planes
 (``znear``/``zfar`` times the model extent); pixels that hit nothing read ``far``.
+
+A frame costs two render passes, not three: colour, then depth and segmentation together.
+``mujoco.Renderer`` renders each of the three in a pass of its own; depth there is read from a
+segmentation-style pass too (flat id colours, no lighting), so one such pass gives both images,
+and :class:`SceneRenderer` drives MuJoCo's public rendering calls (``mjv_updateScene``,
+``mjr_render``, ``mjr_readPixels``) itself to read them at once. The images equal what
+``mujoco.Renderer`` makes pass by pass (``test/sim/test_rendering.py`` compares them).
 """
 
 from __future__ import annotations
@@ -142,11 +149,24 @@ class SceneRenderer:
         self.width = width
         self.height = height
         try:
-            self._renderer = mujoco.Renderer(model, height=height, width=width)
+            self._gl = mujoco.GLContext(width, height)
+            self._gl.make_current()
+            self._context: mujoco.MjrContext | None = mujoco.MjrContext(
+                model, mujoco.mjtFontScale.mjFONTSCALE_150.value)
         except Exception as err:
             raise RenderError(
                 f"offscreen rendering unavailable (MUJOCO_GL=egl or osmesa needed): {err}"
             ) from err
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._context)
+        # reversed depth: the buffer reads 1 at the near plane and 0 at the far one
+        self._context.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZEROFAR
+        self._view = mujoco.MjvScene(model, maxgeom=10000)
+        self._rect = mujoco.MjrRect(0, 0, width, height)
+        self._camera = mujoco.MjvCamera()
+        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        extent = model.stat.extent
+        self._near = np.float32(model.vis.map.znear * extent)
+        self._far = np.float32(model.vis.map.zfar * extent)
         self._entity_ids = tuple(sorted(scene.entities))
         self._entity_labels = tuple(scene.entities[e].label for e in self._entity_ids)
         index = {e: i for i, e in enumerate(self._entity_ids)}
@@ -159,7 +179,11 @@ class SceneRenderer:
 
     def close(self) -> None:
         """Free the GL context."""
-        self._renderer.close()
+        if self._context is not None:
+            self._gl.make_current()
+            self._context.free()
+            self._context = None
+            self._gl.free()
 
     def render(
         self,
@@ -171,33 +195,27 @@ class SceneRenderer:
         segmentation: bool = True,
     ) -> Frame:
         """Render one camera from the current state of ``data``."""
-        if camera not in CAMERAS and (
-            mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0
-        ):
+        camera_id = mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+        if camera_id < 0:
             raise UnknownEntityError(f"unknown camera {camera!r}; known: {', '.join(CAMERAS)}")
+        if self._context is None:
+            raise RenderError("the renderer was closed")
         info = camera_intrinsics(self._model, camera, self.width, self.height)
-        r = self._renderer
+        self._gl.make_current()
+        self._camera.fixedcamid = camera_id
+        mujoco.mjv_updateScene(self._model, data, self._option, None, self._camera,
+                               mujoco.mjtCatBit.mjCAT_ALL.value, self._view)
         rgb_img: npt.NDArray[np.uint8] | None = None
         depth_img: npt.NDArray[np.float32] | None = None
         seg_img: npt.NDArray[np.int32] | None = None
-        r.update_scene(data, camera=camera, scene_option=self._option)
         if color:
-            rgb_img = r.render().copy()
-        if depth:
-            r.enable_depth_rendering()
-            try:
-                depth_img = r.render().astype(np.float32)
-            finally:
-                r.disable_depth_rendering()
-        if segmentation:
-            r.enable_segmentation_rendering()
-            try:
-                raw = r.render()
-            finally:
-                r.disable_segmentation_rendering()
-            seg_img = np.full(raw.shape[:2], -1, dtype=np.int32)
-            is_geom = (raw[:, :, 1] == int(mujoco.mjtObj.mjOBJ_GEOM)) & (raw[:, :, 0] >= 0)
-            seg_img[is_geom] = self._geom_to_index[raw[:, :, 0][is_geom]]
+            rgb_img = self._pass(flat=False)[0]
+        if depth or segmentation:
+            ids, zbuffer = self._pass(flat=True, read_depth=depth)
+            if depth and zbuffer is not None:
+                depth_img = self._metric(zbuffer)
+            if segmentation:
+                seg_img = self._entities(ids)
         return Frame(
             camera=camera,
             stamp=float(data.time),
@@ -209,6 +227,52 @@ class SceneRenderer:
             info=info,
             pose=camera_pose(self._model, data, camera),
         )
+
+    def _pass(self, *, flat: bool, read_depth: bool = False
+              ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32] | None]:
+        """One render of the updated scene: its colour buffer (lit colours, or with ``flat``
+        each geom's id colour, unlit) and, if asked, its depth buffer; rows top first."""
+        flags = self._view.flags
+        saved = flags.copy()
+        if flat:
+            flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = True
+            flags[mujoco.mjtRndFlag.mjRND_IDCOLOR] = True
+        try:
+            mujoco.mjr_render(self._rect, self._view, self._context)
+            rgb = np.empty((self.height, self.width, 3), dtype=np.uint8)
+            zbuffer = np.empty((self.height, self.width), dtype=np.float32) if read_depth else None
+            mujoco.mjr_readPixels(rgb, zbuffer, self._rect, self._context)
+        finally:
+            np.copyto(flags, saved)
+        # OpenGL reads rows bottom first
+        return np.flipud(rgb).copy(), None if zbuffer is None else np.flipud(zbuffer).copy()
+
+    def _metric(self, zbuffer: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Metres along the optical axis from the reversed depth buffer: with near plane n and
+        far plane f, a buffer value b is the depth n f / (n + b (f - n)), so 1 reads n and 0
+        reads f (the planes in single precision, as the GL projection has them; the division
+        in double)."""
+        near, far = self._near, self._far
+        span = far - near
+        numerator = float(far * near / span)
+        return (numerator / (zbuffer.astype(np.float64) + float(near / span))).astype(np.float32)
+
+    def _entities(self, ids: npt.NDArray[np.uint8]) -> npt.NDArray[np.int32]:
+        """Entity index per pixel (-1: nothing, or a geom of no entity) from the id colours: a
+        pixel's colour spells the scene geom's position plus one (0 is the background)."""
+        code = (ids[:, :, 0].astype(np.int64) | (ids[:, :, 1].astype(np.int64) << 8)
+                | (ids[:, :, 2].astype(np.int64) << 16))
+        view = self._view
+        model_geom = np.full(view.ngeom + 1, -1, dtype=np.int64)
+        for slot in range(view.ngeom):
+            shown = view.geoms[slot]
+            if shown.segid >= 0 and shown.objtype == mujoco.mjtObj.mjOBJ_GEOM and shown.objid >= 0:
+                model_geom[shown.segid + 1] = shown.objid
+        geom = model_geom[np.clip(code, 0, view.ngeom)]
+        out = np.full(geom.shape, -1, dtype=np.int32)
+        hit = geom >= 0
+        out[hit] = self._geom_to_index[geom[hit]]
+        return out
 
 
 def deproject(frame: Frame, u: float, v: float) -> npt.NDArray[np.float64]:

@@ -172,6 +172,43 @@ def test_render_shapes_depth_and_segmentation(sim) -> None:  # type: ignore[no-u
     assert pole.info.k[0, 0] == pytest.approx(60 / np.tan(np.radians(30)), rel=1e-6)
 
 
+def test_one_pass_gives_the_depth_and_ids_mujocos_renderer_gives_in_two(sim) -> None:  # type: ignore[no-untyped-def]
+    """The renderer reads depth and segmentation from one pass; mujoco.Renderer, pass by
+    pass, gives the same colour and ids, and depth within single-precision rounding."""
+    sim.reset("cab_2")
+    reference = mujoco.Renderer(sim.model, height=72, width=96)
+    option = mujoco.MjvOption()
+    option.geomgroup[:] = [1, 1, 1, 0, 0, 0]
+    try:
+        for cam in ("base", "wrist", "pole"):
+            frame = sim.render(cam, 96, 72)
+            reference.update_scene(sim.data, camera=cam, scene_option=option)
+            color = reference.render()
+            reference.enable_depth_rendering()
+            depth = reference.render()
+            reference.disable_depth_rendering()
+            reference.enable_segmentation_rendering()
+            ids = reference.render()
+            reference.disable_segmentation_rendering()
+            assert frame.color is not None and np.array_equal(frame.color, color)
+            assert frame.depth is not None
+            assert np.allclose(frame.depth, depth, rtol=1e-6, atol=0.0)
+            # the entity of each pixel's geom, or -1 (background, or a geom of no entity)
+            index = {e: i for i, e in enumerate(frame.entity_ids)}
+            entity_of_geom = np.array([-1 if e is None else index[e]
+                                       for e in sim.scene.geom_entity])
+            geoms = (ids[:, :, 1] == int(mujoco.mjtObj.mjOBJ_GEOM)) & (ids[:, :, 0] >= 0)
+            expected = np.where(geoms, entity_of_geom[np.where(geoms, ids[:, :, 0], 0)], -1)
+            assert frame.segmentation is not None
+            assert np.array_equal(frame.segmentation, expected)
+            assert (frame.segmentation >= 0).any()
+    finally:
+        reference.close()
+    # channels left out are not rendered
+    only = sim.render("pole", 96, 72, color=False, segmentation=False)
+    assert only.color is None and only.segmentation is None and only.depth is not None
+
+
 def test_render_bad_input(sim) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(UnknownEntityError):
         sim.render("ceiling", 32, 24)
