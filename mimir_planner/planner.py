@@ -86,7 +86,7 @@ from mimir_planner.answers import (
     mentioned_entities,
     question_entities,
 )
-from mimir_planner.clutter import clearance_chooser
+from mimir_planner.clutter import clearance_chooser, rooms_around
 from mimir_planner.config import PlannerConfig
 from mimir_planner.errors import (
     ActionRefusedError,
@@ -160,6 +160,9 @@ LOG = logging.getLogger(__name__)
 class _Deferred:
     spec: GoalSpec
     explore_goal: str
+    #: compile the goal even when the exploration blocked (it looked for a better binding, not
+    #: for the only one)
+    fallback: bool = False
 
 
 @dataclass
@@ -393,6 +396,33 @@ class PlannerSession:
             ids = [i for i in ids if self.registry.is_fixture(world.nodes[i])]
         return ids[0] if ids else None
 
+    def _roomier_first(self, spec: GoalSpec) -> GoalSpec | None:
+        """For a plain pick (no room asked for, nothing said of the object but its name and
+        source) whose object grounding would take has no room beside it for the fingers
+        (:mod:`mimir_planner.clutter`): the find for one with room, to run first, when there
+        is still somewhere to look; None otherwise (the pick takes what memory holds). The
+        pick then chooses among all it knows, roomiest first, and takes the wedged one when
+        the look found nothing better."""
+        if spec.kind is not GoalKind.PICK or spec.clear or not spec.obj or \
+                spec.like or spec.near or spec.avoid or self.task.hand is not None:
+            return None
+        world = self.world.state
+        failed = self.task.failed_bindings
+        probe = self.grounder.ground("probe", spec, world, failed, self.robot(),
+                                     chooser=self.chooser,
+                                     require_attributes=self.attributes_fail_closed)
+        if not isinstance(probe, GroundedGoal) or probe.candidate.content_item is not None:
+            return None
+        config = self.registry.config
+        room = rooms_around(world, [probe.candidate], config.clutter, config.is_fixture_label,
+                            self.grounder.viewpoint).get(probe.candidate.node_id)
+        if room is None or room.usable >= config.clutter.finger_gap_m:
+            return None
+        roomy = replace(spec, kind=GoalKind.FIND, clear=True, target=None, relation=None)
+        look = self.grounder.ground("probe", roomy, world, failed, self.robot(),
+                                    require_attributes=self.attributes_fail_closed)
+        return roomy if isinstance(look, Exploration) else None
+
     def _compile(self, spec: GoalSpec, goal_id: str) -> Predicate | None:
         """Postcondition of a goal spec, or None when a mention is not in memory yet."""
         kind = spec.kind
@@ -455,6 +485,16 @@ class PlannerSession:
         prereq: str | None = None
         specs = list(parsed.goals)
         for index, spec in enumerate(specs):
+            roomier = self._roomier_first(spec)
+            if roomier is not None:
+                explore_id = self._new_id("find")
+                text = f"find {spec.obj} with room to grasp (needed for: {spec.text})"
+                self._add(explore_id, Found((label_key(spec.obj or ""),)), roomier, text,
+                          prereq=prereq, stamp=when)
+                ids.append(explore_id)
+                self._deferred.extend(_Deferred(s, explore_id, fallback=True)
+                                      for s in specs[index:])
+                return SubmitResult(parsed, tuple(ids), len(specs) - index)
             goal_id = self._new_id(spec.kind.value)
             post = self._compile(spec, goal_id)
             if post is None:
@@ -481,7 +521,8 @@ class PlannerSession:
                 return
             self._deferred.pop(0)
             goal_id = self._new_id(head.spec.kind.value)
-            post = self._compile(head.spec, goal_id) if status is GoalStatus.COMPLETED else None
+            compile_now = status is GoalStatus.COMPLETED or head.fallback
+            post = self._compile(head.spec, goal_id) if compile_now else None
             if post is None:
                 reason = (f"'{head.spec.obj}' still has no usable scene graph node"
                           if status is GoalStatus.COMPLETED
@@ -490,12 +531,13 @@ class PlannerSession:
                           stamp=stamp)
                 self.task.set_status(goal_id, GoalStatus.BLOCKED, stamp=stamp, reason=reason)
                 for rest in self._deferred:
-                    rest.explore_goal = goal_id
+                    rest.explore_goal, rest.fallback = goal_id, False
                 continue
-            self._add(goal_id, post, head.spec, head.spec.text, prereq=head.explore_goal,
-                      stamp=stamp)
-            for rest in self._deferred:
-                rest.explore_goal = goal_id
+            # a look that found nothing better is no prerequisite of what it looked for
+            prereq = head.explore_goal if status is GoalStatus.COMPLETED else None
+            self._add(goal_id, post, head.spec, head.spec.text, prereq=prereq, stamp=stamp)
+            for rest in self._deferred:  # the rest wait on this goal, not on the look
+                rest.explore_goal, rest.fallback = goal_id, False
 
     # ------------------------------------------------------------------ one call
     def _fixtures(self) -> str:

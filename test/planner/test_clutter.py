@@ -250,3 +250,55 @@ def test_with_every_bottle_wedged_and_nowhere_to_look_the_find_blocks(kitchen_of
     assert "nothing left to explore" in result.reason, result.reason
     assert "g001_find" not in session.answer_entities
     assert {first, second}.isdisjoint(s.target for s in kit.executed)
+
+
+# ------------------------------------------------ plain picks of a wedged thing
+PICK = "Pick up the water bottle and place it on the counter."
+
+
+def test_a_pick_of_the_only_wedged_bottle_looks_for_a_roomier_one_first(counter) -> None:
+    """Memory holds one water bottle, with a sponge 5 mm beside it; the cabinet, not looked
+    into yet, holds another. The plain pick looks there first and takes the stored one."""
+    world, task, kit = counter
+    wedged = _bottle(world, -0.4, neighbour_gap=0.005)
+    session = session_for(world, task)
+    session.submit(PICK)
+    assert task.state.goals["g001_find"].description.startswith(
+        "find water bottle with room to grasp")
+    report = session.run(kit)
+    stored = kit.object_nodes[("cabinet_1", "water bottle")]
+    assert "cabinet_1" in {s.target for s in kit.executed}
+    picks = [s.target for s in kit.executed if s.primitive == "pick"]
+    assert picks == [stored], (picks, task.state.status_reason)
+    assert wedged not in picks
+    assert set(report.completed) >= {"g001_find"}, task.state.status_reason
+
+
+def test_a_look_that_finds_nothing_roomier_leaves_the_pick_to_the_wedged_bottle(
+        kitchen_of) -> None:
+    """The cabinet holds no water bottle: the look opens it, blocks with nothing left to
+    explore, and the pick goes on with the wedged bottle instead of giving up."""
+    world, task, kit = kitchen_of([
+        ("counter_1", Fixture("counter", (1.0, 0.0, 0.9), opens=False)),
+        ("cabinet_1", Fixture("cabinet", (1.1, 0.8, 1.6), contents=("sponge",)))])
+    wedged = _bottle(world, -0.4, neighbour_gap=0.005)
+    session = session_for(world, task)
+    session.submit(PICK)
+    session.run(kit)
+    assert task.status("g001_find") is GoalStatus.BLOCKED
+    assert "cabinet_1" in {s.target for s in kit.executed}
+    assert [s.target for s in kit.executed if s.primitive == "pick"] == [wedged]
+    later = [g for g in task.state.goals if g != "g001_find"]
+    assert later and all(task.status(g) is GoalStatus.COMPLETED for g in later), \
+        task.state.status_reason
+
+
+def test_a_roomy_bottle_is_picked_without_a_look(counter) -> None:
+    world, task, kit = counter
+    roomy = _bottle(world, 0.3, neighbour_gap=0.1)
+    session = session_for(world, task)
+    session.submit(PICK)
+    assert not any(g.startswith("g001_find") for g in task.state.goals)
+    session.run(kit)
+    assert [s.target for s in kit.executed if s.primitive == "pick"][:1] == [roomy]
+    assert "cabinet_1" not in {s.target for s in kit.executed if s.primitive == "open"}
