@@ -12,8 +12,9 @@ A frame costs two render passes, not three: colour, then depth and segmentation 
 ``mujoco.Renderer`` renders each of the three in a pass of its own; depth there is read from a
 segmentation-style pass too (flat id colours, no lighting), so one such pass gives both images,
 and :class:`SceneRenderer` drives MuJoCo's public rendering calls (``mjv_updateScene``,
-``mjr_render``, ``mjr_readPixels``) itself to read them at once. The images equal what
-``mujoco.Renderer`` makes pass by pass (``test/sim/test_rendering.py`` compares them).
+``mjr_render``, ``mjr_readPixels``) itself to read them at once. Colour and segmentation equal
+what ``mujoco.Renderer`` makes pass by pass, depth to single-precision rounding
+(``test/sim/test_sim_core.py`` compares them).
 """
 
 from __future__ import annotations
