@@ -50,7 +50,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import cv2
@@ -487,30 +487,33 @@ class PlannerSession:
         for index, spec in enumerate(specs):
             roomier = self._roomier_first(spec)
             if roomier is not None:
-                explore_id = self._new_id("find")
                 text = f"find {spec.obj} with room to grasp (needed for: {spec.text})"
-                self._add(explore_id, Found((label_key(spec.obj or ""),)), roomier, text,
-                          prereq=prereq, stamp=when)
-                ids.append(explore_id)
-                self._deferred.extend(_Deferred(s, explore_id, fallback=True)
-                                      for s in specs[index:])
+                self._explore_first(roomier, text, specs[index:], ids, prereq=prereq,
+                                    stamp=when, fallback=True)
                 return SubmitResult(parsed, tuple(ids), len(specs) - index)
             goal_id = self._new_id(spec.kind.value)
             post = self._compile(spec, goal_id)
             if post is None:
-                explore_id = self._new_id("find")
                 text = f"find {spec.obj} (needed for: {spec.text})"
-                self._add(explore_id, Found((label_key(spec.obj or ""),)),
-                          GoalSpec(GoalKind.FIND, spec.obj, source=spec.source, text=text),
-                          text, prereq=prereq, stamp=when)
-                ids.append(explore_id)
-                self._deferred.extend(_Deferred(s, explore_id) for s in specs[index:])
+                look = GoalSpec(GoalKind.FIND, spec.obj, source=spec.source, text=text)
+                self._explore_first(look, text, specs[index:], ids, prereq=prereq, stamp=when)
                 return SubmitResult(parsed, tuple(ids), len(specs) - index)
             text = parsed.original if len(specs) == 1 else f"{spec.text} (from: {parsed.original})"
             self._add(goal_id, post, spec, text, prereq=prereq, stamp=when)
             ids.append(goal_id)
             prereq = goal_id
         return SubmitResult(parsed, tuple(ids), 0)
+
+    def _explore_first(self, look: GoalSpec, text: str, waiting: Sequence[GoalSpec],
+                       ids: list[str], *, prereq: str | None, stamp: float,
+                       fallback: bool = False) -> None:
+        """Add the find goal ``look`` (appended to ``ids``) and defer the ``waiting`` goals
+        until it ends; with ``fallback`` they are compiled even when it blocks."""
+        explore_id = self._new_id("find")
+        self._add(explore_id, Found((label_key(look.obj or ""),)), look, text, prereq=prereq,
+                  stamp=stamp)
+        ids.append(explore_id)
+        self._deferred.extend(_Deferred(s, explore_id, fallback=fallback) for s in waiting)
 
     def _flush_deferred(self, stamp: float) -> None:
         """Compile goals waiting on an exploration goal that has finished."""
