@@ -15,12 +15,13 @@ serves where it is not (the PyPI wheels) and in tests.
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial.transform import Rotation, Slerp
+from scipy.spatial.transform import Rotation
 
 Matrix4 = npt.NDArray[np.float64]
 
@@ -61,11 +62,58 @@ class Transform:
 
 
 def compose(translation: npt.ArrayLike, quaternion_xyzw: npt.ArrayLike) -> Matrix4:
-    """Build a 4x4 homogeneous matrix from a translation and an x, y, z, w quaternion."""
-    mat = np.eye(4)
-    mat[:3, :3] = Rotation.from_quat(np.asarray(quaternion_xyzw, dtype=np.float64)).as_matrix()
-    mat[:3, 3] = np.asarray(translation, dtype=np.float64)
-    return mat
+    """Build a 4x4 homogeneous matrix from a translation and an x, y, z, w quaternion
+    (normalised here)."""
+    x, y, z, w = (float(v) for v in np.asarray(quaternion_xyzw, dtype=np.float64).reshape(4))
+    tx, ty, tz = (float(v) for v in np.asarray(translation, dtype=np.float64).reshape(3))
+    return _homogeneous(x, y, z, w, tx, ty, tz)
+
+
+def _homogeneous(x: float, y: float, z: float, w: float,
+                 tx: float, ty: float, tz: float) -> Matrix4:
+    # The rotation matrix of a quaternion written out: one small array and no SciPy objects,
+    # since a lookup composes a matrix per edge and the analyzer asks for thousands of them.
+    n = x * x + y * y + z * z + w * w
+    s = 2.0 / n if n > 0.0 else 0.0
+    xs, ys, zs = x * s, y * s, z * s
+    wx, wy, wz = w * xs, w * ys, w * zs
+    xx, xy, xz = x * xs, x * ys, x * zs
+    yy, yz, zz = y * ys, y * zs, z * zs
+    return np.array([[1.0 - (yy + zz), xy - wz, xz + wy, tx],
+                     [xy + wz, 1.0 - (xx + zz), yz - wx, ty],
+                     [xz - wy, yz + wx, 1.0 - (xx + yy), tz],
+                     [0.0, 0.0, 0.0, 1.0]])
+
+
+def _slerp(q0: npt.NDArray[np.float64], q1: npt.NDArray[np.float64],
+           alpha: float) -> tuple[float, float, float, float]:
+    """The unit quaternion ``alpha`` of the way from ``q0`` to ``q1`` along the shorter arc."""
+    a = [float(v) for v in q0]
+    b = [float(v) for v in q1]
+    dot = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]
+    if dot < 0.0:  # q and -q are one rotation; take the shorter way round
+        b = [-v for v in b]
+        dot = -dot
+    if dot > 0.9995:  # nearly the same rotation: the arc is a line, and sin(theta) ~ 0
+        wa, wb = 1.0 - alpha, alpha
+    else:
+        theta = math.acos(dot)
+        sin_theta = math.sin(theta)
+        wa = math.sin((1.0 - alpha) * theta) / sin_theta
+        wb = math.sin(alpha * theta) / sin_theta
+    q = [wa * u + wb * v for u, v in zip(a, b, strict=True)]
+    norm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    return q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm
+
+
+def _rigid_inverse(mat: Matrix4) -> Matrix4:
+    """Inverse of a rotation-plus-translation matrix: transpose the rotation, turn the
+    translation back."""
+    inv = np.eye(4)
+    rot_t = mat[:3, :3].T
+    inv[:3, :3] = rot_t
+    inv[:3, 3] = -rot_t @ mat[:3, 3]
+    return inv
 
 
 def planar_pose(x: float, y: float, yaw: float) -> Matrix4:
@@ -176,11 +224,8 @@ class _Edge:
         t0, t1 = self.stamps[idx - 1], self.stamps[idx]
         alpha = (stamp - t0) / (t1 - t0)
         trans = (1.0 - alpha) * self.translations[idx - 1] + alpha * self.translations[idx]
-        slerp = Slerp([t0, t1], Rotation.from_quat([self.rotations[idx - 1], self.rotations[idx]]))
-        mat = np.eye(4)
-        mat[:3, :3] = slerp([stamp]).as_matrix()[0]
-        mat[:3, 3] = trans
-        return mat
+        quat = _slerp(self.rotations[idx - 1], self.rotations[idx], alpha)
+        return _homogeneous(*quat, float(trans[0]), float(trans[1]), float(trans[2]))
 
     def latest(self) -> float:
         return float("inf") if self.static else self.stamps[-1]
@@ -285,7 +330,7 @@ class TransformBuffer:
             common_from_target = np.eye(4)
             for frame in reversed(tgt_path):
                 common_from_target = common_from_target @ self._edges[frame].sample(stamp, frame)
-        return np.linalg.inv(common_from_target) @ common_from_source
+        return _rigid_inverse(common_from_target) @ common_from_source
 
     def _chain(self, frame: str) -> list[str]:
         chain = [frame]

@@ -136,3 +136,43 @@ def test_compose_decompose_round_trip(trans: tuple[float, float, float],
     t, q = decompose(compose(trans, quat))
     np.testing.assert_allclose(t, trans, atol=1e-9)
     np.testing.assert_allclose(compose(t, q), compose(trans, quat), atol=1e-9)
+
+
+unit_quats = st.tuples(*[st.floats(-1, 1, allow_nan=False)] * 4).filter(
+    lambda q: float(np.linalg.norm(q)) > 0.1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(unit_quats, st.floats(0.1, 10.0))
+def test_compose_matches_scipy_for_any_length(quat: tuple[float, ...], scale: float) -> None:
+    """compose writes the quaternion's matrix out by hand; SciPy is the reference."""
+    q = np.asarray(quat) * scale
+    np.testing.assert_allclose(compose([1.0, -2.0, 0.5], q)[:3, :3],
+                               Rotation.from_quat(q).as_matrix(), atol=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(unit_quats, unit_quats, st.floats(0.0, 1.0), st.booleans())
+def test_interpolation_matches_scipy_slerp(q0: tuple[float, ...], q1: tuple[float, ...],
+                                           alpha: float, flip: bool) -> None:
+    """Between two samples the rotation is SciPy's Slerp at the same fraction, whichever sign
+    the second sample's quaternion carries (q and -q are one rotation)."""
+    from scipy.spatial.transform import Slerp
+    a = np.asarray(q0) / np.linalg.norm(q0)
+    b = np.asarray(q1) / np.linalg.norm(q1)
+    buf = TransformBuffer()
+    buf.set_transform("odom", "base_link", 10.0, [0.0, 0.0, 0.0], a)
+    buf.set_transform("odom", "base_link", 11.0, [1.0, 0.0, 0.0], -b if flip else b)
+    got = buf.lookup("odom", "base_link", 10.0 + alpha)  # (stamp 0 asks for the latest)
+    want = Slerp([0.0, 1.0], Rotation.from_quat([a, b]))([alpha]).as_matrix()[0]
+    np.testing.assert_allclose(got[:3, :3], want, atol=1e-6)
+    assert got[0, 3] == pytest.approx(alpha, abs=1e-9)
+
+
+def test_nearly_equal_samples_interpolate_without_dividing_by_zero() -> None:
+    buf = TransformBuffer()
+    buf.set_transform("odom", "base_link", 0.0, [0.0, 0.0, 0.0], _quat_z(0.3))
+    buf.set_transform("odom", "base_link", 1.0, [0.0, 0.0, 0.0], _quat_z(0.3 + 1e-9))
+    mat = buf.lookup("odom", "base_link", 0.5)
+    assert np.all(np.isfinite(mat))
+    np.testing.assert_allclose(mat[:3, :3], Rotation.from_euler("z", 0.3).as_matrix(), atol=1e-8)
