@@ -25,16 +25,19 @@ class IkResult:
         return self.position_error <= pos_tol and self.rotation_error <= rot_tol
 
 
-def rotation_error(current: FloatArray, target: FloatArray) -> FloatArray:
-    """Axis-angle vector (world frame) that rotates ``current`` onto ``target`` (3x3 matrices)."""
-    q_cur = np.zeros(4)
-    q_tgt = np.zeros(4)
-    mujoco.mju_mat2Quat(q_cur, np.ascontiguousarray(current).reshape(9))
-    mujoco.mju_mat2Quat(q_tgt, np.ascontiguousarray(target).reshape(9))
+def _quaternion(rotation: FloatArray) -> FloatArray:
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.ascontiguousarray(rotation).reshape(9))
+    return quat
+
+
+def _rotation_error(current: FloatArray, target_quat: FloatArray) -> FloatArray:
+    """Axis-angle vector (world frame) that turns the rotation ``current`` (3x3) onto the
+    quaternion ``target_quat``."""
     q_cur_inv = np.zeros(4)
-    mujoco.mju_negQuat(q_cur_inv, q_cur)
+    mujoco.mju_negQuat(q_cur_inv, _quaternion(current))
     q_err = np.zeros(4)
-    mujoco.mju_mulQuat(q_err, q_tgt, q_cur_inv)
+    mujoco.mju_mulQuat(q_err, target_quat, q_cur_inv)
     vel = np.zeros(3)
     mujoco.mju_quat2Vel(vel, q_err, 1.0)
     return vel
@@ -62,10 +65,16 @@ def solve_site_ik(
     only kinematics are evaluated, so the physics state of the caller is untouched. Joint limits
     are respected by clamping.
     """
-    lo = model.jnt_range[:, 0]
-    hi = model.jnt_range[:, 1]
-    joint_ids = [int(np.where(model.jnt_qposadr == a)[0][0]) for a in qpos_adr]
-    limited = np.array([bool(model.jnt_limited[j]) for j in joint_ids])
+    # Everything that does not change between iterations is worked out once: the solver runs
+    # dozens of iterations for each of the arm's set-points.
+    joint_ids = np.array([int(np.where(model.jnt_qposadr == a)[0][0]) for a in qpos_adr],
+                         dtype=np.int64)
+    limited = model.jnt_limited[joint_ids].astype(bool)
+    lo = np.where(limited, model.jnt_range[joint_ids, 0], -np.inf)
+    hi = np.where(limited, model.jnt_range[joint_ids, 1], np.inf)
+    target_quat = None if target_rot is None else _quaternion(target_rot)
+    rows = 3 if target_rot is None else 6
+    regulariser = (damping**2) * np.eye(rows)
     jac_p = np.zeros((3, model.nv))
     jac_r = np.zeros((3, model.nv))
     pos_err = float("inf")
@@ -77,32 +86,25 @@ def solve_site_ik(
         mujoco.mj_comPos(model, scratch)
         err_p = target_pos - scratch.site_xpos[site_id]
         pos_err = float(np.linalg.norm(err_p))
-        if target_rot is not None:
-            err_r = rotation_error(scratch.site_xmat[site_id].reshape(3, 3), target_rot)
+        if target_quat is not None:
+            err_r = _rotation_error(scratch.site_xmat[site_id], target_quat)
             rot_err_norm = float(np.linalg.norm(err_r))
-        else:
-            err_r = np.zeros(3)
-            rot_err_norm = 0.0
         if pos_err <= pos_tol and rot_err_norm <= rot_tol:
             break
         mujoco.mj_jacSite(model, scratch, jac_p, jac_r, site_id)
-        if target_rot is not None:
+        if target_quat is not None:
             jac = np.vstack([jac_p[:, dof_adr], rot_weight * jac_r[:, dof_adr]])
             err = np.concatenate([err_p, rot_weight * err_r])
         else:
             jac = jac_p[:, dof_adr]
             err = err_p
         # dq = J^T (J J^T + lambda^2 I)^-1 e
-        jjt = jac @ jac.T + (damping**2) * np.eye(jac.shape[0])
-        dq = jac.T @ np.linalg.solve(jjt, err)
+        dq = jac.T @ np.linalg.solve(jac @ jac.T + regulariser, err)
         norm = float(np.linalg.norm(dq))
         if norm > max_step:
             dq *= max_step / norm
-        q = scratch.qpos[qpos_adr] + dq
-        for k, j in enumerate(joint_ids):
-            if limited[k]:
-                q[k] = np.clip(q[k], lo[j], hi[j])
-        scratch.qpos[qpos_adr] = q
+        # unlimited joints have infinite bounds, so one clip clamps the limited ones alone
+        scratch.qpos[qpos_adr] = np.clip(scratch.qpos[qpos_adr] + dq, lo, hi)
     return IkResult(
         q=np.array(scratch.qpos[qpos_adr], dtype=np.float64),
         position_error=pos_err,
