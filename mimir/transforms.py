@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,15 +65,15 @@ class Transform:
 def compose(translation: npt.ArrayLike, quaternion_xyzw: npt.ArrayLike) -> Matrix4:
     """Build a 4x4 homogeneous matrix from a translation and an x, y, z, w quaternion
     (normalised here)."""
-    x, y, z, w = (float(v) for v in np.asarray(quaternion_xyzw, dtype=np.float64).reshape(4))
-    tx, ty, tz = (float(v) for v in np.asarray(translation, dtype=np.float64).reshape(3))
-    return _homogeneous(x, y, z, w, tx, ty, tz)
+    return _homogeneous(np.asarray(quaternion_xyzw, dtype=np.float64).reshape(4).tolist(),
+                        np.asarray(translation, dtype=np.float64).reshape(3).tolist())
 
 
-def _homogeneous(x: float, y: float, z: float, w: float,
-                 tx: float, ty: float, tz: float) -> Matrix4:
+def _homogeneous(quat: Sequence[float], translation: Sequence[float]) -> Matrix4:
     # The rotation matrix of a quaternion written out: one small array and no SciPy objects,
     # since a lookup composes a matrix per edge and the analyzer asks for thousands of them.
+    x, y, z, w = quat
+    tx, ty, tz = translation
     n = x * x + y * y + z * z + w * w
     s = 2.0 / n if n > 0.0 else 0.0
     xs, ys, zs = x * s, y * s, z * s
@@ -160,9 +161,15 @@ def matrices_to_quaternions(rotations: npt.ArrayLike) -> npt.NDArray[np.float64]
 
 
 def decompose(matrix: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Split a 4x4 homogeneous matrix into (translation, quaternion x, y, z, w)."""
+    """Split a rigid 4x4 homogeneous matrix into (translation, quaternion x, y, z, w).
+
+    The rotation block is taken as a rotation (as a transform tree's products are), not
+    projected onto the nearest one: that check costs SciPy five times the conversion, and the
+    simulation splits every camera's pose at every frame. :func:`matrix_to_quaternion`
+    projects.
+    """
     mat = np.asarray(matrix, dtype=np.float64)
-    return mat[:3, 3].copy(), Rotation.from_matrix(mat[:3, :3]).as_quat()
+    return mat[:3, 3].copy(), Rotation.from_matrix(mat[:3, :3], assume_valid=True).as_quat()
 
 
 #: Stamps this close to an edge's first or last sample count as that sample (s). Float seconds
@@ -225,7 +232,7 @@ class _Edge:
         alpha = (stamp - t0) / (t1 - t0)
         trans = (1.0 - alpha) * self.translations[idx - 1] + alpha * self.translations[idx]
         quat = _slerp(self.rotations[idx - 1], self.rotations[idx], alpha)
-        return _homogeneous(*quat, float(trans[0]), float(trans[1]), float(trans[2]))
+        return _homogeneous(quat, trans.tolist())
 
     def latest(self) -> float:
         return float("inf") if self.static else self.stamps[-1]

@@ -217,6 +217,8 @@ class AxisProfile:
         """Integrate ``dt`` seconds in sub-steps of at most :data:`PROFILE_SUBSTEP_S`."""
         if dt <= 0.0:
             return
+        if not self.vel.any() and np.array_equal(self.pos, self.target):
+            return  # at rest on its target: every sub-step would leave it there
         n = max(1, math.ceil(dt / PROFILE_SUBSTEP_S - 1e-9))
         h = dt / n
         dv_max = max_accel * h
