@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import rclpy
 from rclpy.client import Client
@@ -24,22 +24,15 @@ from mimir.signals import handling
 from mimir.sim_report import (
     InstructionReport,
     SimJobError,
-    judge_details,
+    TraceSink,
+    close_report,
     memory_record,
     primitive_record,
-    result_line,
     step_line,
 )
 from mimir_msgs.action import RunTask
 from mimir_msgs.msg import InteractionEvent, MemoryEvent, SceneGraph
 from mimir_msgs.srv import BeginInstruction, JudgeInstruction, QueryKeyframes
-
-
-class TraceSink(Protocol):
-    """Where the client reports (the job's Trace)."""
-
-    def record(self, kind: str, text: str, **data: Any) -> None:
-        """Print and log one record."""
 
 
 def ctrl_c_interrupts() -> contextlib.AbstractContextManager[None]:
@@ -223,21 +216,14 @@ class SimClient:
         judged = self._call(self._judge, JudgeInstruction.Request(
             index=index, answer_entities=list(result.answer_entities)),
             30.0, "sim/judge_instruction")
-        named = ", ".join(e.node_id or f"{e.label} (listed)" for e in result.answer_entities)
-        report.success = bool(judged.success)
-        report.judged_progress = float(judged.progress)
-        report.family, report.criteria = judge_details(judged.details_json)
         with self._lock:
-            report.primitives = list(self._primitives)
-        report.wall_s = time.monotonic() - started
-        goals = "; ".join(f"{g.description}: {g.status}" for g in result.goals)
-        self._trace.record(
-            "result", result_line(
-                result.progress, result.steps, answer=result.answer, named=named,
-                error=result.error_msg, goals=goals, judged=judged.success,
-                details_json=judged.details_json),
-            instruction=index, planner_progress=result.progress, steps=result.steps,
-            answer=result.answer, judged=judged.success, details=judged.details_json)
+            primitives = list(self._primitives)
+        close_report(
+            report, self._trace, judged=bool(judged.success),
+            judged_progress=float(judged.progress), details_json=judged.details_json,
+            named=", ".join(e.node_id or f"{e.label} (listed)" for e in result.answer_entities),
+            goals="; ".join(f"{g.description}: {g.status}" for g in result.goals),
+            primitives=primitives, started=started)
         return report
 
     def _send(self, goal: RunTask.Goal, index: int, *, tries: int = 1) -> Any:

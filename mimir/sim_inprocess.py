@@ -66,10 +66,9 @@ from mimir.sim_report import (
     SHOWN_KINDS,
     InstructionReport,
     SimJobError,
-    judge_details,
+    close_report,
     memory_record,
     primitive_record,
-    result_line,
     step_line,
 )
 from mimir_memory.config import load_memory_config
@@ -661,20 +660,12 @@ def run_instructions(run: InProcessRun, instructions: list[str], step_budget: in
         report.error = result.reason
         entities = [NamedEntity(e.node_id, e.label, e.position) for e in result.entities()]
         judged = run.desk.judge(index, entities)
-        report.success = bool(judged.success)
-        report.judged_progress = float(judged.progress)
-        report.family, report.criteria = judge_details(judged.details_json)
-        report.primitives = run.primitives[first:]
-        report.wall_s = time.monotonic() - started
-        named = ", ".join(e.node_id or f"{e.label} (listed)" for e in entities)
-        goals = "; ".join(f"{g.description}: {g.status.value}" for g in result.goals)
-        run.trace.record(
-            "result", result_line(
-                result.progress, result.calls, answer=report.answer, named=named,
-                error=result.reason, goals=goals, judged=judged.success,
-                details_json=judged.details_json),
-            instruction=index, planner_progress=result.progress, steps=result.calls,
-            answer=report.answer, judged=judged.success, details=judged.details_json)
+        close_report(
+            report, run.trace, judged=bool(judged.success),
+            judged_progress=float(judged.progress), details_json=judged.details_json,
+            named=", ".join(e.node_id or f"{e.label} (listed)" for e in entities),
+            goals="; ".join(f"{g.description}: {g.status.value}" for g in result.goals),
+            primitives=run.primitives[first:], started=started)
         reports.append(report)
     return reports
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 class SimJobError(RuntimeError):
@@ -124,3 +125,29 @@ def result_line(progress: float, steps: int, *, answer: str, named: str, error: 
             + (f" ({goals})" if goals else "")
             + f"\n  judged from simulator state: {'DONE' if judged else 'NOT DONE'}"
             f" {details_json}")
+
+
+class TraceSink(Protocol):
+    """Where a job reports (the job's Trace)."""
+
+    def record(self, kind: str, text: str, **data: Any) -> None:
+        """Print and log one record."""
+
+
+def close_report(report: InstructionReport, trace: TraceSink, *, judged: bool,
+                 judged_progress: float, details_json: str, named: str, goals: str,
+                 primitives: list[str], started: float) -> None:
+    """Write the judge's verdict and the instruction's primitives and wall time (from the
+    monotonic ``started``) into ``report``, whose planner fields are filled, and record the
+    result line. ``named``: what the answer named; ``goals``: the goals with their status."""
+    report.success = judged
+    report.judged_progress = judged_progress
+    report.family, report.criteria = judge_details(details_json)
+    report.primitives = primitives
+    report.wall_s = time.monotonic() - started
+    trace.record(
+        "result", result_line(
+            report.planner_progress, report.steps, answer=report.answer, named=named,
+            error=report.error, goals=goals, judged=judged, details_json=details_json),
+        instruction=report.index, planner_progress=report.planner_progress, steps=report.steps,
+        answer=report.answer, judged=judged, details=details_json)
