@@ -35,6 +35,7 @@ its trials that way to compare (``mimir eval --nodes``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import resource
@@ -53,7 +54,7 @@ from mimir.nodes.perception.localization_node import LocalizationNodeConfig
 from mimir.nodes.perception.messages import segmentation_to_msg
 from mimir.nodes.planner.analyzer_params import AnalyzerNodeConfig
 from mimir.nodes.planner.planner_params import PlannerNodeConfig
-from mimir.nodes.planner.primitive_messages import primitive_goal, result_code_name
+from mimir.nodes.planner.primitive_messages import primitive_goal, settle_result
 from mimir.nodes.planner.run_task_server import call_messages, step_trace
 from mimir.nodes.robot import messages as rconv
 from mimir.nodes.robot.executor_params import ExecutorNodeConfig
@@ -87,7 +88,7 @@ from mimir_planner.memory_readers import (
     open_keyframe_reader,
     open_world_reader,
 )
-from mimir_planner.outcomes import Verification, fixture_opens, judge, step_outcome
+from mimir_planner.outcomes import Verification, fixture_opens, step_outcome
 from mimir_planner.planner import PlannerSession
 from mimir_planner.primitives import ExecutableStep
 from mimir_planner.recall import PackagedMiniLM
@@ -511,23 +512,17 @@ class LockstepExecutor:
                                   task=host.instruction, map_frame=cfg.map_frame, stamp=run.now)
         except ValueError as err:
             return self._outcome(step, False, f"not sent: {err}", None, code="NOT_SENT")
-        result, out, ended = run.execute(goal)
-        end = to_seconds(result.window_end) if result.interaction_id else run.now
-        if out is None:
-            code = result_code_name(int(result.error_code))
-            return self._outcome(step, False, f"refused ({code}): {result.error_msg}", None,
-                                 code=code)
-        code = str(result.outcome or ("SUCCEEDED" if result.success else "FAILED"))
-        said = bool(result.success)
-        reported = code + (f": {result.error_msg}" if result.error_msg else "")
-        analysed = cfg.analyzed_primitives if cfg.analyze else ()
-        if step.primitive not in analysed:
-            return self._outcome(step, said, reported, end, code=code, reported=said)
-        verdict = run.verdict(ended)
-        world.refresh()
-        success, detail = judge(said, reported, verdict,
-                                require_verification=cfg.require_verification)
-        return self._outcome(step, success, detail, end, code=code, reported=said)
+        result, _, ended = run.execute(goal)
+
+        def verdict() -> Verification:
+            seen = run.verdict(ended)
+            world.refresh()
+            return seen
+
+        return settle_result(
+            step, result, functools.partial(self._outcome, step),
+            analysed=cfg.analyzed_primitives if cfg.analyze else (), verdict=verdict,
+            require_verification=cfg.require_verification)
 
     def _outcome(self, step: ExecutableStep, success: bool, detail: str, stamp: float | None,
                  *, code: str = "", reported: bool | None = None) -> ExecutionOutcome:

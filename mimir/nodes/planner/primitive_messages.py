@@ -12,6 +12,8 @@ import math
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
 
 from diagnostic_msgs.msg import KeyValue
 from geometry_msgs.msg import PoseStamped
@@ -20,12 +22,45 @@ from mimir.ros.time import from_seconds, to_seconds
 from mimir_memory.graph import SceneGraphState
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
+from mimir_planner.outcomes import Verification, judge
 from mimir_planner.primitives import ExecutableStep
+from mimir_planner.runs import ExecutionOutcome
 
 _RESULT_NAMES = ("NONE", "UNKNOWN_PRIMITIVE", "UNKNOWN_TARGET", "PRECONDITION_FAILED",
                  "UNREACHABLE", "EXECUTION_FAILED", "DENIED_BY_OPERATOR", "CANCELED")
 _ANALYSIS_NAMES = ("NONE", "UNKNOWN_TARGET", "NO_FRAMES", "MODEL_ERROR", "INVALID_ANSWER",
                    "MEMORY_WRITE_FAILED")
+
+
+class OutcomeMaker(Protocol):
+    """Builds a step's outcome: its success, what happened, the stamp it ended at (None when
+    it never ran), the executor's code and its own word on success (None when it gave none)."""
+
+    def __call__(self, success: bool, detail: str, stamp: float | None, *, code: str,
+                 reported: bool | None) -> ExecutionOutcome:
+        """The outcome."""
+
+
+def settle_result(step: ExecutableStep, result: Any, make: OutcomeMaker, *,
+                  analysed: Collection[str], verdict: Callable[[], Verification],
+                  require_verification: bool) -> ExecutionOutcome:
+    """The outcome of one step from its ``execute_primitive`` result: a refusal (no
+    interaction was opened) fails with the refusal's code; a primitive the analyzer does not
+    read keeps the executor's word; any other is judged against ``verdict()``, the analyzer's
+    reading of the interaction. One rule for the planner node and the in-process run."""
+    end = to_seconds(result.window_end)
+    when = end if end > 0.0 else None
+    if not result.interaction_id:
+        code = result_code_name(int(result.error_code))
+        return make(False, f"refused ({code}): {result.error_msg}", when, code=code,
+                    reported=None)
+    code = str(result.outcome or ("SUCCEEDED" if result.success else "FAILED"))
+    said = bool(result.success)
+    reported = code + (f": {result.error_msg}" if result.error_msg else "")
+    if step.primitive not in analysed:
+        return make(said, reported, when, code=code, reported=said)
+    success, detail = judge(said, reported, verdict(), require_verification=require_verification)
+    return make(success, detail, when, code=code, reported=said)
 
 
 def result_code_name(code: int) -> str:

@@ -26,6 +26,7 @@ callback group (the planner node's run_task loop).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -42,15 +43,14 @@ from mimir.nodes.planner.primitive_messages import (
     analysis_code_name,
     ended_event_from_result,
     primitive_goal,
-    result_code_name,
+    settle_result,
 )
 from mimir.ros.floatfix import coerce_floats
-from mimir.ros.time import to_seconds
 from mimir_memory.world import WorldMemory
 from mimir_msgs.action import ExecutePrimitive
 from mimir_msgs.msg import InteractionEvent
 from mimir_msgs.srv import AnalyzeInteraction
-from mimir_planner.outcomes import Opens, Verification, judge, step_outcome
+from mimir_planner.outcomes import Opens, Verification, step_outcome
 from mimir_planner.primitives import ExecutableStep
 from mimir_planner.runs import ExecutionOutcome, ExecutorUnavailableError, Observation
 
@@ -267,29 +267,21 @@ class ActionPrimitiveExecutor:
         result = self._send(goal)
         if isinstance(result, str):
             return self._outcome(step, False, result, None, code="NO_RESULT")
-        end = to_seconds(result.window_end)
-        when = end if end > 0.0 else None
-        if not result.interaction_id:
-            code = result_code_name(int(result.error_code))
-            return self._outcome(step, False, f"refused ({code}): {result.error_msg}", when,
-                                 code=code)
-        outcome_code = str(result.outcome or ("SUCCEEDED" if result.success else "FAILED"))
-        said = bool(result.success)
-        reported = outcome_code
-        if result.error_msg:
-            reported += f": {result.error_msg}"
-        if step.primitive not in self.settings.analyzed_primitives:
-            return self._outcome(step, said, reported, when, code=outcome_code, reported=said)
-        event = self.events.wait(result.interaction_id, self.settings.event_wait_s)
-        if event is None:
-            LOG.info("no ENDED event for %s; analysing from the action result",
-                     result.interaction_id)
-            event = ended_event_from_result(goal, result, stamp)
-        verdict = self._analyze(event)
-        self.world.refresh()
-        success, detail = judge(said, reported, verdict,
-                                require_verification=self.settings.require_verification)
-        return self._outcome(step, success, detail, when, code=outcome_code, reported=said)
+
+        def verdict() -> Verification:
+            event = self.events.wait(result.interaction_id, self.settings.event_wait_s)
+            if event is None:
+                LOG.info("no ENDED event for %s; analysing from the action result",
+                         result.interaction_id)
+                event = ended_event_from_result(goal, result, stamp)
+            seen = self._analyze(event)
+            self.world.refresh()
+            return seen
+
+        return settle_result(
+            step, result, functools.partial(self._outcome, step),
+            analysed=self.settings.analyzed_primitives, verdict=verdict,
+            require_verification=self.settings.require_verification)
 
     def _outcome(self, step: ExecutableStep, success: bool, detail: str,
                  stamp: float | None, *, code: str = "",
