@@ -59,8 +59,9 @@ from mimir_planner.reasoning.percepts import (
     contact_summary,
     contents_inside,
     detections_inside,
+    label_matches,
+    matching,
     moved,
-    names_match,
     never_held,
 )
 from mimir_planner.reasoning.signals import signals_text
@@ -681,8 +682,8 @@ class Harness:
         where = np.stack([d.position for d in voters])
         near = np.linalg.norm(np.stack([d.position for d in hits])[:, None, :] - where[None],
                               axis=2) <= cfg.content_spot_m
-        same = np.array([names_match(hits[0].label, d.label, self._vocab.synonyms)
-                         for d in voters])
+        said = label_matches(hits[0].label, voters, self._vocab.synonyms)
+        same = np.array([said[d.label] for d in voters])
         votes = (near & same[None]).sum(axis=1)
         return [d for d, v, n in zip(hits, votes, near.sum(axis=1), strict=True)
                 if v >= cfg.content_spot_share * n]
@@ -695,7 +696,7 @@ class Harness:
         if isinstance(box, _Check):
             return box
         inside = detections_inside(ev.detections, box, self._percepts)
-        hits = [d for d in inside if names_match(claim.name, d.label, self._vocab.synonyms)]
+        hits = matching(claim.name, inside, self._vocab.synonyms)
         standing = self._standing(hits, inside)
         # more than content_spot_share of the name's detections must hold their spot:
         # re-checks add detections from other views, and now and then a stray label lands

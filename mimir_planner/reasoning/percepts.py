@@ -7,6 +7,7 @@ its own way, so that the verifiers check it rather than agree with it by constru
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -386,8 +387,12 @@ def _singular(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=4096)
 def words(text: str) -> tuple[str, ...]:
-    """Lower-case singular word tokens of a name (``Red_Mugs`` -> ``('red', 'mug')``)."""
+    """Lower-case singular word tokens of a name (``Red_Mugs`` -> ``('red', 'mug')``).
+
+    Cached: the harness compares the same few names and labels against every detection of
+    a fixture at each re-check, and the tokens of a string never change."""
     spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
     return tuple(_singular(w) for w in _WORD.findall(spaced.lower()))
 
@@ -419,8 +424,27 @@ def never_held(name: str, vocab: VocabularyConfig) -> bool:
 def detections_inside(
     detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig
 ) -> list[Detection3D]:
-    """Detections whose 3D position lies in the box grown by the configured margin."""
-    return [d for d in detections if box.contains(d.position, cfg.box_margin_m)]
+    """Detections whose 3D position lies in the box grown by the configured margin (one
+    array test for all of them: a window's evidence holds thousands)."""
+    listed = list(detections)
+    if not listed:
+        return []
+    inside = box.contains_points(np.stack([d.position for d in listed]), cfg.box_margin_m)
+    return [d for d, keep in zip(listed, inside.tolist(), strict=True) if keep]
+
+
+def label_matches(name: str, detections: Iterable[Detection3D],
+                  synonyms: Mapping[str, Sequence[str]]) -> dict[str, bool]:
+    """For each distinct label among the detections, whether the content name refers to it
+    (:func:`names_match`, asked once per label rather than once per detection)."""
+    return {label: names_match(name, label, synonyms) for label in {d.label for d in detections}}
+
+
+def matching(name: str, detections: Sequence[Detection3D],
+             synonyms: Mapping[str, Sequence[str]]) -> list[Detection3D]:
+    """The detections whose label the content name refers to."""
+    said = label_matches(name, detections, synonyms)
+    return [d for d in detections if said[d.label]]
 
 
 def contents_inside(

@@ -145,8 +145,11 @@ def recheck_evidence(pending: PendingQueue, world: WorldView,
     if not fresh or not len(pending):
         return None
     boxes = pending_boxes(pending, world)
-    relevant = [d for d in fresh
-                if any(box.contains(d.position, margin_m) for box in boxes.values())]
+    points = np.stack([d.position for d in fresh])
+    near = np.zeros(len(fresh), dtype=bool)
+    for box in boxes.values():
+        near |= box.contains_points(points, margin_m)
+    relevant = [d for d, keep in zip(fresh, near.tolist(), strict=True) if keep]
     if not relevant:
         return None
     opened = frozenset(i for i in boxes if (n := world.node(i)) and is_opened(n))

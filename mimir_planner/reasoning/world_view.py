@@ -44,6 +44,11 @@ class Box3D:
         p = np.asarray(point, dtype=np.float64).reshape(3)
         return bool(np.all(p >= self.lower - margin) and np.all(p <= self.upper + margin))
 
+    def contains_points(self, points: np.ndarray, margin: float = 0.0) -> np.ndarray:
+        """:meth:`contains` of each row of an ``(n, 3)`` array, as one boolean array."""
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+        return np.all((pts >= self.lower - margin) & (pts <= self.upper + margin), axis=1)
+
     def corners(self) -> np.ndarray:
         """The eight corners, shape (8, 3)."""
         xs, ys, zs = zip(self.lower, self.upper, strict=True)

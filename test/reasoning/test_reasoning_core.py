@@ -41,8 +41,10 @@ from mimir_planner.reasoning.percepts import (
     contact_summary,
     contents_inside,
     depth_change,
+    detections_inside,
     failure_category,
     hand_displacement,
+    matching,
     measure_depth_change,
     names_match,
     never_held,
@@ -125,6 +127,22 @@ def test_words_intents_and_failure_categories() -> None:
     assert names_match("coffee mug", "cup", vocab.synonyms)
     assert not names_match("gold watch", "scissors", vocab.synonyms)
     assert not names_match("", "scissors", {})
+
+
+def test_detections_inside_grow_the_box_by_the_margin_and_keep_their_order() -> None:
+    margin = CFG.percepts.box_margin_m
+    box = Box3D(np.zeros(3), np.ones(3))
+    xs = [0.5, 1.0 + margin * 0.99, -margin * 1.01, 1.0 + margin * 1.01, 0.0]
+    dets = [Detection3D(label, np.array([x, 0.5, 0.5]), 0.9, float(i))
+            for i, (label, x) in enumerate(zip(["mug", "cup", "mug", "mug", "sponge"], xs,
+                                                strict=True))]
+    inside = detections_inside(iter(dets), box, CFG.percepts)
+    assert [d.stamp for d in inside] == [0.0, 1.0, 4.0]
+    assert detections_inside([], box, CFG.percepts) == []
+    # per label once, in the detections' order, as names_match decides for each
+    syn = CFG.vocabulary.synonyms
+    assert [d.stamp for d in matching("coffee mug", dets, syn)] == [
+        d.stamp for d in dets if names_match("coffee mug", d.label, syn)] == [0.0, 1.0, 2.0, 3.0]
 
 
 def test_contact_summary_separates_grip_from_empty_close() -> None:
