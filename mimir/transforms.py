@@ -139,7 +139,7 @@ def quaternion_to_matrix(quat_xyzw: npt.ArrayLike) -> npt.NDArray[np.float64]:
     norm = float(np.linalg.norm(q))
     if not np.isfinite(norm) or norm < 1e-9:
         raise InvalidTransformError(f"quaternion must be finite and non-zero, got {q.tolist()}")
-    return np.asarray(Rotation.from_quat(q / norm).as_matrix(), dtype=np.float64)
+    return _homogeneous([float(v) for v in q / norm], (0.0, 0.0, 0.0))[:3, :3].copy()
 
 
 def matrix_to_quaternion(rotation: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -41,8 +41,8 @@ class Box3D:
 
     def contains(self, point: np.ndarray, margin: float = 0.0) -> bool:
         """Whether ``point`` lies inside the box grown by ``margin`` on every side."""
-        p = np.asarray(point, dtype=np.float64).reshape(3)
-        return bool(np.all(p >= self.lower - margin) and np.all(p <= self.upper + margin))
+        return bool(self.contains_points(np.asarray(point, dtype=np.float64).reshape(3),
+                                         margin)[0])
 
     def contains_points(self, points: np.ndarray, margin: float = 0.0) -> np.ndarray:
         """:meth:`contains` of each row of an ``(n, 3)`` array, as one boolean array."""

@@ -16,6 +16,7 @@ from mimir.transforms import (
     UnknownFrameError,
     compose,
     decompose,
+    quaternion_to_matrix,
 )
 
 IDENTITY_Q = [0.0, 0.0, 0.0, 1.0]
@@ -149,6 +150,23 @@ def test_compose_matches_scipy_for_any_length(quat: tuple[float, ...], scale: fl
     q = np.asarray(quat) * scale
     np.testing.assert_allclose(compose([1.0, -2.0, 0.5], q)[:3, :3],
                                Rotation.from_quat(q).as_matrix(), atol=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(unit_quats, st.floats(1e-3, 1e3))
+def test_quaternion_to_matrix_matches_scipy_for_any_length(quat: tuple[float, ...],
+                                                           scale: float) -> None:
+    q = np.asarray(quat) * scale
+    matrix = quaternion_to_matrix(q)
+    assert matrix.shape == (3, 3)
+    np.testing.assert_allclose(matrix, Rotation.from_quat(q).as_matrix(), atol=1e-12)
+
+
+@pytest.mark.parametrize("quat", [[0.0, 0.0, 0.0, 0.0], [np.nan, 0.0, 0.0, 1.0],
+                                  [np.inf, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0], "wxyz"])
+def test_quaternion_to_matrix_refuses_what_is_no_rotation(quat: object) -> None:
+    with pytest.raises(InvalidTransformError):
+        quaternion_to_matrix(quat)  # type: ignore[arg-type]
 
 
 @settings(max_examples=80, deadline=None)
