@@ -63,7 +63,7 @@ def main() -> None:
     t0 = time.perf_counter()
     scenario = load_scenario(args.scenario)
     t1 = time.perf_counter()
-    scene = build_scene(scenario)
+    scene = build_scene(scenario, view_mesh_faces=config.view_mesh_faces)
     t2 = time.perf_counter()
     sim = KitchenSim(scene, config)
     t3 = time.perf_counter()

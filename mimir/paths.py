@@ -44,6 +44,16 @@ def config_file(name: str, override: str = "") -> Path:
     return path
 
 
+def cache_dir() -> Path:
+    """Where mimir keeps files it can rebuild (decimated meshes...): ``$MIMIR_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/mimir``, else ``~/.cache/mimir``. Not created here."""
+    override = os.environ.get("MIMIR_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "mimir"
+
+
 class DataFolderError(OSError):
     """A data folder that cannot be created or is not a folder."""
 

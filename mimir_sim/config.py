@@ -19,6 +19,7 @@ import yaml
 
 from mimir_sim.errors import SimConfigError
 from mimir_sim.rendering import CAMERAS
+from mimir_sim.view_meshes import DEFAULT_VIEW_FACES
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class SimConfig:
     frame_cameras: tuple[str, ...] = ("wrist",)
     frame_size: tuple[int, int] = (320, 240)
     inspect_frames: int = 5
+    view_mesh_faces: int = DEFAULT_VIEW_FACES  # most faces a robot visual mesh keeps in images
     seed: int = 0
 
     @classmethod

@@ -22,6 +22,7 @@ from xml.sax.saxutils import quoteattr
 import mujoco
 import numpy as np
 
+from mimir.paths import cache_dir
 from mimir_sim.errors import SceneBuildError
 from mimir_sim.fiducial_tags import TagLayout, plan_tags
 from mimir_sim.layouts import generate_layout
@@ -41,7 +42,7 @@ from mimir_sim.scene_layout import (
     start_pose_for,
 )
 from mimir_sim.scene_objects import object_xml, place_objects
-from mimir_sim.view_meshes import default_cache_dir, lighten_visual_meshes, mesh_dir_of
+from mimir_sim.view_meshes import DEFAULT_VIEW_FACES, lighten_visual_meshes, mesh_dir_of
 
 #: names other modules import from here; they are defined in :mod:`mimir_sim.scene_layout`
 __all__ = [
@@ -62,10 +63,6 @@ LOG = logging.getLogger(__name__)
 POLE_PITCH = math.radians(35.0)
 POLE_POS = (-0.15, 0.0, 1.5)
 POLE_FOVY = 60.0
-#: most faces a robot visual mesh keeps for the cameras (:mod:`mimir_sim.view_meshes`); at the
-#: cameras' 320 x 240 this moved at most 0.2 % of a view's pixels (segment or depth), all on the
-#: robot's outline, and cut a frame's render time by a third
-VIEW_MESH_FACES = 2000
 
 
 def robot_xml_path(tidybot_dir: str | Path | None = None) -> Path:
@@ -202,7 +199,7 @@ def _pole_xyaxes() -> list[float]:
 
 def build_scene(
     scenario: Scenario, tidybot_dir: Path | None = None, seed: int | None = None,
-    view_mesh_faces: int = VIEW_MESH_FACES,
+    view_mesh_faces: int = DEFAULT_VIEW_FACES,
 ) -> KitchenScene:
     """Compile the scenario into a MuJoCo model with the robot attached and the pole camera.
 
@@ -213,6 +210,7 @@ def build_scene(
             scenario's own seed.
         view_mesh_faces: most faces a visual mesh of the robot keeps in the cameras' images
             (:func:`~mimir_sim.view_meshes.lighten_visual_meshes`); 0 renders the originals.
+            The simulator takes it from ``SimConfig.view_mesh_faces``.
 
     Raises:
         ModelDirError: the robot model is missing.
@@ -239,7 +237,7 @@ def build_scene(
             cam.alt.xyaxes = _pole_xyaxes()
             if view_mesh_faces > 0:
                 lighten_visual_meshes(spec, mesh_dir_of(robot_path), view_mesh_faces,
-                                      default_cache_dir() / "view_meshes")
+                                      cache_dir() / "view_meshes")
             model = spec.compile()
         except (ValueError, mujoco.FatalError) as err:
             raise SceneBuildError(

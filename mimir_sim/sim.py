@@ -99,7 +99,9 @@ class KitchenSim:
         config: SimConfig | None = None,
     ) -> KitchenSim:
         """Build the scene of a scenario and wrap it in a simulator."""
-        return cls(build_scene(scenario, tidybot_dir, seed), config)
+        settings = config if config is not None else SimConfig()
+        scene = build_scene(scenario, tidybot_dir, seed, view_mesh_faces=settings.view_mesh_faces)
+        return cls(scene, settings)
 
     def shutdown(self) -> None:
         """Release renderers."""

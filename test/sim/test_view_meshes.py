@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 
 from mimir_sim import view_meshes
-from mimir_sim.errors import SceneBuildError
+from mimir_sim.config import SimConfig, parse_sim_config
+from mimir_sim.errors import SceneBuildError, SimConfigError
 from mimir_sim.scenario import load_scenario
-from mimir_sim.scene import VIEW_MESH_FACES, build_scene, robot_xml_path
+from mimir_sim.scene import build_scene, robot_xml_path
 from mimir_sim.sim import KitchenSim
 from mimir_sim.view_meshes import (
+    DEFAULT_VIEW_FACES,
     VIEW_SUFFIX,
     cached_decimate,
     decimate,
@@ -37,8 +39,9 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="module")
 def scenes(tidybot_dir: Path) -> tuple[KitchenSim, KitchenSim]:
     scenario = load_scenario("locked_unlocked")
-    full = KitchenSim(build_scene(scenario, tidybot_dir, seed=SEED, view_mesh_faces=0))
-    light = KitchenSim(build_scene(scenario, tidybot_dir, seed=SEED))
+    # the setting reaches the scene through the simulator's configuration (config/sim.yaml)
+    full = KitchenSim.from_scenario(scenario, tidybot_dir, SEED, SimConfig(view_mesh_faces=0))
+    light = KitchenSim.from_scenario(scenario, tidybot_dir, SEED)
     yield full, light
     full.shutdown()
     light.shutdown()
@@ -69,8 +72,8 @@ def test_physics_keeps_the_original_meshes_and_inertia(scenes) -> None:  # type:
         name = _mesh_name(light, g)
         if name.endswith(VIEW_SUFFIX):
             swapped += 1
-            assert light.mesh_facenum[light.geom_dataid[g]] <= VIEW_MESH_FACES
-            assert full.mesh_facenum[full.geom_dataid[g]] > VIEW_MESH_FACES
+            assert light.mesh_facenum[light.geom_dataid[g]] <= DEFAULT_VIEW_FACES
+            assert full.mesh_facenum[full.geom_dataid[g]] > DEFAULT_VIEW_FACES
             # MuJoCo centres each mesh on its own centroid and the geom frame makes up for it:
             # the copy sits where the original does, up to the decimation's centroid shift
             assert np.linalg.norm(light_data.geom_xpos[g] - full_data.geom_xpos[g]) < 0.005
@@ -190,3 +193,13 @@ def test_a_copied_robot_folder_works_without_a_cache(
     names = {scene.model.mesh(i).name for i in range(scene.model.nmesh)}
     assert "shoulder_link" + VIEW_SUFFIX in names
     assert (tmp_path / "cache" / "view_meshes").is_dir()
+
+
+def test_the_face_limit_is_a_checked_simulation_setting() -> None:
+    assert parse_sim_config({"view_mesh_faces": 0}).view_mesh_faces == 0
+    assert parse_sim_config({"view_mesh_faces": 500}).view_mesh_faces == 500
+    assert SimConfig().view_mesh_faces == DEFAULT_VIEW_FACES
+    for bad in (-1, 1.5, "2000", True, None):
+        with pytest.raises(SimConfigError) as err:
+            parse_sim_config({"view_mesh_faces": bad})
+        assert err.value.key == "view_mesh_faces"
