@@ -63,6 +63,7 @@ class SimConfig:
     frame_size: tuple[int, int] = (320, 240)
     inspect_frames: int = 5
     view_mesh_faces: int = DEFAULT_VIEW_FACES  # most faces a robot visual mesh keeps in images
+    physics_sleep: bool = True  # MuJoCo puts objects at rest to sleep (woken by touch or writes)
     seed: int = 0
 
     @classmethod

@@ -103,6 +103,12 @@ class PhysicsWorld:
         self.scene = scene
         self.config = config
         self.model = scene.model
+        # set before the data exists: MjData starts its sleep bookkeeping from the flag
+        sleep = int(mujoco.mjtEnableBit.mjENBL_SLEEP)
+        if config.physics_sleep:
+            self.model.opt.enableflags |= sleep
+        else:
+            self.model.opt.enableflags &= ~sleep
         self.data = mujoco.MjData(self.model)
         self.sampler: Callable[[], None] | None = None
         self.after_steps: list[Callable[[], None]] = []

@@ -281,6 +281,48 @@ def test_pick_leaves_cabinet_and_place_on_counter(sim) -> None:  # type: ignore[
         sim.place("ketchup_1", "counter_1")
 
 
+def _asleep(sim: KitchenSim, body: str) -> bool:
+    return int(sim.data.body_awake[sim.model.body(body).id]) == int(mujoco.mjtSleepState.mjS_ASLEEP)
+
+
+def test_objects_at_rest_sleep_and_wake_when_touched_or_moved(scene) -> None:  # type: ignore[no-untyped-def]
+    """MuJoCo's sleeping (``physics_sleep``): resting objects leave the solver, the robot never
+    sleeps, and a pick, a weld or a written position wakes what it concerns."""
+    sim = KitchenSim(scene, SimConfig(seed=1))
+    try:
+        sim.reset("cab_3")
+        sim.step_seconds(1.0)
+        assert _asleep(sim, "ketchup_1") and _asleep(sim, "apple_1")
+        assert not _asleep(sim, "base_link")
+        assert sim.data.nv_awake < sim.model.nv
+        # a written position wakes the object, and it falls back onto its shelf as it would awake
+        joint = sim.model.body("apple_1").jntadr[0]
+        adr = sim.model.jnt_qposadr[joint]
+        rest = sim.data.qpos[adr + 2]
+        sim.data.qpos[adr + 2] += 0.02
+        sim.step(1)
+        assert not _asleep(sim, "apple_1")
+        sim.step_seconds(0.5)
+        assert abs(sim.data.qpos[adr + 2] - rest) < 0.005
+        # the gripper touching a sleeping object wakes it: the pick works as when awake
+        assert sim.open("cab_3").success
+        assert _asleep(sim, "ketchup_1")
+        picked = sim.pick("ketchup_1")
+        assert picked.success, picked.outcome
+        assert sim.object_fixture("ketchup_1") != "cab_3"
+        assert not _asleep(sim, "ketchup_1")
+    finally:
+        sim.shutdown()
+    awake = KitchenSim(scene, SimConfig(seed=1, physics_sleep=False))
+    try:
+        awake.reset("cab_3")
+        awake.step_seconds(1.0)
+        assert awake.data.nv_awake == awake.model.nv
+        assert not _asleep(awake, "ketchup_1")
+    finally:
+        awake.shutdown()
+
+
 def test_large_grasp_noise_misses_the_handle(scene) -> None:  # type: ignore[no-untyped-def]
     noisy = KitchenSim(scene, SimConfig(grasp_noise=0.2, seed=3))
     try:
