@@ -71,10 +71,14 @@ eval-short: setup
 			$(EVAL_ARGS) || exit 1; \
 	done
 
+# A Long Horizon trial as the node graph runs in real time (30-40 minutes), so this set runs
+# in process only by default; the short scenarios carry the node comparison. EVAL_LH_NODES=1 adds
+# one layout per method as the node graph.
 EVAL_LH_TRIALS ?= 10
+EVAL_LH_NODES ?= 0
 eval-long-horizon: setup
 	.venv/bin/mimir eval --scenario long_horizon --methods full,sg_ia,sg,sg_kf,roboexp,memer \
-		--trials $(EVAL_LH_TRIALS) --nodes $(EVAL_NODES) --jobs $(EVAL_JOBS) \
+		--trials $(EVAL_LH_TRIALS) --nodes $(EVAL_LH_NODES) --jobs $(EVAL_JOBS) \
 		--instruction-timeout 900 --out $(EVAL_RUNS)/long_horizon $(EVAL_ARGS)
 
 # mimir record beside one mimir sim run, then mimir replay --fast; compares the memories (a few

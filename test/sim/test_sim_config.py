@@ -118,3 +118,12 @@ def test_any_number_field_accepts_positive_and_refuses_negative(
         with pytest.raises(SimConfigError) as info:
             parse_sim_config({name: -value})
         assert info.value.key == name
+
+
+def test_physics_sleep_is_a_checked_boolean_setting() -> None:
+    assert parse_sim_config({"physics_sleep": False}).physics_sleep is False
+    assert SimConfig().physics_sleep is True
+    for bad in (1, "yes", None):
+        with pytest.raises(SimConfigError) as err:
+            parse_sim_config({"physics_sleep": bad})
+        assert err.value.key == "physics_sleep"

@@ -204,11 +204,3 @@ def test_the_face_limit_is_a_checked_simulation_setting() -> None:
             parse_sim_config({"view_mesh_faces": bad})
         assert err.value.key == "view_mesh_faces"
 
-
-def test_physics_sleep_is_a_checked_boolean_setting() -> None:
-    assert parse_sim_config({"physics_sleep": False}).physics_sleep is False
-    assert SimConfig().physics_sleep is True
-    for bad in (1, "yes", None):
-        with pytest.raises(SimConfigError) as err:
-            parse_sim_config({"physics_sleep": bad})
-        assert err.value.key == "physics_sleep"
