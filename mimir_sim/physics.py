@@ -103,7 +103,8 @@ class PhysicsWorld:
         self.scene = scene
         self.config = config
         self.model = scene.model
-        # set before the data exists: MjData starts its sleep bookkeeping from the flag
+        # set before the data exists: MjData starts its sleep bookkeeping from the flag. The flag
+        # lives in the scene's model, so simulators sharing one scene share the setting.
         sleep = int(mujoco.mjtEnableBit.mjENBL_SLEEP)
         if config.physics_sleep:
             self.model.opt.enableflags |= sleep

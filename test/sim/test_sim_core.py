@@ -285,10 +285,13 @@ def _asleep(sim: KitchenSim, body: str) -> bool:
     return int(sim.data.body_awake[sim.model.body(body).id]) == int(mujoco.mjtSleepState.mjS_ASLEEP)
 
 
-def test_objects_at_rest_sleep_and_wake_when_touched_or_moved(scene) -> None:  # type: ignore[no-untyped-def]
+def test_objects_at_rest_sleep_and_wake_when_touched_or_moved(  # type: ignore[no-untyped-def]
+    scenario, tidybot_dir: Path
+) -> None:
     """MuJoCo's sleeping (``physics_sleep``): resting objects leave the solver, the robot never
     sleeps, and a pick, a weld or a written position wakes what it concerns."""
-    sim = KitchenSim(scene, SimConfig(seed=1))
+    # scenes of their own: the setting is written into the scene's model
+    sim = KitchenSim(build_scene(scenario, tidybot_dir), SimConfig(seed=1))
     try:
         sim.reset("cab_3")
         sim.step_seconds(1.0)
@@ -313,7 +316,7 @@ def test_objects_at_rest_sleep_and_wake_when_touched_or_moved(scene) -> None:  #
         assert not _asleep(sim, "ketchup_1")
     finally:
         sim.shutdown()
-    awake = KitchenSim(scene, SimConfig(seed=1, physics_sleep=False))
+    awake = KitchenSim(build_scene(scenario, tidybot_dir), SimConfig(seed=1, physics_sleep=False))
     try:
         awake.reset("cab_3")
         awake.step_seconds(1.0)
