@@ -22,6 +22,7 @@ from mimir_sim.config import (
     parse_sim_config,
 )
 from mimir_sim.errors import SimConfigError, SimError
+from mimir_sim.view_meshes import DEFAULT_VIEW_FACES
 
 
 def test_shipped_file_holds_every_setting_at_its_default() -> None:
@@ -127,3 +128,13 @@ def test_physics_sleep_is_a_checked_boolean_setting() -> None:
         with pytest.raises(SimConfigError) as err:
             parse_sim_config({"physics_sleep": bad})
         assert err.value.key == "physics_sleep"
+
+
+def test_the_face_limit_is_a_checked_simulation_setting() -> None:
+    assert parse_sim_config({"view_mesh_faces": 0}).view_mesh_faces == 0
+    assert parse_sim_config({"view_mesh_faces": 500}).view_mesh_faces == 500
+    assert SimConfig().view_mesh_faces == DEFAULT_VIEW_FACES
+    for bad in (-1, 1.5, "2000", True, None):
+        with pytest.raises(SimConfigError) as err:
+            parse_sim_config({"view_mesh_faces": bad})
+        assert err.value.key == "view_mesh_faces"

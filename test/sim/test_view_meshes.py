@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from mimir_sim import view_meshes
-from mimir_sim.config import SimConfig, parse_sim_config
-from mimir_sim.errors import SceneBuildError, SimConfigError
+from mimir_sim.config import SimConfig
+from mimir_sim.errors import SceneBuildError
 from mimir_sim.scenario import load_scenario
 from mimir_sim.scene import build_scene, robot_xml_path
 from mimir_sim.sim import KitchenSim
@@ -193,14 +193,3 @@ def test_a_copied_robot_folder_works_without_a_cache(
     names = {scene.model.mesh(i).name for i in range(scene.model.nmesh)}
     assert "shoulder_link" + VIEW_SUFFIX in names
     assert (tmp_path / "cache" / "view_meshes").is_dir()
-
-
-def test_the_face_limit_is_a_checked_simulation_setting() -> None:
-    assert parse_sim_config({"view_mesh_faces": 0}).view_mesh_faces == 0
-    assert parse_sim_config({"view_mesh_faces": 500}).view_mesh_faces == 500
-    assert SimConfig().view_mesh_faces == DEFAULT_VIEW_FACES
-    for bad in (-1, 1.5, "2000", True, None):
-        with pytest.raises(SimConfigError) as err:
-            parse_sim_config({"view_mesh_faces": bad})
-        assert err.value.key == "view_mesh_faces"
-
