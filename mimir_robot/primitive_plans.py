@@ -346,7 +346,32 @@ def plan_and_run(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
         if out.success:
             ex.held_hang = hang
         return out
+    return _place(req, ctx, start)
+
+
+def _place(req: PrimitiveRequest, ctx: PlanContext, start: float) -> Outcome:
+    """Set the held object on the destination's top; where the reachable part of the top
+    leaves no spot inside its edge, step the base toward the top once and look again."""
+    ex, prof = ctx.executor, ctx.profile
     spec = req.destination or req.target
     view, found = locate(ctx, spec, start)
-    point = tg.place_target(view, found, ex.held_hang, prof, req.slot)
-    return ex.place(point)
+    try:
+        point = tg.place_target(view, found, ex.held_hang, prof, req.slot)
+        stepped = 0.0
+    except UnknownTargetError as err:
+        step = tg.place_step(view, found, prof)
+        if step is None or not ex.holding:
+            raise
+        odom_from_before = planar_pose(*ex.motion.base())
+        odom_goal = odom_from_before @ planar_pose(float(step[0]), float(step[1]), 0.0)
+        moved = ex.move_to((float(odom_goal[0, 3]), float(odom_goal[1, 3]),
+                            ex.motion.base()[2]))
+        stepped = float(np.linalg.norm(step))
+        LOG.info("%s: stepped %.2f m toward the top for a place (%s; %s)", spec.describe(),
+                 stepped, moved.code, err)
+        view, found = locate(ctx, spec, ctx.now())
+        point = tg.place_target(view, found, ex.held_hang, prof, req.slot)
+    out = ex.place(point)
+    if stepped:
+        out.measurements["place_step"] = stepped
+    return out

@@ -112,6 +112,14 @@ class RobotProfile:
     place_clearance: float = _fixed(0.08, "m above the place spot the object is brought first")
     place_headroom: float = _fixed(0.35, "m of free space needed above a place spot")
     place_radius: float = _fixed(0.08, "m around a place spot that must be free above it")
+    place_standoff: float = _fixed(
+        0.45, "m from the base centre to a top's near edge when the base steps up to it for a "
+        "place (the base's front lies 0.24 m ahead of its centre)")
+    max_place_step: float = _fixed(
+        0.35, "m the base may step toward a top whose reachable part leaves no place spot")
+    place_edge_margin: float = _fixed(
+        0.05, "m of seen surface a place spot needs all round it: a held bottle's centre stays "
+        "well inside the edge of a top (or of the clutter on it)")
 
     def __post_init__(self) -> None:
         for name in ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
@@ -122,7 +130,8 @@ class RobotProfile:
                      "face_standoff", "pick_distance", "easy_reach", "min_face_width",
                      "pregrasp_distance", "retreat_distance", "door_open_angle",
                      "drawer_open_distance", "path_step", "fixture_depth", "place_headroom",
-                     "place_radius", "inspect_standoff", "shoulder_height", "wrist_setback",
+                     "place_radius", "place_edge_margin", "place_standoff", "max_place_step",
+                     "inspect_standoff", "shoulder_height", "wrist_setback",
                      "min_wrist_reach", "max_pull_shift"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",

@@ -12,7 +12,8 @@ position, within ``max_distance``), then derives what each primitive needs:
 * :func:`handle_target`: a grasp on the fixture's handle (3D pointing) and a guess of how the
   door or drawer moves (its front face and where the handle sits on it);
 * :func:`object_target`: a grasp on an object, approached level from the robot;
-* :func:`place_target`: a spot on the destination's top surface;
+* :func:`place_target`: a spot on the destination's top surface (and :func:`place_step`, a
+  step toward a top whose reachable part leaves none);
 * :func:`inspect_views`: wrist camera poses looking into a fixture.
 
 Nothing here knows a simulator: instances come from segmentation, positions from depth.
@@ -39,6 +40,9 @@ from mimir_robot.requests import TargetSpec, UnknownTargetError
 HANDLE_LABEL = "handle"
 SURFACE_BAND = 0.02   # m: points this close to a surface's height belong to it
 SET_DOWN_GAP = 0.015  # m above the surface the held object's bottom is let go
+EDGE_PROBES = 8       # directions in which a place spot looks for surface round it
+EDGE_PROBE_TOL = 0.02  # m from a probe within which a seen surface point must lie
+MIN_PLACE_STEP = 0.03  # m: a shorter step toward a top changes too little to take
 
 #: Front faces for articulation guesses keep their full extent: the hinge lies on the far edge,
 #: so trimming the edges moves the guessed hinge towards the handle (1 px of erosion still drops
@@ -280,19 +284,19 @@ def place_target(view: CameraView, found: Found, hang: float, profile: RobotProf
     The top surface is the highest layer of the destination's points. Candidate spots on it must
     lie within easy reach of the arm (with the object above them) and have free space above them:
     no depth point of the whole view within ``place_radius`` of the spot between the surface and
-    ``place_headroom`` above it (an open door, a shelf above the counter). Of the free spots,
-    the one nearest the ``slot`` (u across from the robot's left, v from the front, over the
-    reachable part of the surface) is taken. ``hang`` is how far the object's bottom lies below
-    the hand.
+    ``place_headroom`` above it (an open door, a shelf above the counter), and must lie at
+    least ``place_edge_margin`` inside the surface seen round it, so that the object does not
+    stand over the top's edge (or on the rim of something standing on it) and topple. Of the
+    spots left, the one nearest the ``slot`` (u across from the robot's left, v from the front,
+    over the reachable part of the surface) is taken. ``hang`` is how far the object's bottom
+    lies below the hand.
 
     Raises:
-        UnknownTargetError: no surface in view, or no free spot within reach.
+        UnknownTargetError: no surface in view, or no free spot within reach and inside the
+            edge.
     """
-    pts = _points_base(view, found.mask)
-    if len(pts) < 30:
-        raise UnknownTargetError("the destination shows no surface with depth")
-    top = float(np.percentile(pts[:, 2], 95))
-    layer = pts[np.abs(pts[:, 2] - top) < SURFACE_BAND]
+    top, layer = _top_layer(view, found)
+    surface = cKDTree(layer[:, :2]) if len(layer) else None
     # where the hand will be with the object above the spot: within the box and easy reach
     above_spot = layer + np.array([0.0, 0.0, hang + SET_DOWN_GAP + profile.place_clearance])
     lo = profile.from_arm(np.asarray(profile.workspace_min))
@@ -313,12 +317,71 @@ def place_target(view: CameraView, found: Found, hang: float, profile: RobotProf
     if tree is not None:
         nearest, _ = tree.query(candidates[:, :2], distance_upper_bound=profile.place_radius)
         candidates = candidates[np.isinf(nearest)]  # nothing over it within the radius
-    if len(candidates):
-        spot = candidates[int(np.argmin(np.linalg.norm(candidates[:, :2] - wanted, axis=1)))]
-        return np.array([spot[0], spot[1], top + hang + SET_DOWN_GAP])
-    raise UnknownTargetError(
-        "no free spot on the destination's top surface: something hangs over every reachable "
-        "part of it")
+    if not len(candidates):
+        raise UnknownTargetError(
+            "no free spot on the destination's top surface: something hangs over every "
+            "reachable part of it")
+    assert surface is not None  # candidates come from the layer
+    candidates = candidates[_inside(surface, candidates[:, :2], profile.place_edge_margin)]
+    if not len(candidates):
+        raise UnknownTargetError(
+            "no free spot on the destination's top surface lies "
+            f"{profile.place_edge_margin:.2f} m inside its edge within reach: the reachable "
+            "part is a strip along the edge, or clutter covers the rest")
+    spot = candidates[int(np.argmin(np.linalg.norm(candidates[:, :2] - wanted, axis=1)))]
+    return np.array([spot[0], spot[1], top + hang + SET_DOWN_GAP])
+
+
+def _top_layer(view: CameraView, found: Found) -> tuple[float, FloatArray]:
+    """The height of the destination's top surface (base_link) and its points there.
+
+    Raises:
+        UnknownTargetError: the destination shows too few points with depth.
+    """
+    pts = _points_base(view, found.mask, limit=20000)
+    if len(pts) < 30:
+        raise UnknownTargetError("the destination shows no surface with depth")
+    top = float(np.percentile(pts[:, 2], 95))
+    return top, pts[np.abs(pts[:, 2] - top) < SURFACE_BAND]
+
+
+def place_step(view: CameraView, found: Found, profile: RobotProfile) -> FloatArray | None:
+    """How far (base_link x, y) to step straight toward the destination's top for a place.
+
+    A stance made to work a fixture's front can leave only a strip along a counter's edge in
+    easy reach, too narrow for a spot inside the edge. The step brings the top's near edge to
+    ``place_standoff`` from the base centre, along the line from the base to the seen top.
+    None when the top shows too few points, when the edge already lies within a few
+    centimetres of that, or when the step would exceed ``max_place_step`` (a far edge is more
+    likely a misjudged view than a place to drive to blind).
+
+    Raises:
+        UnknownTargetError: the destination shows no surface with depth.
+    """
+    _, layer = _top_layer(view, found)
+    if len(layer) < 30:
+        return None
+    toward = np.mean(layer[:, :2], axis=0)
+    size = float(np.linalg.norm(toward))
+    if size < 1e-6:
+        return None
+    toward /= size
+    near = float(np.percentile(layer[:, :2] @ toward, 2))
+    step = near - profile.place_standoff
+    if step < MIN_PLACE_STEP or step > profile.max_place_step:
+        return None
+    return np.asarray(toward * step, dtype=np.float64)
+
+
+def _inside(surface: cKDTree, spots: FloatArray, margin: float) -> npt.NDArray[np.bool_]:
+    """Which ``spots`` (x, y) have seen surface at least ``margin`` away in every probed
+    direction (a probe lies one tolerance further out, so a point that answers it is no
+    nearer than ``margin``)."""
+    angles = np.linspace(0.0, 2.0 * math.pi, EDGE_PROBES, endpoint=False)
+    ring = (margin + EDGE_PROBE_TOL) * np.stack((np.cos(angles), np.sin(angles)), axis=1)
+    probes = (spots[:, None, :] + ring[None, :, :]).reshape(-1, 2)
+    gap, _ = surface.query(probes, distance_upper_bound=EDGE_PROBE_TOL)
+    return np.all(np.isfinite(gap).reshape(len(spots), EDGE_PROBES), axis=1)
 
 
 def inspect_views(view: CameraView, found: Found, profile: RobotProfile, count: int = 3,

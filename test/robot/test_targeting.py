@@ -7,17 +7,19 @@ origin.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+from test_executor import make as make_executor
 from test_pointing import INTRINSICS, Rect, camera_pose, door, render, vertical_bar
 
 from mimir_perception.segmentation import SegmentationResult, compose_instances
 from mimir_robot import targeting as tg
-from mimir_robot.primitive_plans import PlanContext, _front_of, look_until
+from mimir_robot.primitive_plans import PlanContext, _front_of, look_until, plan_and_run
 from mimir_robot.profile import RobotProfile
-from mimir_robot.requests import TargetSpec, UnknownTargetError
+from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
 
 PROFILE = RobotProfile()
 STAMP = 50.0
@@ -170,6 +172,86 @@ def test_place_target_picks_a_free_reachable_spot_on_the_top() -> None:
     assert spot[1] > 0.05 + 0.08 - 0.01  # clear of what hangs over the right part
     above = spot + np.array([0.0, 0.0, 0.1])
     assert np.linalg.norm(above - np.asarray(PROFILE.arm_mount)) <= PROFILE.easy_reach + 1e-6
+
+
+def test_place_target_keeps_the_object_inside_the_edge() -> None:
+    """A counter whose front edge the arm barely clears: only a strip along the edge is in easy
+    reach, and the spot is taken from it no nearer the edge than the margin (a bottle set 3 mm
+    inside the edge of a counter fell to the floor)."""
+    pose = camera_pose(position=(0.2, 0.0, 1.3), yaw_deg=0.0, pitch_down_deg=40.0)
+    edge = 0.6
+    top = Rect((edge + 0.35, 0.0, 0.7), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.35, 0.5)
+    view = view_of([top], ["counter"], pose=pose)
+    found = tg.find_target(view, TargetSpec("counter_1", "counter", (0.95, 0.0, 0.7)))
+    spot = tg.place_target(view, found, 0.1, PROFILE)
+    assert spot[0] >= edge + PROFILE.place_edge_margin - 0.01
+    # a reachable strip narrower than the margin leaves no spot, and the error says why
+    narrow = dataclasses.replace(PROFILE, place_edge_margin=0.2)
+    with pytest.raises(UnknownTargetError, match="inside its edge"):
+        tg.place_target(view, found, 0.1, narrow)
+
+
+@pytest.mark.parametrize(("edge", "step"), [(0.6, 0.15), (0.47, None), (0.9, None)])
+def test_place_step_brings_the_near_edge_to_the_standoff(edge: float,
+                                                         step: float | None) -> None:
+    """Near enough already, or so far that the view is more likely wrong: no step."""
+    pose = camera_pose(position=(0.2, 0.0, 1.3), yaw_deg=0.0, pitch_down_deg=40.0)
+    top = Rect((edge + 0.2, 0.05, 0.7), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.2, 0.5)
+    view = view_of([top], ["counter"], pose=pose)
+    found = tg.find_target(view, TargetSpec("counter_1", "counter", (edge + 0.2, 0.0, 0.7)))
+    got = tg.place_step(view, found, PROFILE)
+    if step is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert got[0] == pytest.approx(step, abs=0.02) and abs(got[1]) < 0.02
+    no_depth = dataclasses.replace(view, depth=np.full_like(view.depth, np.nan))
+    with pytest.raises(UnknownTargetError, match="no surface with depth"):
+        tg.place_step(no_depth, found, PROFILE)
+
+
+def test_a_place_from_a_stance_too_far_back_steps_up_to_the_top() -> None:
+    """From where the robot works a fixture's front, a counter's edge lies 0.66 m ahead and only
+    a strip along it is in easy reach: the place steps the base up to the top and sets the
+    object down inside the edge from there (the fake robot runs the motions)."""
+    def top_view(edge: float) -> tg.CameraView:
+        top = Rect((edge + 0.3, 0.0, 0.75), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.3, 0.5)
+        return view_of([top], ["counter"], pose=camera_pose(position=(0.2, 0.0, 1.3),
+                                                            yaw_deg=0.0, pitch_down_deg=40.0))
+    far, spec = top_view(0.66), TargetSpec("counter_1", "counter", (0.96, 0.0, 0.75))
+    with pytest.raises(UnknownTargetError, match="inside its edge"):
+        tg.place_target(far, tg.find_target(far, spec), 0.09, PROFILE)
+    ex, _robot, _arm, _samples = make_executor()
+    ex.holding, ex.held_hang = True, 0.09
+    views = [far, top_view(0.45)]  # what the camera sees before and after the step
+    ctx, _asked = _context(views)
+    ctx = dataclasses.replace(ctx, executor=ex)
+    out = plan_and_run(PrimitiveRequest("place", spec), ctx)
+    assert out.code == "PLACED", out
+    assert out.measurements["place_step"] == pytest.approx(0.21, abs=0.02)
+    assert ex.motion.base()[0] == pytest.approx(0.21, abs=0.03) and not ex.holding
+    # the spot, in the base's frame after the step, lies inside the edge seen from there
+    assert out.measurements["place_x"] >= 0.45 + PROFILE.place_edge_margin - 0.01
+    # without a view after the step the place fails with the reason, still holding
+    ex.holding = True
+    ctx, _asked = _context([top_view(0.66)])
+    ctx = dataclasses.replace(ctx, executor=ex, profile=RobotProfile(target_looks=1))
+    with pytest.raises(UnknownTargetError, match="no fresh frame"):
+        plan_and_run(PrimitiveRequest("place", spec), ctx)
+    assert ex.holding
+
+
+def test_place_target_keeps_clear_of_a_gap_in_the_top() -> None:
+    """A hole in the seen top (an object standing on it hides the surface) is an edge too."""
+    pose = camera_pose(position=(0.2, 0.0, 1.3), yaw_deg=0.0, pitch_down_deg=40.0)
+    left = Rect((0.95, 0.3, 0.7), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.35, 0.2)
+    right = Rect((0.95, -0.3, 0.7), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.35, 0.2)
+    view = view_of([left, right], ["counter", "counter"], pose=pose)
+    whole = view.objects.instance_ids > 0
+    found = dataclasses.replace(tg.find_target(view, TargetSpec("counter_1", "counter",
+                                                                (0.95, 0.3, 0.7))), mask=whole)
+    spot = tg.place_target(view, found, 0.1, PROFILE, slot=(0.5, 0.4))  # wanted: the gap
+    assert abs(spot[1]) >= 0.1 + PROFILE.place_edge_margin - 0.01
 
 
 def test_place_target_refuses_a_surface_with_no_free_spot() -> None:
