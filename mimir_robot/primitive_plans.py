@@ -374,4 +374,5 @@ def _place(req: PrimitiveRequest, ctx: PlanContext, start: float) -> Outcome:
     out = ex.place(point)
     if stepped:
         out.measurements["place_step"] = stepped
+        out.message += f" after a {stepped:.2f} m step toward the top"
     return out

@@ -229,6 +229,7 @@ def test_a_place_from_a_stance_too_far_back_steps_up_to_the_top() -> None:
     out = plan_and_run(PrimitiveRequest("place", spec), ctx)
     assert out.code == "PLACED", out
     assert out.measurements["place_step"] == pytest.approx(0.21, abs=0.02)
+    assert "m step toward the top" in out.message
     assert ex.motion.base()[0] == pytest.approx(0.21, abs=0.03) and not ex.holding
     # the spot, in the base's frame after the step, lies inside the edge seen from there
     assert out.measurements["place_x"] >= 0.45 + PROFILE.place_edge_margin - 0.01
