@@ -745,9 +745,11 @@ class TaskMemory(Store):
     ) -> UpdateResult:
         """U_T(T, g_t, a_t, y_t): apply supported effects and complete g_t if Post holds.
 
-        Failed actions change nothing. Successful actions update hand, location and answers;
-        the active goal completes only when an effect touches its postcondition's entities and
-        the postcondition holds in world memory overlaid with the effects (eq. 6).
+        Failed actions change nothing but the hand: a failed action whose feedback carries a
+        release (a place whose jaws opened while the thing did not end where it was meant to)
+        empties it, and completes no goal. Successful actions update hand, location and
+        answers; the active goal completes only when an effect touches its postcondition's
+        entities and the postcondition holds in world memory overlaid with the effects (eq. 6).
         """
         _name(action, "action")
         if not isinstance(feedback, Feedback):
@@ -757,8 +759,15 @@ class TaskMemory(Store):
         goal = self.active_goal()
         ev = evidence or Evidence()
         if not feedback.success or not verdict.effective:
+            released = [e.subject for e in feedback.effects
+                        if e.kind is EffectKind.RELEASE and e.subject == self.state.hand]
+            stored: list[MemoryEvent] = []
+            if released and verdict.effective:
+                stored = self._append([self._event(EventKind.HAND_CHANGED, {"holding": None},
+                                                   stamp, ev)])
             return UpdateResult(
-                goal.goal_id if goal else None, False, "action failed", (), self._next_id()
+                goal.goal_id if goal else None, False, "action failed", tuple(stored),
+                self._next_id()
             )
         answers = dict(self.state.answers)
         ctx = EvalContext(world=world, hand=self.state.hand, robot_at=self.state.robot_at,

@@ -113,8 +113,16 @@ def step_outcome(step: ExecutableStep, success: bool, detail: str, stamp: float 
                  reported: bool | None = None) -> ExecutionOutcome:
     """The outcome the planning loop consumes, with the effects of a successful step.
 
-    ``reported`` is the executor's own word; None (it gave none) is passed on as False.
+    ``reported`` is the executor's own word; None (it gave none) is passed on as False. A place
+    the executor reported done that failed all the same (the analyzer saw the thing fall) still
+    opened the jaws: its only effect is the release, so task memory does not go on believing
+    the hand holds the thing.
     """
-    effects = step_effects(step, world, holding, opens) if success else ()
+    if success:
+        effects = step_effects(step, world, holding, opens)
+    elif step.primitive == "place" and reported and holding is not None:
+        effects = (Effect(EffectKind.RELEASE, holding),)
+    else:
+        effects = ()
     return ExecutionOutcome(Feedback(success, effects), detail, stamp, observation, code=code,
                             reported=False if reported is None else reported)

@@ -263,6 +263,13 @@ class OfflinePlanner:
         target = grounded.target
         if target is None:
             return [], [], ["no placement target"]
+        if ctx.robot.holding is None:
+            # the hand let the thing go short of the place (it fell): pick it up again where
+            # memory last saw it; the place follows once the hand holds it
+            plan = self._reach(ctx, cand.node_id, None)
+            plan.append(_step(0, "pick", cand.node_id,
+                              f"pick {cand.node_id} again to place it ({evidence})"))
+            return plan, [evidence], []
         plan = self._reach(ctx, target, None)
         tnode = ctx.world.nodes[target]
         if self._opens(tnode) and not self._is_open(tnode, ctx):

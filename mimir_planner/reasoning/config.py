@@ -114,10 +114,11 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
                               "held_back_m", "depth_pixel_change_m", "depth_min_valid_pixels",
                               "min_visible_frames", "depth_change_quantile",
                               "content_min_detections", "content_spot_m", "interior_back_m",
-                              "interior_back_min_pixels", "interior_stride_px"),
+                              "interior_back_min_pixels", "interior_stride_px",
+                              "place_rest_m", "place_fall_m", "place_fall_reach_m"),
                     non_negative=("box_margin_m", "min_grip_effort_n", "min_object_width_m",
                                   "registration_max_m", "registration_max_rad",
-                                  "interior_inset_m"),
+                                  "interior_inset_m", "place_settle_s"),
                     within={"depth_change_quantile": (0.0, 1.0),
                             "content_spot_share": (0.0, 1.0)}):
     """Thresholds of the generic percepts that verifiers and the offline reasoner use."""
@@ -143,6 +144,10 @@ class PerceptConfig(settings.Checked, section="percepts", error=ReasoningConfigE
     interior_back_m: float = 0.15
     interior_back_min_pixels: int = 10
     interior_stride_px: int = 1
+    place_settle_s: float = 0.3
+    place_rest_m: float = 0.12
+    place_fall_m: float = 0.2
+    place_fall_reach_m: float = 0.8
 
 
 #: every verdict kind of the harness, each of which can be switched off (its claims then pass

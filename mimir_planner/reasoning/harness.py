@@ -37,6 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mimir_memory.graph import HAND_PARENT
 from mimir_planner.reasoning.claims import (
     Claim,
     ContentClaim,
@@ -63,6 +64,7 @@ from mimir_planner.reasoning.percepts import (
     matching,
     moved,
     never_held,
+    place_sightings,
 )
 from mimir_planner.reasoning.signals import signals_text
 from mimir_planner.reasoning.world_view import Box3D, WorldView, moved_before
@@ -770,7 +772,32 @@ class Harness:
                     ),
                 )
             return _Check(Decision.ADMIT, "consistent with the gripper state", refs)
+        if ctx.intent == "place":
+            return self._outcome_of_place(claim, ctx, ev)
         return self._outcome_by_report(claim, ctx, ev)
+
+    def _outcome_of_place(self, claim: OutcomeClaim, ctx: ClaimContext, ev: Evidence) -> _Check:
+        """A place claimed done is judged by where the cameras last saw what the hand held
+        after the jaws opened: standing near where they let go, or fallen below it. Unseen
+        (or claimed failed), the executor's report and the views of the destination decide,
+        as for an intent without a predicate."""
+        held = self._world.children_of(HAND_PARENT)
+        sightings = place_sightings(ev.gripper, ev.detections, [n.label for n in held],
+                                    self._vocab.synonyms, self._percepts)
+        if not claim.success or sightings is None or not (sightings.resting
+                                                          or sightings.fallen):
+            return self._outcome_by_report(claim, ctx, ev)
+        newest = max((*sightings.resting, *sightings.fallen), key=lambda d: d.stamp)
+        drop = float(sightings.release[2] - newest.position[2])
+        if any(d is newest for d in sightings.resting):
+            return _Check(Decision.ADMIT,
+                          f"'{newest.label}' seen standing {drop:.2f} m below where the jaws "
+                          f"let go ({len(sightings.resting)} detection(s))",
+                          tuple(d.ref for d in sightings.resting))
+        why = (f"'{newest.label}' seen {drop:.2f} m below where the jaws let go: it fell off "
+               f"'{ctx.target_id}'")
+        return _Check(Decision.CORRECT, why, (newest.ref,), dataclasses.replace(
+            claim, success=False, category="other", failure_reason=why))
 
     def _is_fixture(self, node_id: str) -> bool:
         node = self._world.node(node_id)

@@ -175,6 +175,53 @@ def release_point(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> np
     return np.asarray(held[-1].hand_position, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class PlaceSightings:
+    """What the cameras saw of a placed thing after the jaws let it go.
+
+    Attributes:
+        release: where the hand was (map, m) at the last sample whose jaws held something.
+        stamp: that sample's stamp (s).
+        resting: detections of the thing's name near the release point, at most
+            ``place_fall_m`` below it: it stands where it was set down.
+        fallen: detections of the name more than ``place_fall_m`` below the release point and
+            within ``place_fall_reach_m`` of it across: it fell off the top.
+    """
+
+    release: np.ndarray
+    stamp: float
+    resting: tuple[Detection3D, ...]
+    fallen: tuple[Detection3D, ...]
+
+
+def place_sightings(samples: Sequence[RobotStateSample], detections: Sequence[Detection3D],
+                    names: Sequence[str], synonyms: Mapping[str, Sequence[str]],
+                    cfg: PerceptConfig) -> PlaceSightings | None:
+    """Sort the detections of ``names`` made ``place_settle_s`` or more after the release into
+    those resting near the release point and those that fell below it. None when no held
+    sample carries the hand position (the release point is unknown) or when the jaws never
+    opened after it (nothing was let go)."""
+    ordered = sorted(samples, key=lambda s: s.stamp)
+    held = [s for s in ordered if s.hand_position is not None and _engaged(s, cfg)]
+    if not held or not any(s.stamp > held[-1].stamp and not _engaged(s, cfg) for s in ordered):
+        return None
+    release = np.asarray(held[-1].hand_position, dtype=np.float64)
+    stamp = held[-1].stamp
+    resting: list[Detection3D] = []
+    fallen: list[Detection3D] = []
+    for det in detections:
+        if det.stamp < stamp + cfg.place_settle_s or not any(
+                names_match(name, det.label, synonyms) for name in names):
+            continue
+        offset = det.position - release
+        across, drop = float(np.hypot(offset[0], offset[1])), float(-offset[2])
+        if drop <= cfg.place_fall_m and across <= cfg.place_rest_m:
+            resting.append(det)
+        elif drop > cfg.place_fall_m and across <= cfg.place_fall_reach_m:
+            fallen.append(det)
+    return PlaceSightings(release, stamp, tuple(resting), tuple(fallen))
+
+
 def _relative_pose(before: CameraFrame, after: CameraFrame) -> np.ndarray | None:
     """Pose of ``before``'s optical frame in ``after``'s.
 

@@ -357,7 +357,11 @@ def _parent_update(node_id: str, parent: tuple[str, str], verdict: Verdict,
 def _outcome_parents(outcome: OutcomeUpdate, ctx: WriteContext,
                      where: Whereabouts) -> list[PlannedWrite]:
     """A successful pick puts its target in the hand; a successful place puts what the hand
-    held at the place (where the jaws let go, when the arm reported it)."""
+    held at the place (where the jaws let go, when the arm reported it). A failed place whose
+    outcome cites a sighting below where the jaws let go (the thing fell) takes what the hand
+    held out of it, to where it was seen."""
+    if where.intent == "place" and not outcome.success:
+        return _fell_from_place(outcome, ctx, where)
     if not outcome.success or where.intent not in ("pick", "place"):
         return []
     verdict = outcome.verdict
@@ -383,6 +387,25 @@ def _outcome_parents(outcome: OutcomeUpdate, ctx: WriteContext,
         f"{ctx.primitive}" + ("" if point is None else " where the jaws let go"),
         position=point), node.node_id)
         for node in where.world.children_of(HAND_PARENT) if node.node_id != target.node_id]
+
+
+def _fell_from_place(outcome: OutcomeUpdate, ctx: WriteContext,
+                     where: Whereabouts) -> list[PlannedWrite]:
+    if where.release_point is None:
+        return []
+    release_z = float(where.release_point[2])
+    seen = [where.detections[ref] for ref in outcome.evidence_refs
+            if ref in where.detections and float(where.detections[ref][2]) < release_z]
+    if not seen:
+        return []
+    x, y, z = (float(v) for v in seen[-1])
+    verdict = outcome.verdict
+    links = evidence_links(outcome.evidence_refs, ctx, verdict.interaction_id)
+    return [PlannedWrite([verdict], _parent_update(
+        node.node_id, ("", ""), verdict, links,
+        f"let go over '{outcome.target_id}' by {ctx.primitive} and seen {release_z - z:.2f} m "
+        "below, out of the hand", position=(x, y, z)), node.node_id)
+        for node in where.world.children_of(HAND_PARENT)]
 
 
 def _gone_from(update: ContentsUpdate, verdict: Verdict, links: tuple[EvidenceLink, ...],

@@ -16,7 +16,7 @@ from mimir_memory.errors import (
     InvalidValueError,
     UnknownGoalError,
 )
-from mimir_memory.events import Evidence
+from mimir_memory.events import Evidence, Verdict
 from mimir_memory.graph import SceneGraphState
 from mimir_memory.task import (
     PREDICATES,
@@ -107,6 +107,36 @@ def test_goal_completes_only_when_the_effect_establishes_the_postcondition(
     )
     assert result.completed and task.hand is None and result.next_goal is None
     assert task.active_goal() is None
+    world.close()
+
+
+def test_a_failed_place_that_let_go_empties_the_hand_and_completes_nothing(
+    task: TaskMemory, tmp_path: Path
+) -> None:
+    world = _kitchen(tmp_path)
+    task.add_goal("pick", Holding(("mug_1",)), stamp=0.0)
+    task.add_goal("place", "inside(mug_1, cabinet_1)", prerequisites=["pick"], stamp=0.0)
+    task.update("pick", Feedback(True, (Effect(EffectKind.GRASP, "mug_1"),)), world.state,
+                stamp=1.0)
+    assert task.hand == "mug_1" and task.active_goal().goal_id == "place"  # type: ignore[union-attr]
+    # the jaws opened, the mug fell: the place failed, the hand is empty all the same
+    result = task.update("place", Feedback(False, (Effect(EffectKind.RELEASE, "mug_1"),)),
+                         world.state, stamp=2.0)
+    assert not result.completed and result.reason == "action failed"
+    assert task.hand is None and task.status("place") is GoalStatus.PENDING
+    assert [e.payload for e in result.events] == [{"holding": None}]
+    # only what the hand holds is let go, and a failure carries no other effect
+    task.update("pick", Feedback(True, (Effect(EffectKind.GRASP, "mug_1"),)), world.state,
+                stamp=3.0)
+    for effects in ((Effect(EffectKind.RELEASE, "cup_1"),),
+                    (Effect(EffectKind.PLACE, "mug_1", "cabinet_1", "container"),),
+                    (Effect(EffectKind.ARRIVE, "cabinet_1"),)):
+        result = task.update("place", Feedback(False, effects), world.state, stamp=4.0)
+        assert result.events == () and task.hand == "mug_1"
+    # a release the harness rejected changes nothing either
+    result = task.update("place", Feedback(False, (Effect(EffectKind.RELEASE, "mug_1"),)),
+                         world.state, stamp=5.0, verdict=Verdict.REJECT)
+    assert result.events == () and task.hand == "mug_1"
     world.close()
 
 

@@ -100,7 +100,8 @@ def _outcome(target: str, primitive: str, success: bool, why: str | None = None
 
 
 def analyzed(world: WorldMemory, result: HarnessResult, primitive: str, stamp: float, *,
-             name: str, release: Sequence[float] | None = None, task: str = "test") -> None:
+             name: str, release: Sequence[float] | None = None, task: str = "test",
+             detections: dict[str, np.ndarray] | None = None) -> None:
     """Writes to memory what the analyzer writes for these verdicts of one ``primitive``:
     ``plan_writes`` over the memory as it reads it, each update applied as ``update_node``
     applies it. ``name`` makes the update ids of this analysis."""
@@ -110,7 +111,7 @@ def analyzed(world: WorldMemory, result: HarnessResult, primitive: str, stamp: f
         interaction_id=name, primitive=primitive, task=task, stamp=stamp, keyframe_ids=(),
         frame_keyframes={}, detection_refs=frozenset(), known=world.state.nodes.__contains__,
         event_prefix=f"analyzer:{name}")
-    where = Whereabouts(world=world_view(world), intent=intent,
+    where = Whereabouts(world=world_view(world), intent=intent, detections=detections or {},
                         release_point=None if release is None else np.asarray(release),
                         fixture_labels=frozenset(vocab.fixture_labels), synonyms=vocab.synonyms)
     for plan in plan_writes(result, ctx, where=where):
@@ -166,6 +167,7 @@ class Kitchen:
     stamp: float = 100.0
     object_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
     writes: int = 0
+    drops: int = 0  # places whose object falls off the destination (the first ``drops``)
 
     def _tick(self) -> float:
         self.stamp += 1.0
@@ -177,6 +179,26 @@ class Kitchen:
         self.writes += 1
         analyzed(self.world, result, step.primitive, stamp, name=f"kitchen-{self.writes}",
                  release=release)
+
+    def _dropped(self, step: ExecutableStep, held: str, stamp: float) -> ExecutionOutcome:
+        """The jaws opened over the destination and the thing fell to the floor in front of
+        it: the executor reports the place done, the analyzer sees the fall (its failure cites
+        the sighting on the floor) and takes the thing out of the hand to where it lies."""
+        self.drops -= 1
+        self.hand = None
+        x, y, z = (float(v) for v in self.world.state.nodes[step.target].centroid)
+        floor = np.array([x - 0.3, y, 0.05])
+        seen = f"det:{held}@{stamp:.3f}:pole"
+        claim = OutcomeClaim(step.target, "place", False, "it fell off", "other", 0.9)
+        verdict = Verdict(claim, Decision.ADMIT, "seen on the floor", (seen,), "kitchen",
+                          interaction_id="kitchen")
+        self.writes += 1
+        analyzed(self.world, HarnessResult((verdict,), (), (), (OutcomeUpdate.admitted(
+            claim, verdict),)), "place", stamp, name=f"kitchen-{self.writes}",
+            release=(x, y, z + 0.1), detections={seen: floor})
+        return ExecutionOutcome(Feedback(False, (Effect(EffectKind.RELEASE, held),)),
+                                "PLACED; the analyzer found it failed: it fell off", stamp,
+                                code="PLACED", reported=True)
 
     def execute(self, step: ExecutableStep) -> ExecutionOutcome:
         """Act on the ground truth and write what the robot's pipeline would to memory."""
@@ -238,6 +260,8 @@ class Kitchen:
         if step.primitive == "place":
             held = self.hand
             assert held is not None
+            if self.drops:
+                return self._dropped(step, held, stamp)
             relation = "container" if fixture is not None and fixture.opens else "surface"
             verdict, outcome = _outcome(target, "place", True)
             node = self.world.state.nodes[target]

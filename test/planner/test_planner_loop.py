@@ -191,6 +191,22 @@ def test_pick_and_place_through_deferred_goal(kitchen, session) -> None:
     assert task.status("g003_place") is GoalStatus.COMPLETED
 
 
+def test_a_place_that_fell_picks_the_thing_up_again_and_places_it(kitchen, session) -> None:
+    """The executor reported the place done, the analyzer saw the bottle fall: the hand is
+    empty (the failed place's release), memory has the bottle on the floor, and the planner
+    picks it up from there before placing it again."""
+    world, task, kit = kitchen
+    kit.drops = 1
+    session.submit("Pick up the ketchup from a cabinet and place it on the counter.")
+    report = session.run(kit, budget=20)  # the find explores first; twelve calls end in it
+    steps = _steps(report)
+    first = steps.index(("place", "counter_1"))
+    assert steps[first + 1:] == [("move_to", "ketchup_1"), ("pick", "ketchup_1"),
+                                 ("move_to", "counter_1"), ("place", "counter_1")]
+    assert world.node("ketchup_1").parent == "counter_1" and task.hand is None
+    assert task.status("g003_place") is GoalStatus.COMPLETED
+
+
 def test_open_close_and_go_to_goals(kitchen, session) -> None:
     world, task, kit = kitchen
     session.submit("wipe the counter")  # not a symbolic form: one free-form goal

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from planner_kitchen import admit_property
 
-from mimir_memory.task import EffectKind
+from mimir_memory.task import Effect, EffectKind
 from mimir_memory.world import WorldMemory
 from mimir_planner.config import load_planner_config
 from mimir_planner.outcomes import (
@@ -110,9 +110,28 @@ def test_judge_combines_the_executor_report_with_the_analyzer() -> None:
 def test_failed_steps_carry_no_effects(world: WorldMemory, primitive: str) -> None:
     out = step_outcome(_step(primitive), False, "failed", 4.0, world=world.state,
                        holding="mug_1", opens=_by_label, code="EXECUTION_FAILED",
-                       reported=True)
+                       reported=False)
     assert not out.feedback.success and out.feedback.effects == ()
-    assert out.code == "EXECUTION_FAILED" and out.reported is True and out.stamp == 4.0
+    assert out.code == "EXECUTION_FAILED" and out.reported is False and out.stamp == 4.0
+
+
+@pytest.mark.parametrize("primitive", PRIMITIVES)
+def test_a_place_reported_done_that_failed_still_let_go(world: WorldMemory,
+                                                         primitive: str) -> None:
+    """The executor opened the jaws (PLACED) and the analyzer saw the thing fall: the place
+    failed, and its one effect is the release; no other reported-done failure has any."""
+    out = step_outcome(_step(primitive), False, "PLACED; the analyzer found it failed", 4.0,
+                       world=world.state, holding="mug_1", opens=_by_label, code="PLACED",
+                       reported=True)
+    assert not out.feedback.success
+    if primitive == "place":
+        assert out.feedback.effects == (Effect(EffectKind.RELEASE, "mug_1"),)
+    else:
+        assert out.feedback.effects == ()
+    # with nothing in the hand there is nothing to let go
+    empty = step_outcome(_step(primitive), False, "failed", 4.0, world=world.state,
+                         holding=None, opens=_by_label, reported=True)
+    assert empty.feedback.effects == ()
 
 
 @pytest.mark.parametrize("primitive", PRIMITIVES)
