@@ -168,11 +168,16 @@ def pull_tracking(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> Pu
 def release_point(samples: Sequence[RobotStateSample], cfg: PerceptConfig) -> np.ndarray | None:
     """Where the hand was (map, m) at the last sample whose jaws held something: where a placed
     object was let go. None when no held sample carries the hand position."""
-    held = [s for s in sorted(samples, key=lambda s: s.stamp)
-            if s.hand_position is not None and _engaged(s, cfg)]
-    if not held:
-        return None
-    return np.asarray(held[-1].hand_position, dtype=np.float64)
+    last = _last_held(sorted(samples, key=lambda s: s.stamp), cfg)
+    return None if last is None else np.asarray(last.hand_position, dtype=np.float64)
+
+
+def _last_held(ordered: Sequence[RobotStateSample], cfg: PerceptConfig
+               ) -> RobotStateSample | None:
+    """The last of the stamp-ordered samples whose jaws held something and which carries the
+    hand position, or None."""
+    return next((s for s in reversed(ordered)
+                 if s.hand_position is not None and _engaged(s, cfg)), None)
 
 
 @dataclass(frozen=True)
@@ -202,11 +207,11 @@ def place_sightings(samples: Sequence[RobotStateSample], detections: Sequence[De
     sample carries the hand position (the release point is unknown) or when the jaws never
     opened after it (nothing was let go)."""
     ordered = sorted(samples, key=lambda s: s.stamp)
-    held = [s for s in ordered if s.hand_position is not None and _engaged(s, cfg)]
-    if not held or not any(s.stamp > held[-1].stamp and not _engaged(s, cfg) for s in ordered):
+    last = _last_held(ordered, cfg)
+    if last is None or not any(s.stamp > last.stamp and not _engaged(s, cfg) for s in ordered):
         return None
-    release = np.asarray(held[-1].hand_position, dtype=np.float64)
-    stamp = held[-1].stamp
+    release = np.asarray(last.hand_position, dtype=np.float64)
+    stamp = last.stamp
     resting: list[Detection3D] = []
     fallen: list[Detection3D] = []
     for det in detections:
