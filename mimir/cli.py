@@ -247,6 +247,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
 
+    from mimir.evaluation.archive import ArchiveError  # noqa: PLC0415
     from mimir.evaluation.job import run_evaluation  # noqa: PLC0415
     from mimir.evaluation.methods import EvalConfigError  # noqa: PLC0415
     from mimir.evaluation.options import EvalOptions  # noqa: PLC0415
@@ -262,10 +263,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         profile=args.profile, noise_scales=tuple(args.noise_scale), jobs=args.jobs, out=out,
         vlm_backend=args.vlm, instruction_timeout_s=args.instruction_timeout,
         config=args.config, report_only=args.report_only, in_process=args.in_process,
-        nodes=args.nodes, argv=tuple(sys.argv))
+        merge=Path(args.merge) if args.merge else None,
+        pack=Path(args.pack) if args.pack else None, nodes=args.nodes, argv=tuple(sys.argv))
     try:
-        report = run_evaluation(options)
-    except (EvalConfigError, TrialFileError, NoFreeDomainError) as err:
+        report = run_evaluation(options, say=print)
+    except (EvalConfigError, TrialFileError, ArchiveError, NoFreeDomainError) as err:
         raise UserError(str(err), "see 'mimir eval --help' and config/eval.yaml") from err
     except SimJobError as err:
         raise UserError(str(err), err.hint) from err

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
+from mimir.evaluation.archive import ArchiveError, merge, pack
 from mimir.evaluation.methods import EvalConfigError, load_eval_config
 from mimir.evaluation.options import EvalOptions
 from mimir.evaluation.report import write_report
@@ -13,12 +15,19 @@ from mimir.evaluation.trials import IN_PROCESS, NODES, read_trial, trial_specs
 from mimir.sim_job import SimJobOptions, check_options, scenario_instructions
 
 
-def run_evaluation(options: EvalOptions) -> Path:
+def run_evaluation(options: EvalOptions, say: Callable[[str], None] = lambda _text: None
+                   ) -> Path:
     """Run (or, with ``report_only``, only read) the evaluation; the path of its report.
+
+    With ``merge`` the archive's trials join the folder first (they are not run again); with
+    ``pack`` the finished trials are archived after the report (:mod:`.archive`). ``say``
+    is told what merging and packing did.
 
     Raises:
         EvalConfigError: a bad choice (unknown method, no trial, a folder of another
             evaluation).
+        ArchiveError: an archive to merge that is not one or disagrees with the folder, or a
+            pack into an existing file.
         mimir.sim_report.SimJobError: the scenario, profile or backend cannot be used.
     """
     config = load_eval_config(options.config or None)
@@ -38,11 +47,20 @@ def run_evaluation(options: EvalOptions) -> Path:
                         instruction_timeout_s=options.instruction_timeout_s,
                         mode=IN_PROCESS if options.in_process else NODES, nodes=options.nodes)
     root = options.out
+    if options.pack is not None and options.pack.exists():
+        raise ArchiveError(f"{options.pack} exists; give a new file for the archive")
+    if options.merge is not None:
+        added, kept = merge(options.merge, root)
+        say(f"merged {options.merge}: {added} trials added, {kept} finished here already")
     if options.report_only:
         results = [read_trial(spec, root) for spec in specs]
     else:
         results = run_trials(specs, root, jobs=options.jobs,
                              show_progress=options.show_progress)
     command = shlex.join(options.argv) if options.argv else ""
-    return write_report(results, methods, root, command=command)
+    report = write_report(results, methods, root, command=command)
+    if options.pack is not None:
+        count = pack(results, root, options.pack)
+        say(f"packed {count} finished trials into {options.pack}")
+    return report
 

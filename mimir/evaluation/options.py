@@ -26,6 +26,8 @@ class EvalOptions:
     instruction_timeout_s: float = 600.0
     config: str = ""
     report_only: bool = False
+    merge: Path | None = None
+    pack: Path | None = None
     in_process: bool = True
     nodes: int = 0
     show_progress: bool = True
@@ -70,4 +72,11 @@ def add_parser(subparsers: argparse._SubParsersAction[Any],
                                "the report compares the two modes")
     evaluate.add_argument("--report-only", action="store_true",
                           help="write the report from the trials already in --out")
+    evaluate.add_argument("--merge", default="", metavar="FILE",
+                          help="first add the finished trials of an archive made by --pack "
+                               "(another machine's or sitting's) to --out")
+    evaluate.add_argument("--pack", default="", metavar="FILE",
+                          help="at the end, write the finished trials' records (results, "
+                               "traces, retrieval figures; about 60 kB a trial) to this new "
+                               ".tar.gz")
     evaluate.set_defaults(handler=handler)

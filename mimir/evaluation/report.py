@@ -31,10 +31,13 @@ import numpy as np
 
 from mimir.evaluation.methods import Method
 from mimir.evaluation.stats import Interval, bootstrap_interval, holm, paired_p_value
-from mimir.evaluation.trials import IN_PROCESS, NODES, TrialResult
+from mimir.evaluation.trials import IN_PROCESS, NODES, TrialFileError, TrialResult
 
 #: Planner calls a memory-free robot spends per fixture it searches (move, open, inspect).
 CALLS_PER_FIXTURE = 3
+#: A trial's retrieval figures worked out from its keyframe store, kept where the store is not
+#: (a packed trial, :mod:`mimir.evaluation.archive`).
+RETRIEVAL_FILE = "retrieval.json"
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,17 @@ def planner_calls(folder: Path) -> list[dict[str, Any]]:
 
 
 def retrieval(folder: Path) -> Retrieval:
-    """How many keyframes the trial's planner calls retrieved and how old they were then."""
+    """How many keyframes the trial's planner calls retrieved and how old they were then
+    (from :data:`RETRIEVAL_FILE` where a packed trial kept them).
+
+    Raises:
+        TrialFileError: the kept figures cannot be read.
+    """
     from mimir_memory.errors import MemoryStoreError  # noqa: PLC0415 - report only
     from mimir_memory.keyframes import KeyframeStore  # noqa: PLC0415
 
+    if (folder / RETRIEVAL_FILE).is_file():
+        return read_retrieval(folder / RETRIEVAL_FILE)
     calls = planner_calls(folder)
     frames = [(float(c.get("start", math.nan)), r.get("frame_id"))
               for c in calls for r in c.get("retrieved", []) if isinstance(r, dict)]
@@ -91,6 +101,42 @@ def retrieval(folder: Path) -> Retrieval:
                 store.close()
     return Retrieval(len(calls), len(frames), tuple(r for r in reach if math.isfinite(r)),
                      retrieval_latencies(calls))
+
+
+def retrieval_record(found: Retrieval) -> dict[str, Any]:
+    """The JSON form of a trial's retrieval figures (:data:`RETRIEVAL_FILE`)."""
+    return {"calls": found.calls, "frames": found.frames, "reach_s": list(found.reach_s),
+            "latency_s": list(found.latency_s)}
+
+
+def read_retrieval(path: Path) -> Retrieval:
+    """Retrieval figures kept by :func:`retrieval_record`.
+
+    Raises:
+        TrialFileError: not JSON, a count that is not a whole number >= 0, or a time that is
+            not a finite number of seconds.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TrialFileError(f"{path} is not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise TrialFileError(f"{path} holds no retrieval figures")
+    counts: list[int] = []
+    for key in ("calls", "frames"):
+        value = data.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TrialFileError(f"{path}: {key!r} must be a whole number >= 0")
+        counts.append(value)
+    times: list[tuple[float, ...]] = []
+    for key in ("reach_s", "latency_s"):
+        values = data.get(key)
+        if not isinstance(values, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in values):
+            raise TrialFileError(f"{path}: {key!r} must be a list of finite seconds")
+        times.append(tuple(float(v) for v in values))
+    return Retrieval(counts[0], counts[1], times[0], times[1])
 
 
 def _seconds(value: object) -> float | None:

@@ -158,17 +158,26 @@ def read_trial(spec: TrialSpec, root: Path) -> TrialResult:
             except (json.JSONDecodeError, AttributeError):
                 error = (folder / "error.json").read_text()[:500]
         return TrialResult(spec, False, error=error)
+    return TrialResult(spec, True, parse_results(path.read_text(), str(path)))
+
+
+def parse_results(text: str, where: str) -> dict[str, Any]:
+    """The content of a trial's ``results.json`` (``where`` names it in errors).
+
+    Raises:
+        TrialFileError: not JSON, another version, or no judged instructions.
+    """
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise TrialFileError(f"{path} is not JSON: {err}") from err
+        raise TrialFileError(f"{where} is not JSON: {err}") from err
     if not isinstance(data, dict) or data.get("version") != RESULTS_VERSION:
-        raise TrialFileError(f"{path} is not results.json version {RESULTS_VERSION}")
+        raise TrialFileError(f"{where} is not results.json version {RESULTS_VERSION}")
     rows = data.get("instructions")
     if not isinstance(rows, list) or not all(
             isinstance(r, dict) and "judged_progress" in r for r in rows):
-        raise TrialFileError(f"{path} holds no judged instructions")
-    return TrialResult(spec, True, data)
+        raise TrialFileError(f"{where} holds no judged instructions")
+    return data
 
 
 def trial_specs(scenario: str, methods: list[Method], *, trials: int, first_seed: int,
