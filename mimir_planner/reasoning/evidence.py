@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -305,13 +306,28 @@ class Evidence:
             target_id=self.target_id if own else "",
         )
 
+    @cached_property
+    def detection_positions(self) -> np.ndarray:
+        """The detections' positions as one (N, 3) array, built once per evidence: a deferred
+        claim's evidence holds thousands of detections, tested against a box at every
+        re-check."""
+        if not self.detections:
+            return np.zeros((0, 3))
+        return np.stack([d.position for d in self.detections])
+
+    @cached_property
+    def _unique_refs(self) -> frozenset[str] | None:
+        """The detections' references when no two share one (else None)."""
+        refs = frozenset(d.ref for d in self.detections)
+        return refs if len(refs) == len(self.detections) else None
+
     def merged(self, other: Evidence) -> Evidence:
         """Evidence of both; the newer (``other``) measurement of a fixture wins, and so does
         its view of whether a fixture stood open or shut."""
         gripper = {s.stamp: s for s in (*self.gripper, *other.gripper)}
-        detections = {d.ref: d for d in (*self.detections, *other.detections)}
+        detections, cache = self._merged_detections(other)
         refs = dict.fromkeys((*self.refs, *other.refs))
-        return Evidence(
+        merged = Evidence(
             gripper=tuple(gripper[k] for k in sorted(gripper)),
             displacements={**self.displacements, **other.displacements},
             depth_changes={**self.depth_changes, **other.depth_changes},
@@ -319,7 +335,7 @@ class Evidence:
                                                 **other.depth_unmeasured}.items()
                               if k not in other.depth_changes},
             pull=other.pull or self.pull,
-            detections=tuple(detections.values()),
+            detections=detections,
             observed_interiors=(self.observed_interiors - other.found_shut)
             | other.observed_interiors,
             found_shut=(self.found_shut - other.observed_interiors) | other.found_shut,
@@ -327,6 +343,30 @@ class Evidence:
             refs=tuple(refs),
             target_id=self.target_id or other.target_id,
         )
+        # hand the cached arrays on (cached_property keeps them in the instance dict)
+        vars(merged).update(cache)
+        return merged
+
+    def _merged_detections(self, other: Evidence
+                           ) -> tuple[tuple[Detection3D, ...], dict[str, object]]:
+        """The detections of both, one per reference (the first one's place, the last one's
+        value), with what the merged evidence can take over of the caches.
+
+        Re-checks merge a few new detections into thousands, usually under new references: then
+        the old tuple and position array are extended rather than rebuilt.
+        """
+        mine = self._unique_refs
+        if mine is not None and not other.detections:
+            return self.detections, {"detection_positions": self.detection_positions,
+                                     "_unique_refs": mine}
+        theirs = other._unique_refs
+        if mine is not None and theirs is not None and mine.isdisjoint(theirs):
+            return (self.detections + other.detections,
+                    {"detection_positions": np.concatenate(
+                        [self.detection_positions, other.detection_positions]),
+                     "_unique_refs": mine | theirs})
+        by_ref = {d.ref: d for d in (*self.detections, *other.detections)}
+        return tuple(by_ref.values()), {}
 
     @staticmethod
     def collect(parts: Iterable[Evidence]) -> Evidence:

@@ -697,7 +697,8 @@ class Harness:
         box = self._observed_volume(claim.fixture_id, ev)
         if isinstance(box, _Check):
             return box
-        inside = detections_inside(ev.detections, box, self._percepts)
+        inside = detections_inside(ev.detections, box, self._percepts,
+                                   ev.detection_positions)
         hits = matching(claim.name, inside, self._vocab.synonyms)
         standing = self._standing(hits, inside)
         # more than content_spot_share of the name's detections must hold their spot:
@@ -733,7 +734,8 @@ class Harness:
         box = self._observed_volume(claim.fixture_id, ev)
         if isinstance(box, _Check):
             return box
-        inside = contents_inside(ev.detections, box, self._percepts, self._vocab)
+        inside = contents_inside(ev.detections, box, self._percepts, self._vocab,
+                                 ev.detection_positions)
         if inside:
             labels = sorted({d.label for d in inside})
             return _Check(

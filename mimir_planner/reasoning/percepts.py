@@ -474,15 +474,22 @@ def never_held(name: str, vocab: VocabularyConfig) -> bool:
 
 
 def detections_inside(
-    detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig
+    detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig,
+    positions: np.ndarray | None = None,
 ) -> list[Detection3D]:
     """Detections whose 3D position lies in the box grown by the configured margin (one
-    array test for all of them: a window's evidence holds thousands)."""
-    listed = list(detections)
+    array test for all of them: a window's evidence holds thousands). ``positions``, where
+    the caller has them stacked already, are the detections' positions in order
+    (:attr:`Evidence.detection_positions`)."""
+    listed = detections if isinstance(detections, Sequence) else list(detections)
     if not listed:
         return []
-    inside = box.contains_points(np.stack([d.position for d in listed]), cfg.box_margin_m)
-    return [d for d, keep in zip(listed, inside.tolist(), strict=True) if keep]
+    if positions is None:
+        positions = np.stack([d.position for d in listed])
+    elif len(positions) != len(listed):
+        raise ValueError(f"{len(positions)} positions for {len(listed)} detections")
+    inside = box.contains_points(positions, cfg.box_margin_m)
+    return [listed[i] for i in np.flatnonzero(inside).tolist()]
 
 
 def label_matches(name: str, detections: Iterable[Detection3D],
@@ -500,7 +507,8 @@ def matching(name: str, detections: Sequence[Detection3D],
 
 
 def contents_inside(
-    detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig, vocab: VocabularyConfig
+    detections: Iterable[Detection3D], box: Box3D, cfg: PerceptConfig, vocab: VocabularyConfig,
+    positions: np.ndarray | None = None,
 ) -> list[Detection3D]:
     """Detections inside the box that can be contents: fixture and structure labels are left
     out.
@@ -510,7 +518,8 @@ def contents_inside(
     are structure, never what the fixture holds.
     """
     parts = vocab.never_contents
-    return [d for d in detections_inside(detections, box, cfg) if d.label not in parts]
+    return [d for d in detections_inside(detections, box, cfg, positions)
+            if d.label not in parts]
 
 
 def primitive_intent(name: str, vocab: VocabularyConfig) -> str:

@@ -138,11 +138,56 @@ def test_detections_inside_grow_the_box_by_the_margin_and_keep_their_order() -> 
                                                 strict=True))]
     inside = detections_inside(iter(dets), box, CFG.percepts)
     assert [d.stamp for d in inside] == [0.0, 1.0, 4.0]
+    # positions stacked by the caller give the same answer; a count that differs is refused
+    stacked = np.stack([d.position for d in dets])
+    assert detections_inside(dets, box, CFG.percepts, stacked) == inside
+    with pytest.raises(ValueError, match="4 positions for 5 detections"):
+        detections_inside(dets, box, CFG.percepts, stacked[:4])
     assert detections_inside([], box, CFG.percepts) == []
     # per label once, in the detections' order, as names_match decides for each
     syn = CFG.vocabulary.synonyms
     assert [d.stamp for d in matching("coffee mug", dets, syn)] == [
         d.stamp for d in dets if names_match("coffee mug", d.label, syn)] == [0.0, 1.0, 2.0, 3.0]
+
+
+def _merged_by_reference(old: Evidence, new: Evidence) -> list[Detection3D]:
+    """What merging means for detections: one per reference, in the place of its first
+    occurrence, with the value of its last."""
+    return list({d.ref: d for d in (*old.detections, *new.detections)}.values())
+
+
+def test_merged_evidence_keeps_one_detection_per_reference_and_their_positions() -> None:
+    """Re-checks merge evidence again and again; the merged detections and the stacked
+    positions handed on must be those of a merge from scratch, whether the references are
+    new, repeated in the old evidence, repeated across the two, or repeated within the new."""
+    rng = np.random.default_rng(7)
+
+    def batch(n: int, refs: list[str]) -> Evidence:
+        return Evidence(detections=tuple(
+            Detection3D("mug", rng.normal(size=3), 0.9, float(k), ref=ref)
+            for k, ref in zip(range(n), refs, strict=True)))
+
+    evidence = Evidence()
+    merges = [
+        batch(3, ["a", "b", "c"]),          # new references
+        batch(0, []),                       # nothing new
+        batch(2, ["d", "e"]),               # new references again
+        batch(2, ["b", "f"]),               # one seen before: its value changes, not its place
+        batch(3, ["g", "g", "h"]),          # one repeated within the new evidence
+        batch(1, ["i"]),
+    ]
+    for step, new in enumerate(merges):
+        expected = _merged_by_reference(evidence, new)
+        evidence = evidence.merged(new)
+        assert list(evidence.detections) == expected, step
+        assert [d.ref for d in evidence.detections] == [d.ref for d in expected]
+        np.testing.assert_array_equal(evidence.detection_positions,
+                                      np.stack([d.position for d in expected]))
+    assert [d.ref for d in evidence.detections] == list("abcdefghi")
+    assert Evidence().detection_positions.shape == (0, 3)
+    # an evidence whose own detections repeat a reference merges as from scratch too
+    doubled = batch(2, ["x", "x"])
+    assert [d.ref for d in doubled.merged(Evidence()).detections] == ["x"]
 
 
 def test_contact_summary_separates_grip_from_empty_close() -> None:
