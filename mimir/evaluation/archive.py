@@ -25,8 +25,10 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+from mimir.evaluation.methods import EvalConfigError
 from mimir.evaluation.report import RETRIEVAL_FILE, retrieval, retrieval_record
-from mimir.evaluation.trials import TrialFileError, TrialResult, parse_results
+from mimir.evaluation.runner import settle_manifest
+from mimir.evaluation.trials import TrialResult, parse_results
 
 #: What a packed trial keeps of its folder, beside the retrieval figures.
 RECORD_FILES = ("results.json", "trial.json", "trace.jsonl", "memory/planner_trace.jsonl")
@@ -146,15 +148,7 @@ def _check_manifest(path: Path, data: bytes, root: Path) -> None:
         raise ArchiveError(f"{path}: {MANIFEST} is not JSON: {err}") from err
     if not isinstance(held, dict):
         raise ArchiveError(f"{path}: {MANIFEST} is not an evaluation's settings")
-    own = root / MANIFEST
-    if own.is_file():
-        try:
-            mine = json.loads(own.read_text())
-        except json.JSONDecodeError as err:
-            raise TrialFileError(f"{own} is not JSON: {err}") from err
-        if mine != held:
-            raise ArchiveError(f"{path} holds an evaluation with other settings ({held}) than "
-                               f"{root} ({mine})")
-        return
-    root.mkdir(parents=True, exist_ok=True)
-    own.write_text(json.dumps(held, indent=1, sort_keys=True))
+    try:
+        settle_manifest(root, held)
+    except EvalConfigError as err:
+        raise ArchiveError(f"cannot merge {path}: {err}") from err

@@ -50,7 +50,15 @@ def check_manifest(root: Path, specs: Sequence[TrialSpec]) -> None:
         EvalConfigError: the folder holds an evaluation made with other shared choices, or its
             ``eval.json`` cannot be read.
     """
-    wanted = manifest(specs)
+    settle_manifest(root, manifest(specs))
+
+
+def settle_manifest(root: Path, wanted: dict[str, Any]) -> None:
+    """Write ``wanted`` as ``root``'s ``eval.json``, or check that the one there agrees.
+
+    Raises:
+        EvalConfigError: it does not, or it cannot be read.
+    """
     path = root / "eval.json"
     if path.is_file():
         try:

@@ -125,7 +125,7 @@ def _archive(path: Path, members: dict[str, bytes], *, link: str = "") -> Path:
     ("link", "not a plain file"),
     ("no results", "has no results.json"),
     ("bad results", "not JSON"),
-    ("other settings", "other settings"),
+    ("other settings", "holds an evaluation with other profile"),
 ])
 def test_a_bad_archive_is_refused_and_changes_nothing(tmp_path: Path, case: str,
                                                       message: str) -> None:
