@@ -10,7 +10,7 @@ from mimir.evaluation.archive import ArchiveError, merge, pack
 from mimir.evaluation.methods import EvalConfigError, load_eval_config
 from mimir.evaluation.options import EvalOptions
 from mimir.evaluation.report import write_report
-from mimir.evaluation.runner import run_trials
+from mimir.evaluation.runner import check_manifest, run_trials
 from mimir.evaluation.trials import IN_PROCESS, NODES, read_trial, trial_specs
 from mimir.sim_job import SimJobOptions, check_options, scenario_instructions
 
@@ -50,6 +50,9 @@ def run_evaluation(options: EvalOptions, say: Callable[[str], None] = lambda _te
     if options.pack is not None and options.pack.exists():
         raise ArchiveError(f"{options.pack} exists; give a new file for the archive")
     if options.merge is not None:
+        # the folder takes this command's settings first, so an archive made with others is
+        # refused before any of its trials is written
+        check_manifest(root, specs)
         added, kept = merge(options.merge, root)
         say(f"merged {options.merge}: {added} trials added, {kept} finished here already")
     if options.report_only:

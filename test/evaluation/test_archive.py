@@ -197,3 +197,10 @@ def test_mimir_eval_merges_before_it_reports_and_packs_after(tmp_path: Path) -> 
                                    first_seed=1000, profile="ideal", out=tmp_path / "c",
                                    report_only=True, merge=archive, pack=again))
     assert not (tmp_path / "c").exists()
+    # an archive made with another profile than the command's is refused before any of its
+    # trials lands in the folder (the trial folders do not name the profile)
+    with pytest.raises(ArchiveError, match="other profile"):
+        run_evaluation(EvalOptions(scenario="long_horizon", methods="full,sg", trials=2,
+                                   first_seed=1000, profile="realistic",
+                                   out=tmp_path / "d", report_only=True, merge=archive))
+    assert not list((tmp_path / "d").glob("*/*"))
