@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from mimir.evaluation.methods import EvalConfigError
 from mimir.evaluation.report import RETRIEVAL_FILE, retrieval, retrieval_record
 from mimir.evaluation.runner import settle_manifest
-from mimir.evaluation.trials import TrialResult, parse_results
+from mimir.evaluation.trials import KEY_DEPTH, TrialResult, parse_results
 
 #: What a packed trial keeps of its folder, beside the retrieval figures.
 RECORD_FILES = ("results.json", "trial.json", "trace.jsonl", "memory/planner_trace.jsonl")
@@ -83,7 +83,7 @@ def _trial_key(name: str) -> tuple[str, str]:
         if name.endswith("/" + record):
             key = name[: -len(record) - 1]
             parts = PurePosixPath(key).parts
-            if len(parts) == 3 and not any(p in ("", ".", "..") for p in parts) \
+            if len(parts) == KEY_DEPTH and not any(p in ("", ".", "..") for p in parts) \
                     and not key.startswith("/"):
                 return key, record
     raise ArchiveError(f"archive member {name!r} is not a record of a trial folder")

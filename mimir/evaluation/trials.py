@@ -24,6 +24,8 @@ from mimir.sim_job import RESULTS_VERSION, SimJobOptions
 NODES = "nodes"
 IN_PROCESS = "in_process"
 MODES = (NODES, IN_PROCESS)
+#: Folders in a trial's key (:attr:`TrialSpec.key`): method, noise scale, seed.
+KEY_DEPTH = 3
 
 
 class TrialFileError(ValueError):

@@ -17,7 +17,14 @@ from mimir.evaluation.methods import Method
 from mimir.evaluation.options import EvalOptions
 from mimir.evaluation.report import read_retrieval, retrieval, trial_line, write_report
 from mimir.evaluation.runner import check_manifest
-from mimir.evaluation.trials import IN_PROCESS, TrialFileError, TrialSpec, read_trial
+from mimir.evaluation.trials import (
+    IN_PROCESS,
+    KEY_DEPTH,
+    NODES,
+    TrialFileError,
+    TrialSpec,
+    read_trial,
+)
 from mimir_memory.keyframes import KeyframeStore, Trigger
 
 FULL = Method(name="full", label="full")
@@ -204,3 +211,9 @@ def test_mimir_eval_merges_before_it_reports_and_packs_after(tmp_path: Path) -> 
                                    first_seed=1000, profile="realistic",
                                    out=tmp_path / "d", report_only=True, merge=archive))
     assert not list((tmp_path / "d").glob("*/*"))
+
+
+def test_the_archive_reads_trial_keys_as_deep_as_trial_specs_write_them() -> None:
+    for mode in (IN_PROCESS, NODES):
+        spec = TrialSpec("long_horizon", FULL, 1000, "ideal", noise_scale=0.5, mode=mode)
+        assert len(Path(spec.key).parts) == KEY_DEPTH
