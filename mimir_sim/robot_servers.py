@@ -113,6 +113,7 @@ LOG = logging.getLogger(__name__)
 ARM_BASE_BODY = "gen3/base_link"  # the link the Kinova arm is mounted on
 GRIPPER_DRIVER_JOINT = "right_driver_joint"  # its angle over its range is the gripper reading
 PROFILE_SUBSTEP_S = 0.002  # longest interval the motion profiles are integrated over at once
+TRIP_LOG_EVERY_S = 5.0  # simulated seconds between two warnings of an overloaded base
 CONTROLLER_METHODS = ("reset", "execute_action", "get_state", "close")
 
 SimLock = AbstractContextManager[Any]
@@ -143,10 +144,13 @@ class BaseSettings:
     max_vel: tuple[float, float, float] = (0.5, 0.5, 1.57)  # m/s, m/s, rad/s
     max_accel: tuple[float, float, float] = (0.25, 0.25, 0.79)  # m/s^2, m/s^2, rad/s^2
     hold_after_s: float | None = field(default_factory=_hold_default)  # None: never hold
+    #: N, N, N m: the drive force past which the base stops where it is (x, y, yaw)
+    trip_force: tuple[float, float, float] = (3000.0, 3000.0, 600.0)
 
     def __post_init__(self) -> None:
         _positive_vector("max_vel", self.max_vel, 3)
         _positive_vector("max_accel", self.max_accel, 3)
+        _positive_vector("trip_force", self.trip_force, 3)
         _check_hold(self.hold_after_s)
 
 
@@ -312,6 +316,8 @@ class _BaseDrive:
         self.profile = AxisProfile.at_rest(np.zeros(3))
         self.streaming = False
         self.last_target_t = 0.0
+        self.trips = 0  # times the drive force tripped and the base stopped where it was
+        self._next_trip_log = 0.0
 
     def _measured(self) -> FloatArray:
         body = self.sim.body
@@ -387,8 +393,33 @@ class _BaseDrive:
     def update(self, now: float, dt: float) -> None:
         if not self.running:
             return
+        if self._overloaded():
+            self._trip(now)
+            return
         self.streaming = _advance_watched(self.profile, now, dt, max_vel=self.max_vel,
                                           max_accel=self.max_accel, hold_at=self._hold_at())
+        self._write_setpoints()
+
+    def _overloaded(self) -> bool:
+        """Whether the base's drives push harder than they can: the base is held by something.
+
+        The model's base servos are stiff and unbounded, so a base driven into a counter would
+        push with a force that grows with the lag until the physics fails; real caster motors
+        stall long before. Cruising and braking take a few hundred newtons at most.
+        """
+        force = np.abs(self.sim.data.actuator_force[self.sim.body.base_act])
+        return bool(np.any(force > np.asarray(self.settings.trip_force)))
+
+    def _trip(self, now: float) -> None:
+        """Stop where the base is (its set-points on the measured pose); the next target that
+        arrives starts a new motion from there."""
+        self.trips += 1
+        if now >= self._next_trip_log:  # a base pressed on an obstacle trips every few periods
+            self._next_trip_log = now + TRIP_LOG_EVERY_S
+            LOG.warning("base drive overloaded at odometry %s (%d trips so far): stopping "
+                        "where it is", np.round(self.odometry(), 3).tolist(), self.trips)
+        self.profile = AxisProfile.at_rest(self.odometry())
+        self.streaming = False
         self._write_setpoints()
 
     def _hold_at(self) -> float | None:

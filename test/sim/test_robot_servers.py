@@ -24,9 +24,10 @@ from mimir_robot.rpc import (
     parse_arm_state,
 )
 from mimir_sim.config import SimConfig
-from mimir_sim.robot import HOME_ARM
+from mimir_sim.robot import BASE_JOINTS, HOME_ARM
 from mimir_sim.robot_servers import (
     ActionRefusedError,
+    BaseSettings,
     ControllerNotResetError,
     ControllerSupersededError,
     SimArm,
@@ -100,6 +101,8 @@ def test_base_odometry_origin_tracking_and_short_turn(sim: KitchenSim) -> None:
     assert np.allclose(np.array([x, y]), np.array([x0, y0]) + rot @ odom[:2], atol=1e-6)
     assert math.remainder(th - th0 - odom[2], 2 * math.pi) == pytest.approx(0.0, abs=1e-6)
 
+    assert drives.base.trips == 0  # speeding up, cruising and braking are no overload
+
     # close: control stops and the base holds where it is
     base.close()
     with pytest.raises(ControllerNotResetError):
@@ -107,6 +110,37 @@ def test_base_odometry_origin_tracking_and_short_turn(sim: KitchenSim) -> None:
     drives.advance(1.0)
     assert np.allclose(base.get_state()[c.KEY_BASE_POSE], odom, atol=0.01)
     assert drives.closed[c.BASE_TYPEID] == 1
+
+
+def test_a_base_driven_into_the_counters_stops_instead_of_pushing(sim: KitchenSim) -> None:
+    """The back counters stand across the path: the drive trips, the physics holds, and the
+    base drives away again on the next command."""
+    drives = SimRobotDrives(sim)
+    base = drives.new_base()
+    base.reset()
+    x0, y0, th0 = sim.base_pose()
+    through = sim.scene.scenario.kitchen.wall_x + 0.5  # world x beyond the back wall
+    d = np.array([through - x0, 0.0])
+    rot = np.array([[math.cos(th0), math.sin(th0)], [-math.sin(th0), math.cos(th0)]])
+    target = np.array([*(rot @ d), 0.0])  # the same point in the odometry frame
+    _stream(drives, base, {c.KEY_BASE_POSE: target}, 8.0)
+    assert drives.base.trips > 0
+    x, y, _ = sim.base_pose()
+    assert x < sim.scene.scenario.kitchen.wall_x - sim.scene.scenario.kitchen.counter_depth
+    assert abs(y - y0) < 0.1  # pushed straight, not spun or thrown aside
+    speed = np.abs(sim.data.qvel[[sim.model.joint(n).dofadr[0] for n in BASE_JOINTS]])
+    assert np.all(speed < 0.05)  # at rest against the counter, not shaking
+    _stream(drives, base, {c.KEY_BASE_POSE: np.zeros(3)}, 8.0)
+    assert np.allclose(base.get_state()[c.KEY_BASE_POSE], 0.0, atol=0.01)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("trip_force", (3000.0, 0.0, 600.0)), ("trip_force", (3000.0, 3000.0)),
+    ("trip_force", (math.inf, 3000.0, 600.0)), ("max_vel", (0.5, -0.5, 1.0)),
+])
+def test_bad_base_settings_are_refused(field: str, value: tuple[float, ...]) -> None:
+    with pytest.raises(ValueError, match=field):
+        BaseSettings(**{field: value})  # type: ignore[arg-type]
 
 
 def test_base_holds_when_the_stream_stops(sim: KitchenSim) -> None:
