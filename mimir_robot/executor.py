@@ -18,7 +18,9 @@ code comes from the robot's own signals:
   held fixture until then, so the caller may try again);
 * a base that does not settle within tolerance is ``NOT_REACHED``, unless it came to rest
   short of its goal by no more than ``base_work_tol`` with its heading within tolerance (an
-  opened door in the way): that is ``REACHED``, and the message says how far short.
+  opened door in the way): that is ``REACHED``, and the message says how far short; a base
+  that stands while its command runs ahead (a counter in its way) holds and is ``NOT_REACHED``
+  without streaming the rest of its path;
 
 Only ``move_to`` moves the base; the others act on what is in front of the robot. The hand is
 retracted before the base drives unless it holds something. Link failures and canceled motions
@@ -284,6 +286,11 @@ class Executor:
                 self._finish(out, True, "REACHED",
                              f"stopped {res.error:.2f} m short of the stance, at rest: near "
                              "enough to work from")
+            elif res.stalled:
+                out.measurements["stalled"] = 1.0
+                self._finish(out, False, "NOT_REACHED",
+                             f"base blocked {res.error:.2f} m and {res.heading_error:.2f} rad "
+                             "from its goal: it stood while its command ran ahead")
             else:
                 self._finish(out, False, "NOT_REACHED",
                              f"base stopped {res.error:.2f} m and {res.heading_error:.2f} rad "

@@ -8,6 +8,9 @@ the two:
 * the hand is *stalled* when the achieved position trails the commanded one by more than
   ``stall_lag`` for ``stall_periods`` periods in a row (a locked door, an object in the way);
   the motion then holds where the hand is and reports how much of the path it got through;
+* the base is *stalled* when it has stood (moved less than ``base_stall_move`` and turned less
+  than ``base_stall_turn``) for ``base_stall_s`` while its command ran ``base_stall_lag`` or
+  ``base_stall_yaw_lag`` ahead (a counter or a neighbour in its way); it then holds too;
 * a goal is *reached* when the achieved state lies within tolerance of it before
   ``settle_timeout_s`` has passed after the last target.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -77,7 +81,7 @@ class MotionResult:
 
     Attributes:
         reached: the achieved state came within tolerance of the goal.
-        stalled: the hand stopped following the commanded path (it then holds).
+        stalled: the hand or the base stopped following the commanded path (it then holds).
         fraction: share of the path's targets sent before the motion ended (1.0 when all were).
         error: final distance (m) between the achieved position and the goal.
         heading_error: for the base, the final heading error (rad); 0 for the hand.
@@ -205,7 +209,8 @@ class Motion:
             passed = self._drive_leg(waypoint, final=False)
             if not passed.reached:
                 x, y, th = self.base()
-                return MotionResult(False, False, 0.0, math.hypot(goal[0] - x, goal[1] - y),
+                return MotionResult(False, passed.stalled, 0.0,
+                                    math.hypot(goal[0] - x, goal[1] - y),
                                     abs(_wrap(goal[2] - th)), passed.moving)
         return self._drive_leg(goal, final=True)
 
@@ -219,6 +224,8 @@ class Motion:
         turn = _wrap(gth - th0)
         n = max(1, math.ceil(max(dist / (p.max_base_speed * p.control_period_s),
                                  abs(turn) / (p.max_base_turn * p.control_period_s))))
+        window = max(1, math.ceil(p.base_stall_s / p.control_period_s - 1e-9))
+        trail: deque[tuple[float, float, float]] = deque(maxlen=window + 1)
         self._restart_clock()
         for i in range(1, n + 1):
             self._check_cancel()
@@ -226,7 +233,14 @@ class Motion:
             cmd = (x0 + (gx - x0) * s, y0 + (gy - y0) * s, _wrap(th0 + turn * s))
             self.robot.send_base_pose(*cmd)
             self._wait_period()
-            self._sample("base", cmd, self.base())
+            achieved = self.base()
+            self._sample("base", cmd, achieved)
+            trail.append(achieved)
+            if len(trail) > window and self._base_blocked(trail[0], achieved, cmd):
+                self.hold()
+                x, y, th = achieved
+                return MotionResult(False, True, i / n, math.hypot(gx - x, gy - y),
+                                    abs(_wrap(gth - th)))
         deadline = self._clock() + p.settle_timeout_s
         last = self.base()
         while True:
@@ -245,6 +259,16 @@ class Motion:
                 return MotionResult(True, False, 1.0, err, turn_err)
             if self._clock() >= deadline:
                 return MotionResult(False, False, 1.0, err, turn_err, not still)
+
+    def _base_blocked(self, before: tuple[float, float, float],
+                      now: tuple[float, float, float], cmd: tuple[float, float, float]) -> bool:
+        """Whether a base that stood since ``before`` while its command ran ahead is held."""
+        p = self.profile
+        standing = (math.hypot(now[0] - before[0], now[1] - before[1]) < p.base_stall_move
+                    and abs(_wrap(now[2] - before[2])) < p.base_stall_turn)
+        behind = (math.hypot(cmd[0] - now[0], cmd[1] - now[1]) > p.base_stall_lag
+                  or abs(_wrap(cmd[2] - now[2])) > p.base_stall_yaw_lag)
+        return standing and behind
 
     # -- hand ----------------------------------------------------------------------------------
     def move_hand(self, pos: FloatArray, rot: FloatArray | None = None,

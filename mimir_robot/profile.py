@@ -58,6 +58,15 @@ class RobotProfile:
         "or a neighbour in its way) is near enough to work from; the next primitive finds its "
         "target from where the base stands")
     route_pass_tol: float = _fixed(0.08, "m: a base waypoint on the way to a goal passed")
+    base_stall_s: float = _fixed(
+        1.0, "s a base that trails its command must stand before it counts as blocked (from "
+        "rest it covers 0.12 m or 0.4 rad in that time at the servers' accelerations)")
+    base_stall_move: float = _fixed(0.02, "m moved within base_stall_s or less: standing")
+    base_stall_turn: float = _fixed(0.05, "rad turned within base_stall_s or less: standing")
+    base_stall_lag: float = _fixed(
+        0.15, "m between commanded and achieved base which, with the base standing, is a block")
+    base_stall_yaw_lag: float = _fixed(
+        0.3, "rad between commanded and achieved heading which, with the base standing, is a block")
     base_radius: float = _fixed(
         0.34, "m: radius of the base's footprint with the arm stowed (TidyBot++: 0.48 m square)")
     route_margin: float = _fixed(0.06, "m kept between the base and an opened fixture's door")
@@ -124,7 +133,8 @@ class RobotProfile:
     def __post_init__(self) -> None:
         for name in ("control_period_s", "max_base_speed", "max_base_turn", "max_ee_speed",
                      "max_ee_turn", "base_pos_tol", "base_yaw_tol", "base_work_tol",
-                     "route_pass_tol", "ee_pos_tol",
+                     "route_pass_tol", "ee_pos_tol", "base_stall_s", "base_stall_move",
+                     "base_stall_turn", "base_stall_lag", "base_stall_yaw_lag",
                      "base_radius",
                      "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
                      "face_standoff", "pick_distance", "easy_reach", "min_face_width",

@@ -121,6 +121,49 @@ def test_a_base_at_rest_a_little_short_of_its_stance_is_near_enough_to_work() ->
     assert PROFILE.base_work_tol == pytest.approx(0.10)
 
 
+def test_a_blocked_base_holds_and_is_not_reached_without_streaming_the_rest_of_its_path(
+) -> None:
+    clock = SimClock()
+    base = WalledBase(0.3, rate=8.0, clock=clock.now)
+    robot = DirectRobot(base, toy_arm(clock))
+    robot.reset_base()
+    robot.reset_arm()
+    samples: list[Sample] = []
+    motion = Motion(robot, PROFILE, clock=clock.now, sleep=clock.sleep, on_sample=samples.append)
+    out = Executor(motion).move_to((2.0, 0.0, 0.0))
+    assert not out.success and out.code == "NOT_REACHED", out
+    assert "blocked 1.70 m" in out.message and out.measurements["stalled"] == 1.0
+    streamed = [x for x in samples if x.part == "base"]
+    full = math.ceil(2.0 / (PROFILE.max_base_speed * PROFILE.control_period_s))
+    assert len(streamed) < full  # it stopped streaming once the base stood
+    # it stood for base_stall_s with the command running ahead, and then no longer
+    at_wall = [x for x in streamed if x.achieved[0] > 0.3 - PROFILE.base_stall_move]
+    assert len(at_wall) * PROFILE.control_period_s <= PROFILE.base_stall_s + 0.35
+    # holding: the last command sent to the base is where it stands
+    assert robot.base_state().x == pytest.approx(0.3)
+    held = base._target
+    assert held is not None and np.allclose(held, [robot.base_state().x, 0.0, 0.0], atol=1e-6)
+
+
+def test_a_base_that_keeps_moving_behind_its_command_is_not_blocked() -> None:
+    """A slow base trails its command far, but moves: it is no block, only late."""
+    clock = SimClock()
+    base = FakeBase(rate=1.0, clock=clock.now)  # lags 0.4 m at full speed
+    robot = DirectRobot(base, toy_arm(clock))
+    robot.reset_base()
+    robot.reset_arm()
+    motion = Motion(robot, PROFILE, clock=clock.now, sleep=clock.sleep)
+    res = motion.drive_base((2.0, 0.0, 1.0))
+    assert not res.stalled
+
+
+@pytest.mark.parametrize("field", ["base_stall_s", "base_stall_move", "base_stall_turn",
+                                   "base_stall_lag", "base_stall_yaw_lag"])
+def test_base_stall_settings_must_be_positive(field: str) -> None:
+    with pytest.raises(ProfileError, match=field):
+        RobotProfile(**{field: 0.0})  # type: ignore[arg-type]
+
+
 def test_open_an_unlocked_door_follows_the_arc() -> None:
     ex, _, arm, samples = make({"thing_base": HANDLE.point})
     out = ex.open(HANDLE, DOOR)
