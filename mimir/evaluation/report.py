@@ -256,6 +256,42 @@ def _cpu_s(result: TrialResult) -> float | None:
     return _seconds(result.results.get("cpu_s"))
 
 
+def cost_lines(results: Sequence[TrialResult]) -> list[str]:
+    """What the finished trials cost per layout (summed over methods) and in all: core-minutes
+    of CPU and minutes of trial wall time, and the wall time the set needs on two cores at
+    the least (its CPU shared perfectly over them)."""
+    layouts: dict[tuple[int, float], list[TrialResult]] = {}
+    for r in results:
+        if r.finished:
+            layouts.setdefault(_pairs_key(r), []).append(r)
+    if not layouts:
+        return ["No trial has finished."]
+    rows = ["| layout (seed) | trials | CPU (core-min) | trial wall time (min) |",
+            "| --- | --- | --- | --- |"]
+    total_cpu = total_wall = 0.0
+    unmeasured = 0
+    for (seed, scale), own in sorted(layouts.items()):
+        cpu = [_cpu_s(r) for r in own]
+        wall = [_seconds(r.results.get("wall_s")) for r in own]
+        unmeasured += sum(c is None for c in cpu)
+        layout_cpu = sum(c for c in cpu if c is not None) / 60.0
+        layout_wall = sum(w for w in wall if w is not None) / 60.0
+        total_cpu += layout_cpu
+        total_wall += layout_wall
+        name = f"{seed}" if len({k[1] for k in layouts}) == 1 else f"{seed} (noise x{scale:g})"
+        rows.append(f"| {name} | {len(own)} | {layout_cpu:.1f} | {layout_wall:.1f} |")
+    trials = sum(len(own) for own in layouts.values())
+    rows.append(f"| all | {trials} | {total_cpu:.1f} | {total_wall:.1f} |")
+    text = ["The finished trials' own figures (`cpu_s` and `wall_s` of `results.json`); a "
+            "failed run is not counted. On two cores the set needs at least "
+            f"{total_cpu / 2.0:.0f} minutes of wall time ({total_cpu / 120.0:.2f} h): its CPU "
+            "shared perfectly over both, with nothing else running.", "", *rows]
+    if unmeasured:
+        text += ["", f"{unmeasured} finished trial(s) recorded no CPU time; the sums leave "
+                 "them out."]
+    return text
+
+
 def mode_table(primary: Sequence[TrialResult], check: Sequence[TrialResult],
                methods: Sequence[Method]) -> list[str]:
     """In-process trials against the node graph on the same layouts, per method: both means
@@ -568,6 +604,7 @@ def write_report(results: Sequence[TrialResult], methods: Sequence[Method], root
             "The first layouts of each method ran again as the node graph (DDS, the wall "
             "clock; the reference). Both columns cover the same layouts.", "",
             *mode_table(results, check, methods)]
+    text += ["", "## Cost", "", *cost_lines(results)]
     failed_runs = [r for r in results + check if r.failed]
     if failed_runs:
         text += ["", "## Failed runs", ""]

@@ -209,6 +209,31 @@ def test_cpu_per_trial_is_reported_where_runs_recorded_it(tmp_path: Path) -> Non
     assert [x["cpu_s"] for x in lines] == [150.0, 250.0, None, None]
 
 
+def test_the_cost_section_sums_each_layout_and_the_set(tmp_path: Path) -> None:
+    results = []
+    for seed, cpus in ((1000, (120.0, 180.0)), (1001, (240.0, None))):
+        for method, cpu in zip((FULL, SG), cpus, strict=True):
+            spec = TrialSpec("locked_unlocked", method, seed, "ideal")
+            finish_trial(spec, tmp_path, (1.0,))
+            path = spec.folder(tmp_path) / "results.json"
+            data = json.loads(path.read_text())
+            data["cpu_s"] = cpu
+            path.write_text(json.dumps(data))
+            results.append(read_trial(spec, tmp_path))
+    failed = TrialSpec("locked_unlocked", FULL, 1002, "ideal")
+    failed.folder(tmp_path).mkdir(parents=True)
+    (failed.folder(tmp_path) / "error.json").write_text('{"error": "physics unstable"}')
+    results.append(read_trial(failed, tmp_path))
+    text = write_report(results, [FULL, SG], tmp_path).read_text()
+    cost = text.split("## Cost", 1)[1]
+    assert "| 1000 | 2 | 5.0 | 3.3 |" in cost  # 300 core-s; two trials of 100 s wall
+    assert "| 1001 | 2 | 4.0 | 3.3 |" in cost
+    assert "| 1002 |" not in cost  # the failed run has no figures
+    assert "| all | 4 | 9.0 | 6.7 |" in cost
+    assert "at least 4 minutes of wall time (0.07 h)" in cost
+    assert "1 finished trial(s) recorded no CPU time" in cost
+
+
 def test_node_graph_reruns_are_compared_with_the_in_process_trials(tmp_path: Path) -> None:
     """Full agrees across modes; SG's node-graph reruns do worse than its in-process trials on
     the same layouts, and one of them failed to run."""
