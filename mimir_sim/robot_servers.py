@@ -316,6 +316,7 @@ class _BaseDrive:
         self.profile = AxisProfile.at_rest(np.zeros(3))
         self.streaming = False
         self.last_target_t = 0.0
+        self.trip_force = np.asarray(settings.trip_force, dtype=np.float64)
         self.trips = 0  # times the drive force tripped and the base stopped where it was
         self._next_trip_log = 0.0
 
@@ -405,20 +406,22 @@ class _BaseDrive:
 
         The model's base servos are stiff and unbounded, so a base driven into a counter would
         push with a force that grows with the lag until the physics fails; real caster motors
-        stall long before. Cruising and braking take a few hundred newtons at most.
+        stall long before. Speeding up, cruising and braking took at most 1.4 kN and 130 N m
+        when the set-points change every 10 ms.
         """
         force = np.abs(self.sim.data.actuator_force[self.sim.body.base_act])
-        return bool(np.any(force > np.asarray(self.settings.trip_force)))
+        return bool(np.any(force > self.trip_force))
 
     def _trip(self, now: float) -> None:
         """Stop where the base is (its set-points on the measured pose); the next target that
         arrives starts a new motion from there."""
         self.trips += 1
+        here = self.odometry()
         if now >= self._next_trip_log:  # a base pressed on an obstacle trips every few periods
             self._next_trip_log = now + TRIP_LOG_EVERY_S
             LOG.warning("base drive overloaded at odometry %s (%d trips so far): stopping "
-                        "where it is", np.round(self.odometry(), 3).tolist(), self.trips)
-        self.profile = AxisProfile.at_rest(self.odometry())
+                        "where it is", np.round(here, 3).tolist(), self.trips)
+        self.profile = AxisProfile.at_rest(here)
         self.streaming = False
         self._write_setpoints()
 

@@ -256,9 +256,13 @@ def _cpu_s(result: TrialResult) -> float | None:
     return _seconds(result.results.get("cpu_s"))
 
 
+#: cores the Cost section's least wall time assumes (the protocol's machine)
+COST_CORES = 2
+
+
 def cost_lines(results: Sequence[TrialResult]) -> list[str]:
     """What the finished trials cost per layout (summed over methods) and in all: core-minutes
-    of CPU and minutes of trial wall time, and the wall time the set needs on two cores at
+    of CPU and minutes of trial wall time, and the wall time the set needs on COST_CORES cores at
     the least (its CPU shared perfectly over them)."""
     layouts: dict[tuple[int, float], list[TrialResult]] = {}
     for r in results:
@@ -270,6 +274,7 @@ def cost_lines(results: Sequence[TrialResult]) -> list[str]:
             "| --- | --- | --- | --- |"]
     total_cpu = total_wall = 0.0
     unmeasured = 0
+    one_scale = len({scale for _, scale in layouts}) == 1
     for (seed, scale), own in sorted(layouts.items()):
         cpu = [_cpu_s(r) for r in own]
         wall = [_seconds(r.results.get("wall_s")) for r in own]
@@ -278,14 +283,15 @@ def cost_lines(results: Sequence[TrialResult]) -> list[str]:
         layout_wall = sum(w for w in wall if w is not None) / 60.0
         total_cpu += layout_cpu
         total_wall += layout_wall
-        name = f"{seed}" if len({k[1] for k in layouts}) == 1 else f"{seed} (noise x{scale:g})"
+        name = f"{seed}" if one_scale else f"{seed} (noise x{scale:g})"
         rows.append(f"| {name} | {len(own)} | {layout_cpu:.1f} | {layout_wall:.1f} |")
     trials = sum(len(own) for own in layouts.values())
     rows.append(f"| all | {trials} | {total_cpu:.1f} | {total_wall:.1f} |")
     text = ["The finished trials' own figures (`cpu_s` and `wall_s` of `results.json`); a "
-            "failed run is not counted. On two cores the set needs at least "
-            f"{total_cpu / 2.0:.0f} minutes of wall time ({total_cpu / 120.0:.2f} h): its CPU "
-            "shared perfectly over both, with nothing else running.", "", *rows]
+            f"failed run is not counted. On {COST_CORES} cores the set needs at least "
+            f"{total_cpu / COST_CORES:.0f} minutes of wall time "
+            f"({total_cpu / COST_CORES / 60.0:.2f} h): its CPU shared perfectly over them, "
+            "with nothing else running.", "", *rows]
     if unmeasured:
         text += ["", f"{unmeasured} finished trial(s) recorded no CPU time; the sums leave "
                  "them out."]
