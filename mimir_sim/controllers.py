@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 
 from mimir_sim.geometry import FloatArray, slerp_matrix, wrap
-from mimir_sim.ik import solve_site_ik
+from mimir_sim.ik import SiteIk
 from mimir_sim.physics import PhysicsWorld
 from mimir_sim.robot import GRIPPER_CLOSED, GRIPPER_OPEN, HOME_ARM, READY_ARM, RobotBody
 
@@ -29,6 +29,7 @@ class RobotControl:
         self.world = world
         self.body = body
         self._scratch = mujoco.MjData(world.model)
+        self._ik = SiteIk(world.model, body.site, qpos_adr=body.arm_qadr, dof_adr=body.arm_dadr)
 
     def ik(
         self, pos: FloatArray, rot: FloatArray | None, q_seed: FloatArray | None = None
@@ -42,15 +43,7 @@ class RobotControl:
         self._scratch.qpos[:] = self.world.data.qpos
         if q_seed is not None:
             self._scratch.qpos[body.arm_qadr] = q_seed
-        result = solve_site_ik(
-            self.world.model,
-            self._scratch,
-            body.site,
-            qpos_adr=body.arm_qadr,
-            dof_adr=body.arm_dadr,
-            target_pos=pos,
-            target_rot=rot,
-        )
+        result = self._ik.solve(self._scratch, pos, rot)
         if not result.converged(cfg.ik_pos_tol, cfg.ik_rot_tol):
             LOG.debug(
                 "IK miss: pos %.3f m rot %.3f rad", result.position_error, result.rotation_error
