@@ -10,7 +10,10 @@ Each primitive is a short sequence of :class:`~mimir_robot.motion.Motion` calls,
 code comes from the robot's own signals:
 
 * a grasp closed on nothing when the gripper reading reaches ``gripper_closed_empty``
-  (``MISSED_GRASP``), and an object was lost when it does so later (``SLIPPED``);
+  (``MISSED_GRASP``), and an object was lost when it does so later (``SLIPPED``); a hand that
+  never got to the pre-grasp pose did not grasp at all: the handle or object lies beyond what
+  the arm can reach from this stance, or something holds the hand off (``UNREACHABLE``; the
+  fingers stay open, and a fresh look from the same stance will not bring it nearer);
 * a door or drawer that would not move stalls the hand within the first ``moved_fraction`` of
   the pull (``NO_MOTION``: locked or stuck); one that gave way part of the way stalls later
   (``PARTIAL_OPEN``); the full path is ``OPENED``; fingers that lose the handle before the
@@ -219,14 +222,24 @@ class Executor:
         grasp = np.asarray(target.point, dtype=np.float64) - p.pad_offset * approach
         return grasp - p.pregrasp_distance * approach, grasp, rot
 
-    def _grasp(self, target: GraspTarget, out: Outcome) -> bool:
-        """Open, approach, close on the target; whether the fingers closed on something."""
+    def _grasp(self, target: GraspTarget, out: Outcome, what: str) -> bool:
+        """Open, approach, close on the target; whether the fingers closed on something.
+
+        When they did not, ``out`` is finished with why: ``UNREACHABLE`` if the hand never got
+        to the pre-grasp pose (the fingers were not closed), else ``MISSED_GRASP``.
+        """
         p, m = self.profile, self.motion
         pre, grasp, rot = self._approach_poses(target)
         self._phase("approach")
         m.grip(0.0)
-        if not m.reach(pre, rot).reached:
+        approach = m.reach(pre, rot)
+        if not approach.reached:
             out.measurements["pregrasp_reached"] = 0.0
+            out.measurements["pregrasp_error"] = approach.error
+            self._finish(out, False, "UNREACHABLE",
+                         f"the hand stopped {approach.error:.2f} m short of the pre-grasp pose: "
+                         f"the {what} is out of the arm's reach from here, or something holds "
+                         "the hand off")
             return False
         out.measurements["pregrasp_reached"] = 1.0
         reach = m.move_hand(grasp, rot, speed=p.max_ee_speed / 2)
@@ -234,7 +247,10 @@ class Executor:
         self._phase("grasp")
         reading = m.grip(1.0)
         out.measurements["gripper_closed"] = reading
-        return reading < p.gripper_closed_empty
+        if reading >= p.gripper_closed_empty:
+            self._finish(out, False, "MISSED_GRASP", "missed grasp: the gripper closed on nothing")
+            return False
+        return True
 
     def _let_go(self, clear_below: float | None = None) -> None:
         """Open the hand, back off along the tool's current approach axis, retract.
@@ -407,10 +423,8 @@ class Executor:
                 if not p.in_workspace(wp):
                     out.measurements["path_outside_workspace"] = 1.0
                     break
-            if not self._grasp(handle, out):
+            if not self._grasp(handle, out, "handle"):
                 self._let_go()
-                self._finish(out, False, "MISSED_GRASP",
-                             "missed grasp: the gripper closed on nothing")
                 return
             self._phase("pull" if opening else "push")
             inside = [wp for wp in path if p.in_workspace(wp[0])]
@@ -461,10 +475,8 @@ class Executor:
                              "pick needs a free hand; the gripper holds an object")
                 return
             approach = np.asarray(target.approach) / np.linalg.norm(target.approach)
-            if not self._grasp(target, out):
+            if not self._grasp(target, out, "object"):
                 self._let_go()
-                self._finish(out, False, "MISSED_GRASP",
-                             "missed grasp: the gripper closed on nothing")
                 return
             self._phase("lift")
             pos, rot, _ = m.hand()

@@ -230,6 +230,25 @@ def test_grasp_on_nothing_is_a_missed_grasp() -> None:
     assert out.measurements["gripper_closed"] >= PROFILE.gripper_closed_empty
 
 
+def test_a_grasp_whose_hand_cannot_get_there_is_unreachable_not_missed() -> None:
+    """A board under the handle holds the hand below its pre-grasp pose: the fingers are never
+    closed, and the outcome says the handle is out of reach, not that the grasp missed (a
+    missed grasp is worth a fresh look; a hand that cannot get there from here is not)."""
+    ceiling = HANDLE.point[2] - 0.1 - MOUNT[2]  # the board, in the arm's base frame
+    ex, _, arm, samples = make({"thing_base": HANDLE.point, "ceiling": ceiling})
+    out = ex.open(HANDLE, DOOR)
+    assert not out.success and out.code == "UNREACHABLE", out
+    assert "out of the arm's reach" in out.message and "handle" in out.message
+    assert out.measurements["pregrasp_reached"] == 0.0
+    assert out.measurements["pregrasp_error"] > PROFILE.ee_pos_tol
+    assert "gripper_closed" not in out.measurements
+    assert all(s.commanded[-1] == 0.0 for s in samples if s.part == "arm")
+    assert not arm.gripped
+    grasp = GraspTarget(HANDLE.point, np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]))
+    out = ex.pick(grasp)
+    assert out.code == "UNREACHABLE" and "object" in out.message and not ex.holding, out
+
+
 def test_pick_then_place_and_preconditions() -> None:
     obj = np.array([0.55, 0.0, 0.72])
     ex, _, _, _ = make({"thing_base": obj, "width": 0.6})
