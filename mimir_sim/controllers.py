@@ -51,6 +51,21 @@ class RobotControl:
             return None
         return result.q
 
+    def site_positions(self, arm_qs: FloatArray) -> FloatArray:
+        """World positions of the pinch site with the arm at each row of ``arm_qs`` (N, 7), the
+        rest of the robot and the world as they are now (forward kinematics on a scratch copy)."""
+        arm_qs = np.asarray(arm_qs, dtype=np.float64)
+        if arm_qs.ndim != 2 or arm_qs.shape[1] != len(self.body.arm_qadr):
+            raise ValueError(f"arm_qs must be (N, {len(self.body.arm_qadr)}), got {arm_qs.shape}")
+        model, scratch, site = self.world.model, self._scratch, self.body.site
+        scratch.qpos[:] = self.world.data.qpos
+        out = np.empty((arm_qs.shape[0], 3))
+        for i, q in enumerate(arm_qs):
+            scratch.qpos[self.body.arm_qadr] = q
+            mujoco.mj_kinematics(model, scratch)
+            out[i] = scratch.site_xpos[site]
+        return out
+
     def drive_arm(self, q_target: FloatArray, duration: float) -> None:
         """Ramp the arm set-points smoothly to ``q_target`` over ``duration`` s."""
         data, act = self.world.data, self.body.arm_act

@@ -35,14 +35,19 @@ Design
 * Arm: poses are those of ``pinch_site`` (the tool point the upstream IK uses, 0.12 m past the
   Gen3 flange) in the frame of body ``gen3/base_link``, the link the Kinova arm is mounted on
   (0.335 m above ``base_link``, axes parallel to it). A target is solved by damped least-squares
-  IK (:meth:`mimir_sim.controllers.RobotControl.ik`, seeded with the measured joints) and the
-  joint set-points follow the solution with a per-joint velocity and acceleration limit (the
-  upstream joint trajectory limits). Upstream returns the solver's last iterate even when it did
-  not converge; here a target the IK cannot reach keeps the previous joint target (the arm stays
-  where it was heading) and is counted (:meth:`SimArm.ik_misses`); its gripper value still
-  applies. The gripper set-point is ``gripper_pos`` times the actuator's range (0..255); the
-  reported ``gripper_pos`` is the measured driver joint angle over its range (0.8 rad), as the
-  upstream MuJoCo environment reads it, so closing on something stops short of 1.
+  IK (:meth:`mimir_sim.controllers.RobotControl.ik`, seeded with the joints the arm is heading
+  to) and the joint set-points follow the solution with a per-joint velocity and acceleration
+  limit (the upstream joint trajectory limits). Upstream returns the solver's last iterate even
+  when it did not converge; here a target the IK cannot reach keeps the previous joint target
+  (the arm stays where it was heading) and is counted (:meth:`SimArm.ik_misses`); its gripper
+  value still applies. Upstream's solver starts only from the current joints, so the arm never
+  changes branch; this one also tries the home and ready poses, and takes a solution only when
+  moving the joints to it keeps the hand within :attr:`ArmSettings.max_sweep_m` of the straight
+  line to the target (a solution on another branch would swing the hand through the workspace:
+  it is refused like a miss). The gripper set-point is ``gripper_pos`` times the actuator's
+  range (0..255); the reported ``gripper_pos`` is the measured driver joint angle over its range
+  (0.8 rad), as the upstream MuJoCo environment reads it, so closing on something stops short
+  of 1.
 * Stream watchdog, as upstream: when no target came for :attr:`BaseSettings.hold_after_s` of
   simulated time (2.5 control periods), the profile is sent to the point where it can stop (it
   brakes instead of running on to an old target).
@@ -113,6 +118,7 @@ LOG = logging.getLogger(__name__)
 ARM_BASE_BODY = "gen3/base_link"  # the link the Kinova arm is mounted on
 GRIPPER_DRIVER_JOINT = "right_driver_joint"  # its angle over its range is the gripper reading
 PROFILE_SUBSTEP_S = 0.002  # longest interval the motion profiles are integrated over at once
+SWEEP_SAMPLES = 8  # moments of an arm motion where the hand's distance from its line is checked
 TRIP_LOG_EVERY_S = 5.0  # simulated seconds between two warnings of an overloaded base
 CONTROLLER_METHODS = ("reset", "execute_action", "get_state", "close")
 
@@ -169,6 +175,9 @@ class ArmSettings:
     hold_after_s: float | None = field(default_factory=_hold_default)  # None: never hold
     reset_wait_s: float = 0.0  # wall time reset() waits for the retract (0: return at once)
     home_tolerance: float = 0.02  # rad per joint counted as retracted
+    # farthest the hand may stray from the straight line to its target while the joints move to
+    # an IK solution (m); a solution on another branch of the arm swings it wider and is refused
+    max_sweep_m: float = 0.10
 
     def __post_init__(self) -> None:
         for name in ("max_joint_vel", "max_joint_accel", "retract_joint_vel",
@@ -182,6 +191,8 @@ class ArmSettings:
             raise ValueError(f"reset_wait_s must be finite and >= 0, got {self.reset_wait_s!r}")
         if not (math.isfinite(self.home_tolerance) and self.home_tolerance > 0.0):
             raise ValueError(f"home_tolerance must be > 0, got {self.home_tolerance!r}")
+        if not (math.isfinite(self.max_sweep_m) and self.max_sweep_m > 0.0):
+            raise ValueError(f"max_sweep_m must be > 0, got {self.max_sweep_m!r}")
 
 
 def _positive_vector(name: str, value: object, size: int) -> FloatArray:
@@ -459,6 +470,7 @@ class _ArmDrive:
         self.streaming = False
         self.last_target_t = 0.0
         self.ik_misses = 0
+        self.swings_refused = 0  # targets whose every solution swung the hand wide (a miss too)
         self.arm_base = m.body(ARM_BASE_BODY).id
         driver = m.joint(GRIPPER_DRIVER_JOINT)
         self.driver_qadr = int(driver.qposadr[0])
@@ -471,6 +483,7 @@ class _ArmDrive:
         self.unlimited = np.array([not bool(m.jnt_limited[j]) for j in joint_ids])
         self.profile = AxisProfile.at_rest(self._measured())
         self.home = np.asarray(settings.home, dtype=np.float64)
+        self.track_vel = np.asarray(settings.max_joint_vel, dtype=np.float64)
 
     def _measured(self) -> FloatArray:
         return np.array(self.sim.data.qpos[self.sim.body.arm_qadr], dtype=np.float64)
@@ -523,23 +536,58 @@ class _ArmDrive:
 
         The solver starts from the joints the arm is heading to, then from the measured ones,
         then from the home and ready poses (a far target may not converge from where the arm
-        is); of the solutions found, the one nearest the current joints wins.
+        is); of the solutions found, the one nearest the current joints wins. A solution the
+        joints would reach only by swinging the hand wide of the straight line to the target
+        (:meth:`sweep`, more than :attr:`ArmSettings.max_sweep_m`) is refused and counted in
+        :attr:`swings_refused`: an arm server does not fling the arm through the workspace to
+        change branch, so the target is a miss and the arm keeps to where it was heading.
         """
         base_pos, base_rot = self.arm_base_pose()
         world_pos = base_pos + base_rot @ (pos + self.hand_offset())
         world_rot = base_rot @ _quat_xyzw_to_mat(quat)
         current = self._measured()
         best: FloatArray | None = None
+        refused = False
         for seed in (self.profile.target, None, np.asarray(HOME_ARM), np.asarray(READY_ARM)):
             q = self.sim.control.ik(world_pos, world_rot, seed)
             if q is None:
                 continue
             q = self._unwrapped(q)
+            if self.sweep(q) > self.settings.max_sweep_m:
+                refused = True
+                continue
             if best is None or np.max(np.abs(q - current)) < np.max(np.abs(best - current)):
                 best = q
             if np.max(np.abs(q - current)) < 0.5:
                 break  # near the current joints: take it
+        if best is None and refused:
+            self.swings_refused += 1
         return best
+
+    def sweep(self, q: FloatArray) -> float:
+        """How far (m) the hand strays from the straight line between where the joint set-points
+        hold it now and where ``q`` puts it, while the set-points move to ``q``.
+
+        Each joint is taken to move at its own speed limit, so joints with less to turn arrive
+        first (the tracking profile's axes are independent); the hand is placed by forward
+        kinematics at :data:`SWEEP_SAMPLES` moments of that motion.
+        """
+        start = self.profile.pos
+        delta = np.asarray(q, dtype=np.float64) - start
+        max_vel = self.track_vel  # the move to a solved target runs at the tracking limits
+        duration = float(np.max(np.abs(delta) / max_vel))
+        if duration <= 0.0:
+            return 0.0
+        times = duration * np.arange(SWEEP_SAMPLES + 1) / SWEEP_SAMPLES
+        reach = np.outer(times, max_vel)  # (samples, joints): how far each joint can turn by then
+        path = start + np.clip(delta, -reach, reach)
+        hand = self.sim.control.site_positions(path)
+        line = hand[-1] - hand[0]
+        length2 = float(line @ line)
+        along = np.zeros(len(hand)) if length2 == 0.0 else np.clip(
+            (hand - hand[0]) @ line / length2, 0.0, 1.0)
+        off = hand - (hand[0] + along[:, None] * line)
+        return float(np.max(np.linalg.norm(off, axis=1)))
 
     def hand_offset(self) -> FloatArray:
         """Where the hand lands relative to its command (arm base frame; zero without noise)."""

@@ -11,8 +11,10 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import mujoco
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation, Slerp
 
 from mimir_robot import contract as c
 from mimir_robot.rpc import (
@@ -24,9 +26,10 @@ from mimir_robot.rpc import (
     parse_arm_state,
 )
 from mimir_sim.config import SimConfig
-from mimir_sim.robot import BASE_JOINTS, HOME_ARM
+from mimir_sim.robot import BASE_JOINTS, HOME_ARM, READY_ARM
 from mimir_sim.robot_servers import (
     ActionRefusedError,
+    ArmSettings,
     BaseSettings,
     ControllerNotResetError,
     ControllerSupersededError,
@@ -211,6 +214,96 @@ def test_arm_tracking_gripper_unreachable_and_reset(sim: KitchenSim) -> None:
     assert np.allclose(sim.body.arm_q(), HOME_ARM, atol=0.02)
     assert np.allclose(arm.get_state()[c.KEY_ARM_POS], pos0, atol=0.005)
     assert arm.get_state()[c.KEY_GRIPPER_POS][0] < 0.05
+
+
+def _ready_arm(sim: KitchenSim) -> tuple[SimRobotDrives, SimArm]:
+    """Drives with the arm reset and held at the ready pose (hand out in front)."""
+    sim.body.place(sim.base_pose(), READY_ARM)
+    mujoco.mj_forward(sim.model, sim.data)
+    drives = SimRobotDrives(sim)
+    arm = drives.new_arm()
+    arm.reset()
+    here = parse_arm_state(arm.get_state())
+    _stream(drives, arm, _arm_action(np.array(here.pos), np.array(here.quat), 0.0), 0.5)
+    return drives, arm
+
+
+def _hand_at(sim: KitchenSim, drives: SimRobotDrives,
+             q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pinch-site position and xyzw quaternion in the arm base frame with the arm at ``q``."""
+    scratch = mujoco.MjData(sim.model)
+    scratch.qpos[:] = sim.data.qpos
+    scratch.qpos[sim.body.arm_qadr] = q
+    mujoco.mj_kinematics(sim.model, scratch)
+    base_pos, base_rot = drives.arm.arm_base_pose()
+    pos = base_rot.T @ (scratch.site_xpos[sim.body.site] - base_pos)
+    rot = base_rot.T @ scratch.site_xmat[sim.body.site].reshape(3, 3)
+    return pos, Rotation.from_matrix(rot).as_quat()
+
+
+def test_a_target_on_the_far_side_is_refused_in_one_jump_and_reached_along_a_line(
+        sim: KitchenSim) -> None:
+    """The hand 0.85 m round to the side: every IK seed finds joints for it, but driving the
+    joints there would sweep the hand 0.2 m wide of the line, so a single target is refused
+    (the arm holds); the same goal streamed along the line, as the executor sends it, is met."""
+    drives, arm = _ready_arm(sim)
+    far = np.array(READY_ARM)
+    far[0] += 2.0  # the shoulder turned: the hand swings round the arm base
+    goal, goal_quat = _hand_at(sim, drives, far)
+    assert drives.arm.sweep(far) > 2 * ArmSettings().max_sweep_m
+    start = parse_arm_state(arm.get_state())
+    before = np.array(start.pos)
+    assert float(np.linalg.norm(goal - before)) > 0.8
+
+    _stream(drives, arm, _arm_action(goal, goal_quat, 0.0), 1.0)
+    assert drives.arm.swings_refused == round(1.0 / PERIOD)
+    assert arm.ik_misses() == drives.arm.swings_refused  # a refused swing is a miss as well
+    assert float(np.linalg.norm(arm.get_state()[c.KEY_ARM_POS] - before)) < 0.005
+
+    turn = Slerp([0.0, 1.0], Rotation.from_quat([start.quat, goal_quat]))
+    steps = 60
+    for i in range(1, steps + 1):
+        f = i / steps
+        arm.execute_action(_arm_action(before + f * (goal - before), turn([f]).as_quat()[0], 0.0))
+        drives.advance(PERIOD)
+    _stream(drives, arm, _arm_action(goal, goal_quat, 0.0), 2.0)
+    assert float(np.linalg.norm(arm.get_state()[c.KEY_ARM_POS] - goal)) < 0.01
+    assert drives.arm.swings_refused == round(1.0 / PERIOD)  # no step of the line was refused
+
+
+def test_a_large_turn_of_the_wrist_in_place_is_no_swing(sim: KitchenSim) -> None:
+    """Rolling the hand 1.2 rad about its own axis moves the last joint that far but leaves the
+    pinch point where it is: it is taken at once, not judged by the size of the joint move."""
+    drives, arm = _ready_arm(sim)
+    rolled = np.array(sim.body.arm_q())
+    rolled[6] += 1.2
+    assert drives.arm.sweep(rolled) < 1e-6
+    goal, goal_quat = _hand_at(sim, drives, rolled)
+    _stream(drives, arm, _arm_action(goal, goal_quat, 0.0), 2.0)
+    reached = parse_arm_state(arm.get_state())
+    assert drives.arm.swings_refused == 0 and arm.ik_misses() == 0
+    assert float(np.linalg.norm(np.array(reached.pos) - goal)) < 0.01
+    assert abs(float(np.dot(reached.quat, goal_quat))) > 0.999
+
+
+def test_hand_positions_of_joint_rows_leave_the_simulation_alone(sim: KitchenSim) -> None:
+    """Forward kinematics of the sweep check: the current joints give the hand where it is, and
+    neither a good nor a malformed call moves anything in the simulation."""
+    here = np.array(sim.body.arm_q())
+    qpos = sim.data.qpos.copy()
+    hands = sim.control.site_positions(np.stack([here, np.array(READY_ARM)]))
+    assert np.allclose(hands[0], sim.body.site_pose()[0], atol=1e-9)
+    assert float(np.linalg.norm(hands[1] - hands[0])) > 0.3
+    for bad in (np.zeros((2, 6)), np.zeros(7), np.zeros((1, 2, 7))):
+        with pytest.raises(ValueError, match="arm_qs"):
+            sim.control.site_positions(bad)
+    assert np.array_equal(sim.data.qpos, qpos)
+
+
+def test_the_sweep_limit_must_be_a_positive_distance() -> None:
+    for bad in (0.0, -0.1, math.inf, math.nan):
+        with pytest.raises(ValueError, match="max_sweep_m"):
+            ArmSettings(max_sweep_m=bad)
 
 
 @pytest.mark.parametrize(
