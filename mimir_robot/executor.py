@@ -191,8 +191,10 @@ class Executor:
         """Bring the hand to the profile's carry pose, gripper as it is.
 
         The hand first comes straight back over the base at its height (a straight line stays
-        clear of what it just worked on, an open door included), then folds by the arm's own
-        route.
+        clear of what it just worked on, an open door included), then goes to the carry pose
+        through free space. Where the arm cannot follow that path from the branch it is on (the
+        arm server refuses a solution that would swing the hand wide), an empty hand is folded
+        home by the arm's own joint-space retract (:meth:`Motion.fold_arm`).
         """
         p, m = self.profile, self.motion
         goal = p.from_arm(np.asarray(p.retract_pos))
@@ -200,7 +202,12 @@ class Executor:
         over = np.array([goal[0], goal[1], pos[2]])
         if float(np.linalg.norm((pos - over)[:2])) > 0.1 and p.in_workspace(over):
             m.move_hand(over, rot)
-        return m.reach(goal, Rotation.from_quat(np.asarray(p.retract_quat)).as_matrix())
+        result = m.reach(goal, Rotation.from_quat(np.asarray(p.retract_quat)).as_matrix())
+        if result.reached or self.holding:
+            return result
+        LOG.info("the hand stopped %.2f m short of the carry pose: folding the arm home",
+                 result.error)
+        return m.fold_arm()
 
     def carry(self) -> MotionResult:
         """Bring a held object to the profile's carry position, low in front of the base,

@@ -303,6 +303,32 @@ class Motion:
         result = self._settle(goal, rot, 2.0 * p.settle_timeout_s, turn_tol=REACH_TURN_TOL)
         return MotionResult(result.reached, False, 1.0, result.error)
 
+    def fold_arm(self) -> MotionResult:
+        """The arm's own retract: ``reset_arm`` opens the gripper and turns the joints home by
+        the robot's joint-space route (no Cartesian path, so it gets home from any branch of the
+        arm); this waits until the hand stands at the profile's carry pose, or
+        ``fold_timeout_s`` passes. Never with something in the hand: the fingers open."""
+        p = self.profile
+        goal = p.from_arm(np.asarray(p.retract_pos))
+        rot = Rotation.from_quat(np.asarray(p.retract_quat)).as_matrix()
+        self.robot.reset_arm()
+        self.gripper_command = 0.0
+        self._last_hand = None
+        self._restart_clock()
+        deadline = self._clock() + p.fold_timeout_s
+        near = 0
+        while True:
+            self._check_cancel()
+            self._wait_period()
+            achieved, arot, grip = self.hand()
+            self._sample_hand(goal, rot, achieved, arot, grip)
+            err = float(np.linalg.norm(achieved - goal))
+            near = near + 1 if err <= p.ee_pos_tol else 0
+            if near >= 2:
+                return MotionResult(True, False, 1.0, err)
+            if self._clock() >= deadline:
+                return MotionResult(False, err > p.stall_lag, 1.0, err)
+
     def _check_workspace(self, point: FloatArray) -> None:
         if not self.profile.in_workspace(point):
             raise TargetOutsideWorkspaceError(

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 import pytest
 
+from mimir_robot import contract as c
 from mimir_robot.direct import DirectRobot
 from mimir_robot.executor import (
     FORWARD,
@@ -288,6 +289,34 @@ def test_a_look_whose_arm_is_held_back_is_partial() -> None:
     assert out.measurements["views"] == 2 and out.measurements["views_planned"] == 3
     out = ex.inspect(views[2:], seen.append)
     assert not out.success and out.code == "NO_VIEW", out
+
+
+def test_a_retract_the_arm_cannot_follow_folds_an_empty_hand_home() -> None:
+    """A board at 0.15 m in the arm's frame lies under the carry pose (0.21 m): the straight way
+    back stops at the board. With the hand empty the executor then calls the arm's own retract
+    (``reset_arm``, the robot's joint-space route home) and waits for the hand at the carry pose;
+    with something held it never does (the reset opens the fingers)."""
+    ex, robot, arm, _ = make({"ceiling": 0.15})
+    resets: list[float] = []
+    reset_arm = robot.reset_arm
+
+    def counted_reset() -> None:
+        resets.append(float(arm.get_state()[c.KEY_GRIPPER_POS][0]))
+        reset_arm()
+
+    robot.reset_arm = counted_reset  # type: ignore[method-assign]
+    low = np.array([0.5, 0.0, MOUNT[2] + 0.05])
+    rot = PROFILE.tool_rotation(FORWARD, SIDEWAYS)
+    assert ex.motion.move_hand(low, rot).reached
+    out = ex.retract()
+    assert out.reached and len(resets) == 1, out
+    home = PROFILE.from_arm(np.asarray(PROFILE.retract_pos))
+    assert float(np.linalg.norm(ex.motion.hand()[0] - home)) <= PROFILE.ee_pos_tol
+
+    assert ex.motion.move_hand(low, rot).reached
+    ex.holding = True
+    out = ex.retract()
+    assert not out.reached and out.error > PROFILE.ee_pos_tol and len(resets) == 1, out
 
 
 def test_target_outside_the_workspace_sends_nothing() -> None:
