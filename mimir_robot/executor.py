@@ -155,11 +155,13 @@ class Executor:
         # closed since): base moves keep clear of them
         self.opened: set[str] = set()
         self._on_phase = on_phase or (lambda _phase: None)
+        self._folds = 0  # retracts of the running primitive that folded the arm by its reset
 
     # -- entry point -------------------------------------------------------------------------
     def run(self, primitive: str, body: Callable[[Outcome], None]) -> Outcome:
         """Run ``body`` (which fills in the outcome) and turn failures into outcome codes."""
         out = Outcome(primitive, False, "FAILED", "")
+        self._folds = 0
         try:
             body(out)
         except MotionCanceledError as err:
@@ -172,6 +174,8 @@ class Executor:
         except RobotLinkError as err:
             out.success, out.code, out.message = False, "ROBOT_ERROR", str(err)
             self._safe_hold()
+        if self._folds:
+            out.measurements["arm_folds"] = float(self._folds)
         return out
 
     def _safe_hold(self) -> None:
@@ -207,6 +211,7 @@ class Executor:
             return result
         LOG.info("the hand stopped %.2f m short of the carry pose: folding the arm home",
                  result.error)
+        self._folds += 1  # reported in the outcome's measurements as ``arm_folds``
         return m.fold_arm()
 
     def carry(self) -> MotionResult:

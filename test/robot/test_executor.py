@@ -307,16 +307,19 @@ def test_a_retract_the_arm_cannot_follow_folds_an_empty_hand_home() -> None:
     robot.reset_arm = counted_reset  # type: ignore[method-assign]
     low = np.array([0.5, 0.0, MOUNT[2] + 0.05])
     rot = PROFILE.tool_rotation(FORWARD, SIDEWAYS)
-    assert ex.motion.move_hand(low, rot).reached
-    out = ex.retract()
-    assert out.reached and len(resets) == 1, out
+    look = ex.inspect([(low, rot)], lambda _view: None)
+    assert look.code == "INSPECTED" and look.measurements["arm_folds"] == 1.0, look
+    assert resets == [pytest.approx(0.0, abs=0.05)]  # the fingers were open when it folded
     home = PROFILE.from_arm(np.asarray(PROFILE.retract_pos))
     assert float(np.linalg.norm(ex.motion.hand()[0] - home)) <= PROFILE.ee_pos_tol
+    free, _, _, _ = make()  # no board: the straight way back gets there, nothing folds
+    assert "arm_folds" not in free.inspect([(low, rot)], lambda _view: None).measurements
+    resets.clear()
 
     assert ex.motion.move_hand(low, rot).reached
     ex.holding = True
     out = ex.retract()
-    assert not out.reached and out.error > PROFILE.ee_pos_tol and len(resets) == 1, out
+    assert not out.reached and out.error > PROFILE.ee_pos_tol and not resets, out
 
 
 def test_target_outside_the_workspace_sends_nothing() -> None:
