@@ -12,7 +12,10 @@ the two:
   than ``base_stall_turn``) for ``base_stall_s`` while its command ran ``base_stall_lag`` or
   ``base_stall_yaw_lag`` ahead (a counter or a neighbour in its way); it then holds too;
 * a goal is *reached* when the achieved state lies within tolerance of it before
-  ``settle_timeout_s`` has passed after the last target.
+  ``settle_timeout_s`` has passed after the last target; a free-space move
+  (:meth:`Motion.reach`) gives up sooner when the hand has stood ``stuck_s`` more than the
+  stall lag short of its goal, neither closer nor turned further (the arm cannot get there
+  from where it is, and waiting does not change that).
 
 Every end-effector target is checked against the profile's workspace box before it is sent; a
 point outside it raises :class:`TargetOutsideWorkspaceError` and nothing moves. Cancel (a
@@ -43,6 +46,8 @@ from mimir_robot.rpc import ArmState, BaseState
 
 #: rad: how close the hand's orientation must come for a free-space move to count as reached
 REACH_TURN_TOL = 0.1
+#: rad: a hand that turns less than this toward its goal's orientation is making no progress
+STUCK_TURN = 0.02
 
 
 class RobotIO(Protocol):
@@ -300,7 +305,8 @@ class Motion:
             self._wait_period()
             achieved, arot, grip = self.hand()
             self._sample_hand(target, trot, achieved, arot, grip)
-        result = self._settle(goal, rot, 2.0 * p.settle_timeout_s, turn_tol=REACH_TURN_TOL)
+        result = self._settle(goal, rot, 2.0 * p.settle_timeout_s, turn_tol=REACH_TURN_TOL,
+                              stuck_s=p.stuck_s)
         return MotionResult(result.reached, False, 1.0, result.error)
 
     def fold_arm(self) -> MotionResult:
@@ -336,23 +342,32 @@ class Motion:
                 "workspace box")
 
     def _settle(self, goal: FloatArray, rot: FloatArray, timeout_s: float,
-                turn_tol: float | None = None) -> MotionResult:
+                turn_tol: float | None = None, stuck_s: float | None = None) -> MotionResult:
         """Keep commanding ``goal``/``rot`` until the hand is within tolerance on two readings in
         a row (settled, not passing by), or ``timeout_s`` passes (then ``stalled`` says whether
-        it trails by more than the stall lag)."""
+        it trails by more than the stall lag). With ``stuck_s``, also give up (stalled) once the
+        hand has come no closer than ``ee_pos_tol`` and turned no further than
+        :data:`STUCK_TURN` toward the goal for that long while more than the stall lag away."""
         p = self.profile
-        deadline = self._clock() + timeout_s
+        start = self._clock()
+        deadline = start + timeout_s
         near = 0
+        best = (math.inf, math.inf, start)  # closest distance and turn so far, and since when
         while True:
             achieved, arot, _ = self.hand()
             err = float(np.linalg.norm(achieved - goal))
-            turned = turn_tol is None or float(
-                (Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot)).magnitude()
-            ) <= turn_tol
+            turn = float(
+                (Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot)).magnitude())
+            turned = turn_tol is None or turn <= turn_tol
             near = near + 1 if err <= p.ee_pos_tol and turned else 0
             if near >= 2:
                 return MotionResult(True, False, 1.0, err)
-            if self._clock() >= deadline:
+            now = self._clock()
+            if err < best[0] - p.ee_pos_tol or turn < best[1] - STUCK_TURN:
+                best = (min(err, best[0]), min(turn, best[1]), now)
+            if stuck_s is not None and err > p.stall_lag and now - best[2] >= stuck_s:
+                return MotionResult(False, True, 1.0, err)
+            if now >= deadline:
                 return MotionResult(False, err > p.stall_lag, 1.0, err)
             self._check_cancel()
             self._send_hand(goal, rot)

@@ -72,6 +72,9 @@ class RobotProfile:
     route_margin: float = _fixed(0.06, "m kept between the base and an opened fixture's door")
     ee_pos_tol: float = _fixed(0.015, "m: end effector reached")
     settle_timeout_s: float = _fixed(4.0, "s allowed after the last target to reach it")
+    stuck_s: float = _fixed(
+        1.5, "s a free-space move waits for a hand that stands short of its goal, coming no "
+        "closer and turning no further, before it gives up")
     fold_timeout_s: float = _fixed(
         10.0, "s the arm's own retract (reset: joints home at the retract speed, 30 deg/s on the "
         "TidyBot++) may take before the hand stands at the carry pose")
@@ -138,7 +141,7 @@ class RobotProfile:
                      "max_ee_turn", "base_pos_tol", "base_yaw_tol", "base_work_tol",
                      "route_pass_tol", "ee_pos_tol", "base_stall_s", "base_stall_move",
                      "base_stall_turn", "base_stall_lag", "base_stall_yaw_lag",
-                     "base_radius", "fold_timeout_s",
+                     "base_radius", "fold_timeout_s", "stuck_s",
                      "settle_timeout_s", "stall_lag", "gripper_settle_s", "stance_distance",
                      "face_standoff", "pick_distance", "easy_reach", "min_face_width",
                      "pregrasp_distance", "retreat_distance", "door_open_angle",

@@ -322,6 +322,32 @@ def test_a_retract_the_arm_cannot_follow_folds_an_empty_hand_home() -> None:
     assert not out.reached and out.error > PROFILE.ee_pos_tol and not resets, out
 
 
+def test_a_free_move_gives_up_on_a_hand_that_stands_short_but_waits_for_one_that_comes() -> None:
+    """A board holds the hand 0.15 m under its goal: once the path is sent, the move ends
+    ``stuck_s`` after the hand stopped getting closer, not after the whole settle time. A hand
+    that trails its path but keeps coming (a slow arm) is waited for and arrives."""
+    goal = np.array([0.5, 0.0, MOUNT[2] + 0.5])
+    rot = PROFILE.tool_rotation(FORWARD, SIDEWAYS)
+    path_s = float(np.linalg.norm(PROFILE.to_arm(goal) - np.asarray(PROFILE.retract_pos))
+                   ) / PROFILE.max_ee_speed
+    def motion_with(arm: FakeArm, clock: SimClock) -> Motion:
+        robot = DirectRobot(FakeBase(rate=8.0, clock=clock.now), arm)
+        robot.reset_base()
+        robot.reset_arm()
+        return Motion(robot, PROFILE, clock=clock.now, sleep=clock.sleep)
+
+    clock = SimClock()
+    result = motion_with(toy_arm(clock, ceiling=0.35), clock).reach(goal, rot)
+    assert not result.reached and result.error == pytest.approx(0.15, abs=0.01), result
+    assert path_s < clock.t < path_s + PROFILE.stuck_s + 0.5
+    assert clock.t < path_s + PROFILE.settle_timeout_s  # the full wait would be twice that
+
+    clock = SimClock()
+    slow = FakeArm(rate=0.8, gripper_rate=12.0, clock=clock.now, pad_offset=PROFILE.pad_offset)
+    assert motion_with(slow, clock).reach(goal, rot).reached
+    assert clock.t > path_s + PROFILE.stuck_s  # it trailed its path well beyond stuck_s
+
+
 def test_target_outside_the_workspace_sends_nothing() -> None:
     ex, _, arm, samples = make()
     before = arm.get_state()
