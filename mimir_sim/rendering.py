@@ -14,7 +14,9 @@ segmentation-style pass too (flat id colours, no lighting), so one such pass giv
 and :class:`SceneRenderer` drives MuJoCo's public rendering calls (``mjv_updateScene``,
 ``mjr_render``, ``mjr_readPixels``) itself to read them at once. Colour and segmentation equal
 what ``mujoco.Renderer`` makes pass by pass, depth to single-precision rounding
-(``test/sim/test_sim_core.py`` compares them).
+(``test/sim/test_sim_core.py`` compares them). The flat pass draws into a buffer of its own
+without multisampling: MuJoCo's id colours and depth read the same from either buffer, and the
+multisampled one made that pass a third slower on a software rasteriser.
 """
 
 from __future__ import annotations
@@ -152,15 +154,12 @@ class SceneRenderer:
         try:
             self._gl = mujoco.GLContext(width, height)
             self._gl.make_current()
-            self._context: mujoco.MjrContext | None = mujoco.MjrContext(
-                model, mujoco.mjtFontScale.mjFONTSCALE_150.value)
+            self._context: mujoco.MjrContext | None = self._mjr_context(model)
+            self._flat_context: mujoco.MjrContext | None = self._mjr_context(model, samples=0)
         except Exception as err:
             raise RenderError(
                 f"offscreen rendering unavailable (MUJOCO_GL=egl or osmesa needed): {err}"
             ) from err
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._context)
-        # reversed depth: the buffer reads 1 at the near plane and 0 at the far one
-        self._context.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZEROFAR
         self._view = mujoco.MjvScene(model, maxgeom=10000)
         self._rect = mujoco.MjrRect(0, 0, width, height)
         self._camera = mujoco.MjvCamera()
@@ -180,11 +179,30 @@ class SceneRenderer:
 
     def close(self) -> None:
         """Free the GL context."""
-        if self._context is not None:
+        if self._context is not None and self._flat_context is not None:
             self._gl.make_current()
             self._context.free()
-            self._context = None
+            self._flat_context.free()
+            self._context = self._flat_context = None
             self._gl.free()
+
+    @staticmethod
+    def _mjr_context(model: mujoco.MjModel, samples: int | None = None) -> mujoco.MjrContext:
+        """A rendering context drawing to its own offscreen buffer, with the model's
+        multisampling or ``samples`` per pixel (the flat pass takes 0: its ids and depth come
+        out the same without it, and a multisampled buffer costs about a third of its time);
+        depth reads reversed, 1 at the near plane and 0 at the far one."""
+        quality = model.vis.quality
+        kept = quality.offsamples
+        if samples is not None:
+            quality.offsamples = samples
+        try:
+            context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150.value)
+        finally:
+            quality.offsamples = kept
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, context)
+        context.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZEROFAR
+        return context
 
     def render(
         self,
@@ -199,7 +217,7 @@ class SceneRenderer:
         camera_id = mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
         if camera_id < 0:
             raise UnknownEntityError(f"unknown camera {camera!r}; known: {', '.join(CAMERAS)}")
-        if self._context is None:
+        if self._context is None or self._flat_context is None:
             raise RenderError("the renderer was closed")
         info = camera_intrinsics(self._model, camera, self.width, self.height)
         self._gl.make_current()
@@ -238,11 +256,15 @@ class SceneRenderer:
         if flat:
             flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = True
             flags[mujoco.mjtRndFlag.mjRND_IDCOLOR] = True
+        context = self._flat_context if flat else self._context
+        assert context is not None  # render() checks that the renderer is open
         try:
-            mujoco.mjr_render(self._rect, self._view, self._context)
+            # both contexts live in one GL context: bind this one's offscreen buffer
+            mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, context)
+            mujoco.mjr_render(self._rect, self._view, context)
             rgb = np.empty((self.height, self.width, 3), dtype=np.uint8)
             zbuffer = np.empty((self.height, self.width), dtype=np.float32) if read_depth else None
-            mujoco.mjr_readPixels(rgb, zbuffer, self._rect, self._context)
+            mujoco.mjr_readPixels(rgb, zbuffer, self._rect, context)
         finally:
             np.copyto(flags, saved)
         # OpenGL reads rows bottom first

@@ -19,13 +19,14 @@ from mimir_sim.errors import (
     ModelDirError,
     PhysicsUnstableError,
     PrimitiveError,
+    RenderError,
     UnknownEntityError,
     UnknownScenarioError,
     UnreachablePoseError,
 )
 from mimir_sim.judge import judge_instruction
 from mimir_sim.physics import load_unstable, save_unstable
-from mimir_sim.rendering import deproject
+from mimir_sim.rendering import SceneRenderer, deproject
 from mimir_sim.scenario import available_scenarios, default_scenarios_dir, load_scenario
 from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim
@@ -207,6 +208,26 @@ def test_one_pass_gives_the_depth_and_ids_mujocos_renderer_gives_in_two(sim) -> 
     # channels left out are not rendered
     only = sim.render("pole", 96, 72, color=False, segmentation=False)
     assert only.color is None and only.segmentation is None and only.depth is not None
+
+
+def test_flat_pass_draws_without_multisampling_and_a_closed_renderer_refuses(sim) -> None:  # type: ignore[no-untyped-def]
+    """Colour keeps the model's multisampling; the id and depth pass has a buffer without it
+    (the comparison above shows it reads the same); the model is left as it was."""
+    samples = sim.model.vis.quality.offsamples
+    assert samples > 0
+    renderer = SceneRenderer(sim.scene, 64, 48)
+    try:
+        assert renderer._context is not None and renderer._flat_context is not None
+        assert renderer._context.offSamples == samples
+        assert renderer._flat_context.offSamples == 0
+        assert sim.model.vis.quality.offsamples == samples
+        frame = renderer.render(sim.data, "pole")
+        assert frame.segmentation is not None and (frame.segmentation >= 0).any()
+    finally:
+        renderer.close()
+    renderer.close()  # closing twice is harmless
+    with pytest.raises(RenderError, match="closed"):
+        renderer.render(sim.data, "pole")
 
 
 def test_render_bad_input(sim) -> None:  # type: ignore[no-untyped-def]
