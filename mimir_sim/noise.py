@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +230,12 @@ class NoiseProfile:
 
     def quiet(self, section: str) -> bool:
         """Whether the term ``section`` (depth, color, ...) adds no noise at this scale."""
-        return bool(getattr(self, section) == getattr(self.scaled(0.0), section))
+        return bool(getattr(self, section) == getattr(self._silent, section))
+
+    @cached_property
+    def _silent(self) -> NoiseProfile:
+        """This profile at scale 0 (built once: :meth:`quiet` is asked for every frame)."""
+        return self.scaled(0.0)
 
     def summary(self) -> dict[str, Any]:
         """Name, scale and every term's value (for run reports)."""
