@@ -64,6 +64,8 @@ SUCCESS_CODES = {"move_to": "REACHED", "open": "OPENED", "close": "CLOSED",
 #: A look that reached some of its views, not all: something held the arm back (a door in the
 #: way); it shows what it saw, but not that anything is absent.
 PARTIAL_LOOK = "INSPECTED_PARTLY"
+#: An open that moved the fixture but did not get through enough of its path.
+PARTIAL_OPEN = "PARTIAL_OPEN"
 
 #: Retracted tool orientation: pointing forward and level (z ahead, fingers closing sideways).
 FORWARD = np.array([1.0, 0.0, 0.0])
@@ -462,7 +464,7 @@ class Executor:
             elif grip >= p.gripper_closed_empty and done < p.opened_fraction:
                 self._finish(out, False, "SLIPPED", "the handle slipped out of the fingers")
             elif done < p.opened_fraction and opening:
-                self._finish(out, False, "PARTIAL_OPEN",
+                self._finish(out, False, PARTIAL_OPEN,
                              f"fixture did not open far enough ({done:.0%} of the path)")
             else:
                 # closing stops at the frame before the path ends: moving it at all counts

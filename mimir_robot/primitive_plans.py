@@ -26,7 +26,7 @@ from mimir.transforms import TransformError, planar_pose
 from mimir_perception.camera import transform_points
 from mimir_robot import pointing as pt
 from mimir_robot import targeting as tg
-from mimir_robot.executor import Articulation, Executor, GraspTarget, Outcome
+from mimir_robot.executor import PARTIAL_OPEN, Articulation, Executor, GraspTarget, Outcome
 from mimir_robot.profile import FloatArray, RobotProfile
 from mimir_robot.requests import (
     PrimitiveRequest,
@@ -281,15 +281,60 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
             ex.opened.discard(req.target.target_id)
         return out
     out = ex.open(grasp, art)
-    if opening:
-        out.measurements["pull_in_reach"] = 1.0 if fits else 0.0  # from where it pulled
+    out.measurements["pull_in_reach"] = 1.0 if fits else 0.0  # from where it pulled
     if stepped:
         out.measurements["pull_stance_shift"] = stepped
         out.measurements["handle_carried"] = 1.0 if carried else 0.0
     if req.target.target_id and (
             out.measurements.get("path_fraction", 0.0) >= ctx.profile.moved_fraction):
         ex.opened.add(req.target.target_id)  # it moved: it may stand open from now on
+    if out.code == PARTIAL_OPEN:
+        out = _pull_again(req, ctx, out, handle)
     return out
+
+
+def _pull_again(req: PrimitiveRequest, ctx: PlanContext, first: Outcome,
+                handle: Callable[[tg.CameraView, tg.Found],
+                                 tuple[GraspTarget, Articulation, pt.FrontFace]]) -> Outcome:
+    """A second pull after an open that moved the fixture but stopped short of the path's
+    end: the arm may have met the end of its reach on the branch it pulled with (its server
+    refuses to swing the hand through the workspace), while the handle, seen afresh where it
+    now stands, starts a pull the arm can follow further. The door half open in front of the
+    opening would also stand in the way of the look that usually comes next.
+
+    The second pull is the outcome when it opened the fixture or moved it further; otherwise
+    (the handle not found again, out of reach, the fixture at its stop) the first one stands,
+    with what the second did in its measurements (a fixture that will not go further is no
+    lock: the first pull moved it)."""
+    ex = ctx.executor
+    try:
+        _view, _found, (grasp, art, _front) = look_until(ctx, req.target, ctx.now(), handle)
+    except REFUSALS as err:
+        LOG.info("%s: no second pull, the handle was not found again (%s)",
+                 req.target.describe(), err)
+        first.measurements["second_pull"] = 0.0
+        return first
+    if not ex.in_reach_to_open(grasp, art):
+        LOG.info("%s: no second pull, its handle is out of reach from here",
+                 req.target.describe())
+        first.measurements["second_pull"] = 0.0
+        return first
+    second = ex.open(grasp, art)
+    moved = second.measurements.get("path_fraction", 0.0) >= ctx.profile.moved_fraction
+    LOG.info("%s: second pull %s (%s)", req.target.describe(),
+             "moved it" if moved else "did not move it", second.code)
+    if not (second.success or moved):
+        first.measurements["second_pull"] = 1.0
+        first.measurements["second_pull_fraction"] = second.measurements.get(
+            "path_fraction", 0.0)
+        return first
+    second.measurements["second_pull"] = 1.0
+    second.measurements["first_pull_fraction"] = first.measurements.get("path_fraction", 0.0)
+    for key in ("pull_stance_shift", "handle_carried"):
+        if key in first.measurements:
+            second.measurements[key] = first.measurements[key]
+    second.measurements["pull_in_reach"] = 1.0
+    return second
 
 
 #: What finding a target or deriving its geometry may refuse a primitive with (a bad value
