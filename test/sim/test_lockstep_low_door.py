@@ -18,31 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lockstep_helpers import lockstep_on
+from lockstep_helpers import lockstep_on, open_from_the_ordinary_stance
 
 from mimir_robot import primitive_plans
-from mimir_robot.executor import Outcome
-from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
+from mimir_robot.requests import UnknownTargetError
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim
-
-
-def open_from_the_ordinary_stance(sim: KitchenSim, robot) -> Outcome:
-    """Stand where a move to cab_9 puts the base (its front at the standoff, facing it) and
-    open it as memory holds it (the centre of what the cameras saw, its top and front)."""
-    lo, hi = (tuple(float(v) for v in corner) for corner in sim.entity_box("cab_9"))
-    middle = (lo[1] + hi[1]) / 2.0
-    stance = robot.run(PrimitiveRequest("move_to", TargetSpec(
-        position=(lo[0] - robot.profile.face_standoff, middle, 0.0), yaw=0.0)))
-    assert stance.success, stance
-    remembered = TargetSpec("cabinet_9", "cabinet", ((lo[0] + hi[0]) / 2.0, middle, hi[2] - 0.1))
-    return robot.run(PrimitiveRequest("open", remembered))
 
 
 def test_a_lower_cabinet_opens_after_a_step_back(tidybot_dir: Path) -> None:
     sim = KitchenSim.from_scenario(load_scenario("long_horizon"), tidybot_dir)
     with lockstep_on(sim) as robot:
-        outcome = open_from_the_ordinary_stance(sim, robot)
+        outcome = open_from_the_ordinary_stance(sim, robot, "cab_9", "cabinet_9")
         assert outcome.success and outcome.code == "OPENED", outcome
         assert outcome.measurements["pull_stance_shift"] > 0.1
         assert outcome.measurements["pull_in_reach"] == 1.0  # from where it pulled
@@ -67,7 +54,7 @@ def test_a_handle_lost_after_the_step_back_is_carried_by_odometry(
     monkeypatch.setattr(primitive_plans, "look_until", blind_after_the_step)
     sim = KitchenSim.from_scenario(load_scenario("long_horizon"), tidybot_dir)
     with lockstep_on(sim) as robot:
-        outcome = open_from_the_ordinary_stance(sim, robot)
+        outcome = open_from_the_ordinary_stance(sim, robot, "cab_9", "cabinet_9")
         assert len(calls) == 2  # the look before the step, and the one after it that failed
         assert outcome.success and outcome.code == "OPENED", outcome
         assert outcome.measurements["handle_carried"] == 1.0

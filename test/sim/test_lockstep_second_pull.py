@@ -16,19 +16,20 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from lockstep_helpers import lockstep_on
+from lockstep_helpers import lockstep_on, open_from_the_ordinary_stance
 
 from mimir_robot import primitive_plans
 from mimir_robot.executor import Executor, Outcome
-from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
+from mimir_robot.requests import UnknownTargetError
 from mimir_sim import robot_servers
 from mimir_sim.layouts import generate_layout
-from mimir_sim.lockstep import LockstepRobot
 from mimir_sim.scenario import load_scenario
 from mimir_sim.sim import KitchenSim
 
@@ -40,15 +41,13 @@ SEED, CABINET = 1000, "cab_6"
 BRANCH_END_X = 0.42
 
 
-def open_cabinet(sim: KitchenSim, robot: LockstepRobot) -> Outcome:
-    """Stand square in front of the cabinet at the standoff and open it as memory holds it."""
-    lo, hi = (tuple(float(v) for v in corner) for corner in sim.entity_box(CABINET))
-    middle = (lo[1] + hi[1]) / 2.0
-    stance = robot.run(PrimitiveRequest("move_to", TargetSpec(
-        position=(lo[0] - robot.profile.face_standoff, middle, 0.0), yaw=0.0)))
-    assert stance.success, stance
-    remembered = TargetSpec("cabinet_6", "cabinet", ((lo[0] + hi[0]) / 2.0, middle, hi[2] - 0.1))
-    return robot.run(PrimitiveRequest("open", remembered))
+@contextmanager
+def opened_cabinet(tidybot_dir: Path) -> Iterator[tuple[KitchenSim, Outcome]]:
+    """The layout's simulator after the robot opened the cabinet from the ordinary stance."""
+    sim = KitchenSim.from_scenario(generate_layout(load_scenario("long_horizon"), SEED),
+                                   tidybot_dir)
+    with lockstep_on(sim) as robot:
+        yield sim, open_from_the_ordinary_stance(sim, robot, CABINET, "cabinet_6")
 
 
 @pytest.fixture
@@ -82,10 +81,7 @@ def first_pull_stops_half_way(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]
 
 def test_an_open_the_arm_stopped_short_is_pulled_again_and_opens_wide(
         tidybot_dir: Path, first_pull_stops_half_way: dict[str, int]) -> None:
-    sim = KitchenSim.from_scenario(generate_layout(load_scenario("long_horizon"), SEED),
-                                   tidybot_dir)
-    with lockstep_on(sim) as robot:
-        outcome = open_cabinet(sim, robot)
+    with opened_cabinet(tidybot_dir) as (sim, outcome):
         counts = first_pull_stops_half_way
         assert counts["opens"] == 2 and counts["refused"] > 0
         assert outcome.measurements["second_pull"] == 1.0
@@ -109,10 +105,7 @@ def test_no_second_pull_when_the_handle_is_not_found_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(primitive_plans, "look_until", blind_after_the_pull)
-    sim = KitchenSim.from_scenario(generate_layout(load_scenario("long_horizon"), SEED),
-                                   tidybot_dir)
-    with lockstep_on(sim) as robot:
-        outcome = open_cabinet(sim, robot)
+    with opened_cabinet(tidybot_dir) as (sim, outcome):
         assert first_pull_stops_half_way["opens"] == 1
         assert outcome.code == "PARTIAL_OPEN" and not outcome.success, outcome
         assert outcome.measurements["second_pull"] == 0.0
@@ -125,10 +118,7 @@ def test_a_second_pull_that_cannot_move_it_leaves_the_first_outcome(
     """When the second pull gets no further (here the arm refuses it too), the first pull's
     PARTIAL_OPEN stands: a door that moved is no lock, whatever the second pull reported."""
     first_pull_stops_half_way["every_pull"] = 1
-    sim = KitchenSim.from_scenario(generate_layout(load_scenario("long_horizon"), SEED),
-                                   tidybot_dir)
-    with lockstep_on(sim) as robot:
-        outcome = open_cabinet(sim, robot)
+    with opened_cabinet(tidybot_dir) as (sim, outcome):
         assert first_pull_stops_half_way["opens"] == 2
         assert outcome.code == "PARTIAL_OPEN" and not outcome.success, outcome
         assert outcome.measurements["second_pull"] == 1.0
