@@ -353,11 +353,12 @@ class Motion:
         deadline = start + timeout_s
         near = 0
         best = (math.inf, math.inf, start)  # closest distance and turn so far, and since when
+        watch_turn = turn_tol is not None or stuck_s is not None  # a pull needs no turn
         while True:
             achieved, arot, _ = self.hand()
             err = float(np.linalg.norm(achieved - goal))
-            turn = float(
-                (Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot)).magnitude())
+            turn = float((Rotation.from_matrix(arot).inv() * Rotation.from_matrix(rot)
+                          ).magnitude()) if watch_turn else 0.0
             turned = turn_tol is None or turn <= turn_tol
             near = near + 1 if err <= p.ee_pos_tol and turned else 0
             if near >= 2:
