@@ -9,6 +9,7 @@ with other choices is refused, since the trials could no longer be compared.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -16,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,12 @@ from mimir.sim_job import scenario_instructions
 STARTUP_ALLOWANCE_S = 300.0
 #: Seconds a trial process gets to stop its nodes after SIGTERM before it is killed.
 STOP_GRACE_S = 30.0
+
+#: The thread count of Mesa's software rasteriser (llvmpipe, what EGL renders with where no
+#: GPU is). Left alone it starts a thread per core in every process; where more renderers run
+#: than there are cores (more trials than cores, or trials beside other work), a frame waits
+#: for its tiles' threads to be scheduled. A trial's share of the cores draws the same images.
+RASTER_THREADS_VAR = "LP_NUM_THREADS"
 
 Launch = Callable[[TrialSpec, Path, int], None]
 
@@ -75,12 +82,33 @@ def settle_manifest(root: Path, wanted: dict[str, Any]) -> None:
     path.write_text(json.dumps(wanted, indent=1, sort_keys=True))
 
 
-def trial_process(spec: TrialSpec, root: Path, domain: int) -> None:
-    """Run ``spec`` as a child process in ROS domain ``domain``; its output goes to
-    ``trial.log`` in the trial folder. A process past its time limit is stopped (SIGTERM,
-    then SIGKILL to its process group) and an ``error.json`` says so."""
+def trial_environment(domain: int, jobs: int, *, cores: int | None = None,
+                      base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a trial process: ``base`` (this process's environment by default)
+    with the trial's ROS domain and, unless ``base`` already sets it, the software
+    rasteriser's threads limited to the trial's share of ``cores`` (this process's CPUs by
+    default) among ``jobs`` trials at once.
+
+    Raises:
+        EvalConfigError: ``jobs`` or ``cores`` below one.
+    """
+    available = len(os.sched_getaffinity(0)) if cores is None else cores
+    if jobs < 1 or available < 1:
+        raise EvalConfigError(f"trials at once and cores must be at least 1, got {jobs} "
+                              f"and {available}")
+    env = dict(os.environ if base is None else base)
+    env["ROS_DOMAIN_ID"] = str(domain)
+    env.setdefault(RASTER_THREADS_VAR, str(max(1, available // jobs)))
+    return env
+
+
+def trial_process(spec: TrialSpec, root: Path, domain: int, *, jobs: int = 1) -> None:
+    """Run ``spec`` as a child process in ROS domain ``domain``, one of ``jobs`` trials at
+    once (:func:`trial_environment`); its output goes to ``trial.log`` in the trial folder. A
+    process past its time limit is stopped (SIGTERM, then SIGKILL to its process group) and an
+    ``error.json`` says so."""
     folder = spec.folder(root)
-    env = {**os.environ, "ROS_DOMAIN_ID": str(domain)}
+    env = trial_environment(domain, jobs)
     instructions = len(scenario_instructions(spec.scenario, spec.seed))
     limit = STARTUP_ALLOWANCE_S + spec.instruction_timeout_s * instructions
     with (folder / "trial.log").open("wb") as log:
@@ -110,7 +138,7 @@ def prepare(spec: TrialSpec, root: Path) -> None:
 
 
 def run_trials(specs: Sequence[TrialSpec], root: Path, *, jobs: int = 1,
-               launch: Launch = trial_process, show_progress: bool = True
+               launch: Launch | None = None, show_progress: bool = True
                ) -> list[TrialResult]:
     """Run every trial of ``specs`` that is not finished; the results of all, in spec order.
 
@@ -118,7 +146,8 @@ def run_trials(specs: Sequence[TrialSpec], root: Path, *, jobs: int = 1,
         specs: the trials.
         root: the evaluation folder.
         jobs: trials run at once (each claims a ROS domain while it runs).
-        launch: runs one prepared trial (the default starts :mod:`mimir.evaluation.trial`).
+        launch: runs one prepared trial (the default, :func:`trial_process`, starts
+            :mod:`mimir.evaluation.trial` as one of the trials run at once).
         show_progress: draw a progress bar on standard error.
 
     Raises:
@@ -146,13 +175,14 @@ def run_trials(specs: Sequence[TrialSpec], root: Path, *, jobs: int = 1,
         for _ in range(min(jobs, len(todo))):
             claimed.append(claim_domain_id(exclude=frozenset(claimed)))
             domains.put(claimed[-1])
+        run = launch or functools.partial(trial_process, jobs=len(claimed))
 
         def run_one(index: int) -> TrialResult:
             spec = specs[index]
             domain = domains.get()
             try:
                 prepare(spec, root)
-                launch(spec, root, domain)
+                run(spec, root, domain)
             finally:
                 domains.put(domain)
             result = read_trial(spec, root)

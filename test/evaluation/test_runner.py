@@ -15,7 +15,7 @@ import pytest
 from eval_helpers import finish_trial
 
 from mimir.evaluation.methods import EvalConfigError, Method
-from mimir.evaluation.runner import run_trials
+from mimir.evaluation.runner import RASTER_THREADS_VAR, run_trials, trial_environment
 from mimir.evaluation.trials import TrialSpec, read_trial, trial_specs
 from mimir.ros.domains import DOMAIN_LOCKS
 
@@ -119,3 +119,25 @@ def test_a_trial_that_ends_without_results_or_a_word_is_a_failure(tmp_path: Path
     # read back later (a report of the folder), they stay failures
     again = [read_trial(r.spec, tmp_path) for r in results]
     assert all(r.failed for r in again)
+
+
+def test_a_trial_gets_its_share_of_the_cores_for_software_rendering() -> None:
+    base = {"PATH": "/usr/bin", "ROS_DOMAIN_ID": "0"}
+    env = trial_environment(7, jobs=2, cores=2, base=base)
+    assert env == {"PATH": "/usr/bin", "ROS_DOMAIN_ID": "7", RASTER_THREADS_VAR: "1"}
+    assert base == {"PATH": "/usr/bin", "ROS_DOMAIN_ID": "0"}  # the caller's is left alone
+    assert trial_environment(7, jobs=1, cores=2, base=base)[RASTER_THREADS_VAR] == "2"
+    assert trial_environment(7, jobs=3, cores=8, base=base)[RASTER_THREADS_VAR] == "2"
+    assert trial_environment(7, jobs=4, cores=2, base=base)[RASTER_THREADS_VAR] == "1"
+
+
+def test_a_thread_count_the_caller_set_is_kept() -> None:
+    env = trial_environment(3, jobs=2, cores=2, base={RASTER_THREADS_VAR: "4"})
+    assert env[RASTER_THREADS_VAR] == "4"
+
+
+def test_no_share_of_no_cores() -> None:
+    with pytest.raises(EvalConfigError, match="at least 1"):
+        trial_environment(3, jobs=0, cores=2, base={})
+    with pytest.raises(EvalConfigError, match="at least 1"):
+        trial_environment(3, jobs=2, cores=0, base={})
