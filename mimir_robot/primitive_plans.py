@@ -240,12 +240,19 @@ def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
 def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
     """Open or close: find the handle in a view stamped at or after ``after`` and pull/push."""
     ex = ctx.executor
+    opening = req.primitive == "open"
+    # a fixture this executor has not moved stands closed: its handle is on its front, and one
+    # out in front of it is a neighbour's (an open door's); a moved one may carry its own out
+    closed = opening and req.target.target_id not in ex.opened
 
     def handle(v: tg.CameraView, f: tg.Found) -> tuple[GraspTarget, Articulation, pt.FrontFace]:
+        return tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel, closed=closed)
+
+    def moved_handle(v: tg.CameraView, f: tg.Found
+                     ) -> tuple[GraspTarget, Articulation, pt.FrontFace]:
         return tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel)
 
     view, _found, (grasp, art, front) = look_until(ctx, req.target, after, handle)
-    opening = req.primitive == "open"
     fits = opening and ex.in_reach_to_open(grasp, art)
     shift = ex.pull_stance(grasp, art) if opening and not fits else None
     stepped = 0.0
@@ -289,7 +296,7 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
             out.measurements.get("path_fraction", 0.0) >= ctx.profile.moved_fraction):
         ex.opened.add(req.target.target_id)  # it moved: it may stand open from now on
     if out.code == PARTIAL_OPEN:
-        out = _pull_again(req, ctx, out, handle)
+        out = _pull_again(req, ctx, out, moved_handle)
     return out
 
 

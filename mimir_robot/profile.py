@@ -98,6 +98,9 @@ class RobotProfile:
     max_pull_shift: float = _fixed(
         0.5, "m the base may move before a pull so that the whole pull stays in reach")
     min_face_width: float = _fixed(0.25, "m: a target's front at least this wide is a fixture")
+    handle_proud_max: float = _fixed(
+        0.15, "m in front of (or behind) a closed fixture's front within which its handle stands; "
+        "a handle further out hangs on something in front of it, such as a neighbour's open door")
     pregrasp_distance: float = _fixed(0.2, "m backed off along the approach before a grasp")
     grasp_depth: float = _fixed(0.01, "m from a part's visible surface to the point gripped")
     pad_offset: float = _fixed(0.022, "m the finger pads' centre lies ahead of the tool point")
@@ -148,7 +151,7 @@ class RobotProfile:
                      "drawer_open_distance", "path_step", "fixture_depth", "place_headroom",
                      "place_radius", "place_edge_margin", "place_standoff", "max_place_step",
                      "inspect_standoff", "shoulder_height", "wrist_setback",
-                     "min_wrist_reach", "max_pull_shift"):
+                     "min_wrist_reach", "max_pull_shift", "handle_proud_max"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
                      "stall_press_s", "route_margin",

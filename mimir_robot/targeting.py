@@ -210,13 +210,20 @@ def move_face(face: pt.FrontFace, transform: FloatArray) -> pt.FrontFace:
 
 
 def handle_target(view: CameraView, found: Found, profile: RobotProfile, now: float,
-                  pixel: tuple[float, float] | None = None
+                  pixel: tuple[float, float] | None = None, *, closed: bool = False
                   ) -> tuple[GraspTarget, Articulation, pt.FrontFace]:
     """Grasp on the target fixture's handle, a guess of its motion, and its front face.
 
     The handle is the ``handle`` part that touches the fixture's mask most. The approach is
     against the fixture's front face; the hinge (a door) or slide (a drawer) is guessed from
     where the handle sits on that face.
+
+    With ``closed`` (the fixture should stand closed: an open the robot has not pulled on
+    before), the handle must also stand on the fixture's front: one whose depth lies more than
+    ``handle_proud_max`` in front of or behind that plane hangs on something else, such as a
+    neighbour's door swung open in front of it, and is passed over however much of the mask it
+    covers. A partly open door carries its own handle out of that plane, so closes and further
+    pulls leave ``closed`` off.
 
     Raises:
         UnknownTargetError: no handle on the fixture in view.
@@ -225,16 +232,23 @@ def handle_target(view: CameraView, found: Found, profile: RobotProfile, now: fl
     if view.parts is None:
         raise UnknownTargetError(f"the {view.camera} camera has no part segmentation")
     grown = _dilate(found.mask, 7)
-    best, best_overlap = None, 0
+    front = _closed_front(view, found, profile) if closed else None
+    best, best_overlap, off_front = None, 0, 0
     for info in view.parts.instances:
         if label_key(info.label) != HANDLE_LABEL:
             continue
         mask = view.parts.mask(info.instance_id)
         overlap = int(np.count_nonzero(mask & grown))
-        if overlap > best_overlap:
-            best, best_overlap = mask, overlap
+        if overlap <= best_overlap:
+            continue
+        if front is not None and _proud_of(view, mask, front) > profile.handle_proud_max:
+            off_front += 1
+            continue
+        best, best_overlap = mask, overlap
     if best is None:
-        raise UnknownTargetError(f"no handle seen on the target in the {view.camera} camera")
+        away = f" ({off_front} off its front)" if off_front else ""
+        raise UnknownTargetError(
+            f"no handle seen on the target in the {view.camera} camera{away}")
     config = pt.PointingConfig(closing_axis=profile.finger_axis,  # type: ignore[arg-type]
                                max_age_s=2.0)
     result = pt.point_at(best, view.depth, view.intrinsics, view.base_from_camera,
@@ -250,6 +264,26 @@ def handle_target(view: CameraView, found: Found, profile: RobotProfile, now: fl
     else:  # a drawer, or a face the guess cannot place: pull straight out along the normal
         art = Articulation("prismatic", np.asarray(face.normal))
     return grasp, art, face
+
+
+def _closed_front(view: CameraView, found: Found, profile: RobotProfile) -> pt.FrontFace | None:
+    """The plane of a fixture's front from its own mask, or None where no wide front fits."""
+    try:
+        face = pt.fit_front_face(found.mask, view.depth, view.intrinsics, view.base_from_camera,
+                                 config=FACE_CONFIG)
+    except pt.PointingError:
+        return None
+    return face if face.width_m >= profile.min_face_width else None
+
+
+def _proud_of(view: CameraView, mask: npt.NDArray[np.bool_], face: pt.FrontFace) -> float:
+    """How far (m) the part under ``mask`` stands off ``face``'s plane, at the median of its
+    depth points (0 where it has none: nothing to tell it by)."""
+    pts = _points_base(view, mask)
+    if len(pts) == 0:
+        return 0.0
+    offsets = (pts - np.asarray(face.center)) @ np.asarray(face.normal)
+    return abs(float(np.median(offsets)))
 
 
 def object_target(view: CameraView, found: Found, profile: RobotProfile, now: float,

@@ -18,7 +18,7 @@ from test_pointing import INTRINSICS, Rect, camera_pose, door, render, vertical_
 from mimir_perception.segmentation import SegmentationResult, compose_instances
 from mimir_robot import targeting as tg
 from mimir_robot.primitive_plans import PlanContext, _front_of, look_until, plan_and_run
-from mimir_robot.profile import RobotProfile
+from mimir_robot.profile import ProfileError, RobotProfile
 from mimir_robot.requests import PrimitiveRequest, TargetSpec, UnknownTargetError
 
 PROFILE = RobotProfile()
@@ -141,6 +141,46 @@ def test_a_fixture_without_a_handle_in_view_is_refused() -> None:
                              view.base_from_camera, view.map_from_base, view.objects, None)
     with pytest.raises(UnknownTargetError, match="no part segmentation"):
         tg.handle_target(no_parts, found, PROFILE, STAMP)
+
+
+def open_neighbour_handle(y: float = 0.1, standoff: float = 0.35) -> Rect:
+    """A neighbour's door swung open in front of the target carries its handle out here: a
+    larger bar than the target's own, ``standoff`` m in front of the target's front."""
+    return Rect((1.0 - standoff, y, 0.95), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), 0.03, 0.16)
+
+
+def neighbour_scene(own: bool = True) -> tuple[tg.CameraView, tg.Found]:
+    rects = [door(width=0.6), open_neighbour_handle()]
+    parts = {1: "handle"}
+    if own:
+        rects.append(vertical_bar(-0.22, length=0.1))
+        parts[2] = "handle"
+    view = view_of(rects, ["cabinet"] + [""] * (len(rects) - 1), parts)
+    return view, tg.find_target(view, TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9)))
+
+
+def test_a_closed_fixture_is_gripped_by_the_handle_on_its_front() -> None:
+    """A neighbour's open door hangs its handle in front of the target and covers more of the
+    target's mask than the target's own: an open of a closed fixture takes the one on its
+    front; a pull on a door that may stand open (its handle out of the plane) takes the one
+    covering the mask most, as before."""
+    view, found = neighbour_scene()
+    grasp, _, _ = tg.handle_target(view, found, PROFILE, STAMP, closed=True)
+    assert grasp.point[0] > 0.95 and grasp.point[1] == pytest.approx(-0.22, abs=0.02)
+    loose, _, _ = tg.handle_target(view, found, PROFILE, STAMP)
+    assert loose.point[0] < 0.7 and loose.point[1] == pytest.approx(0.1, abs=0.03)
+
+
+def test_a_closed_fixture_with_only_a_handle_off_its_front_in_view_is_refused() -> None:
+    view, found = neighbour_scene(own=False)
+    with pytest.raises(UnknownTargetError, match=r"no handle seen on the target .*1 off its front"):
+        tg.handle_target(view, found, PROFILE, STAMP, closed=True)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, float("nan")])
+def test_a_profile_without_room_for_a_handle_is_refused(value: float) -> None:
+    with pytest.raises(ProfileError, match="handle_proud_max"):
+        dataclasses.replace(PROFILE, handle_proud_max=value)
 
 
 def test_object_target_grips_level_round_the_middle() -> None:
@@ -345,3 +385,19 @@ def test_a_handle_one_camera_misses_is_taken_from_the_next_in_the_same_look() ->
     assert "no handle seen on the target in the pole camera" in str(err.value)
     assert "wrist: no fresh frame" in str(err.value)
     assert len(asked) == 3 * PROFILE.target_looks
+
+
+def test_an_open_passes_over_a_handle_off_the_front_until_the_fixture_has_moved() -> None:
+    """The executor's open of a fixture it has not moved refuses the neighbour's handle; once
+    it has moved the fixture (a door that may stand partly open), the handle is taken."""
+    spec = TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))
+    ex, _robot, _arm, _samples = make_executor()
+    ctx, _asked = _context([neighbour_scene(own=False)[0]] * 4, RobotProfile(target_looks=1))
+    ctx = dataclasses.replace(ctx, executor=ex)
+    with pytest.raises(UnknownTargetError, match="off its front"):
+        plan_and_run(PrimitiveRequest("open", spec), ctx)
+    ex.opened.add("cabinet_1")
+    ctx, _asked = _context([neighbour_scene(own=False)[0]] * 4, RobotProfile(target_looks=1))
+    ctx = dataclasses.replace(ctx, executor=ex)
+    out = plan_and_run(PrimitiveRequest("open", spec), ctx)
+    assert out.code == "MISSED_GRASP", out  # the grasp was tried (the fake hand holds nothing)
