@@ -94,9 +94,13 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
     """The instance of ``view.objects`` that ``spec`` names.
 
     An instance of the remembered label matches when its centre lies within ``slack`` plus half
-    its own extent of the remembered position (a cabinet's remembered centre moves when its door
-    opens; a bottle's does not, and the bottle beside it must not pass for it), and never further
-    than ``max_distance``; the nearest match wins.
+    its own largest extent of the remembered position (a cabinet's remembered centre moves when
+    its door opens; a bottle's does not, and the bottle beside it must not pass for it), or when
+    along every axis the remembered position lies within ``slack`` plus half the instance's
+    extent on that axis of its centre (a tall fixture whose remembered centre sits low in it,
+    fused from close views of its lower part, while the camera now sees it whole: far from the
+    centre in height but inside what is seen), and never further than ``max_distance``; the
+    nearest match wins.
 
     Raises:
         UnknownTargetError: no instance with a compatible label and usable depth lies close
@@ -116,8 +120,10 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
         centre_map = transform_points(view.map_from_base, centre[None, :])[0]
         dist = (float(np.linalg.norm(centre_map - np.asarray(spec.position)))
                 if spec.position is not None else 0.0)
-        extent = float(np.max(np.percentile(pts, 95, axis=0) - np.percentile(pts, 5, axis=0)))
-        if dist <= min(max_distance, slack + extent / 2.0):
+        extents = np.percentile(pts, 95, axis=0) - np.percentile(pts, 5, axis=0)
+        if dist <= min(max_distance, slack + float(np.max(extents)) / 2.0) or (
+                dist <= max_distance and spec.position is not None
+                and _within_extent(view, spec.position, centre_map, extents + 2.0 * slack)):
             found.append(Found(info.instance_id, mask, centre, centre_map, dist))
         else:
             misses.append(dist)
@@ -133,6 +139,15 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
             f"{spec.describe()} is not in view of the {view.camera} camera near where memory "
             f"has it{seen}")
     return min(found, key=lambda f: f.distance)
+
+
+def _within_extent(view: CameraView, position: tuple[float, float, float],
+                   centre_map: FloatArray, extents_base: FloatArray) -> bool:
+    """Whether ``position`` (map) lies in the box of ``extents_base`` (base_link axes) centred on
+    ``centre_map``."""
+    rotation = np.asarray(view.map_from_base, dtype=np.float64)[:3, :3]
+    offset = rotation.T @ (np.asarray(position, dtype=np.float64) - centre_map)
+    return bool(np.all(np.abs(offset) <= extents_base / 2.0))
 
 
 # -- base ----------------------------------------------------------------------------------------
