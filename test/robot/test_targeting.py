@@ -71,6 +71,51 @@ def test_a_large_fixture_matches_with_more_slack() -> None:
     assert found.distance > 0.25
 
 
+def tall_front() -> Rect:
+    """A cabinet front 0.8 m high whose lower half the pitched camera does not see: the seen part
+    spans about 0.54 m across and 0.37 m in height round a centre at 0.71 m."""
+    return door(width=0.6, height=0.8, center_z=0.5)
+
+
+def test_a_fixture_remembered_low_in_what_is_seen_of_it_matches() -> None:
+    view = view_of([tall_front()], ["cabinet"])
+    # memory fused close views of the lower part: its centre sits 0.41 m from the seen centre,
+    # more than slack plus half the largest extent, but inside the seen extent axis by axis
+    found = tg.find_target(view, TargetSpec("cabinet_5", "cabinet", (1.0, 0.3, 0.45)))
+    assert 0.39 < found.distance < 0.45
+
+
+def test_the_extent_test_runs_along_the_base_axes_wherever_the_base_stands() -> None:
+    yaw = math.radians(70.0)
+    map_from_base = np.eye(4)
+    map_from_base[:3, :3] = [[math.cos(yaw), -math.sin(yaw), 0.0],
+                             [math.sin(yaw), math.cos(yaw), 0.0], [0.0, 0.0, 1.0]]
+    map_from_base[:3, 3] = (2.0, -1.0, 0.0)
+    view = dataclasses.replace(view_of([tall_front()], ["cabinet"]), map_from_base=map_from_base)
+    remembered = tuple(float(v) for v in map_from_base @ np.array([1.0, 0.3, 0.45, 1.0]))[:3]
+    found = tg.find_target(view, TargetSpec("cabinet_5", "cabinet", remembered))
+    assert 0.39 < found.distance < 0.45
+
+
+@pytest.mark.parametrize(("remembered", "why"), [
+    ((1.0, 0.0, 0.3), "below what is seen by more than the slack"),
+    ((1.3, 0.3, 0.45), "behind the seen front by more than the slack"),
+    ((1.0, 0.5, 0.7), "beside what is seen by more than the slack"),
+])
+def test_a_fixture_remembered_outside_what_is_seen_of_it_is_refused(
+        remembered: tuple[float, float, float], why: str) -> None:
+    view = view_of([tall_front()], ["cabinet"])
+    with pytest.raises(UnknownTargetError, match="nearest candidate"):
+        tg.find_target(view, TargetSpec("cabinet_5", "cabinet", remembered))
+
+
+def test_inside_what_is_seen_is_still_no_further_than_the_tolerance() -> None:
+    view = view_of([tall_front()], ["cabinet"])
+    with pytest.raises(UnknownTargetError, match=r"nearest candidate 0\.4"):
+        tg.find_target(view, TargetSpec("cabinet_5", "cabinet", (1.0, 0.3, 0.45)),
+                       max_distance=0.35)
+
+
 @pytest.mark.parametrize("spec", [
     TargetSpec("mustard_1", "mustard", (1.0, 0.15, 0.85)),   # no such label in view
     TargetSpec("ketchup_1", "ketchup", None),                # two candidates, no position
