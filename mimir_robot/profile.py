@@ -119,7 +119,8 @@ class RobotProfile:
     target_looks: int = _fixed(
         3, "fresh views taken before a target, or the part to grasp on it, counts as unseen")
     match_slack: float = _fixed(
-        0.12, "m beyond half its own size that a seen instance may lie from the remembered spot")
+        0.12, "m beyond half its own size that a seen instance may lie from the remembered spot "
+        "(its largest extent, or its extent along each base axis)")
     fixture_depth: float = _fixed(
         0.6, "m behind a remembered front within which a target counts as inside that fixture")
     inspect_standoff: float = _fixed(0.15, "m in front of a fixture's front the wrist looks in")
