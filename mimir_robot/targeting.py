@@ -97,8 +97,8 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
     its own largest extent of the remembered position (a cabinet's remembered centre moves when
     its door opens; a bottle's does not, and the bottle beside it must not pass for it), or when
     along every axis the remembered position lies within ``slack`` plus half the instance's
-    extent on that axis of its centre (a tall fixture whose remembered centre sits low in it,
-    fused from close views of its lower part, while the camera now sees it whole: far from the
+    extent on that axis of its centre (a tall fixture whose remembered centre memory pulled low
+    from views that showed only its foot, while the camera now sees it whole: far from the seen
     centre in height but inside what is seen), and never further than ``max_distance``; the
     nearest match wins.
 
