@@ -245,6 +245,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    if args.against:
+        return _eval_against(args)
     from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
 
     from mimir.evaluation.archive import ArchiveError  # noqa: PLC0415
@@ -255,9 +257,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from mimir.ros.domains import NoFreeDomainError  # noqa: PLC0415
     from mimir.sim_job import SimJobError  # noqa: PLC0415
 
+    out = Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    out = Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
     options = EvalOptions(
         scenario=args.scenario, methods=args.methods, trials=args.trials, first_seed=args.seed,
         profile=args.profile, noise_scales=tuple(args.noise_scale), jobs=args.jobs, out=out,
@@ -272,6 +274,28 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     except SimJobError as err:
         raise UserError(str(err), err.hint) from err
     print(f"report: {report}")
+    return 0
+
+
+def _eval_against(args: argparse.Namespace) -> int:
+    """``mimir eval --against``: pair two evaluations' trials and report what changed."""
+    from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
+
+    from mimir.evaluation.paired import PairingError, compare, report_lines  # noqa: PLC0415
+    from mimir.evaluation.trials import TrialFileError  # noqa: PLC0415
+
+    before = Path(args.against)
+    after = Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
+
+    try:
+        found = compare(before, after)
+    except (PairingError, TrialFileError) as err:
+        raise UserError(str(err), "see 'mimir eval --help'") from err
+    lines = report_lines(found, str(before), str(after))
+    print("\n".join(lines))
+    path = after / "against.md"
+    path.write_text("\n".join(lines) + "\n")
+    print(f"report: {path}")
     return 0
 
 

@@ -79,4 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any],
                           help="at the end, write the finished trials' records (results, "
                                "traces, retrieval figures; about 60 kB a trial) to this new "
                                ".tar.gz")
+    evaluate.add_argument("--against", default="", metavar="FOLDER",
+                          help="run nothing: pair the finished trials in --out with the same "
+                               "trials (method, noise scale, seed) in FOLDER, an evaluation "
+                               "of other code, and write what changed to --out/against.md")
     evaluate.set_defaults(handler=handler)

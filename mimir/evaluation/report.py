@@ -51,7 +51,9 @@ class Retrieval:
     """Wall time each planner call that read keyframes spent retrieving them (s)."""
 
 
-def _json_lines(path: Path) -> list[dict[str, Any]]:
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file of a trial (none when it is missing); a line that is
+    not JSON (cut by a killed process) is passed over."""
     if not path.is_file():
         return []
     rows = []
@@ -66,7 +68,7 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
 
 def planner_calls(folder: Path) -> list[dict[str, Any]]:
     """The planner's trace of a trial (one record per planner call)."""
-    return _json_lines(folder / "memory" / "planner_trace.jsonl")
+    return json_lines(folder / "memory" / "planner_trace.jsonl")
 
 
 def retrieval(folder: Path) -> Retrieval:
@@ -424,7 +426,7 @@ def failure_story(result: TrialResult, root: Path) -> list[str]:
     calls (the first that went wrong marked), and the verdicts memory gave meanwhile."""
     folder = result.spec.folder(root)
     calls = planner_calls(folder)
-    trace = _json_lines(folder / "trace.jsonl")
+    trace = json_lines(folder / "trace.jsonl")
     lines: list[str] = []
     for row in result.instructions:
         if row.get("success"):
