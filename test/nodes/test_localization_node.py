@@ -97,18 +97,8 @@ def test_localizes_publishes_and_holds(
     ros_context: Context, ros_executor: MultiThreadedExecutor, spin_node: Node,
     tag_file: Path, wait_for: Callable[..., bool],
 ) -> None:
-    params = {"fiducial_map": str(tag_file), "publish_rate_hz": 20.0,
-              "diagnostics_period": 0.2, "max_rate_hz": 20.0}
-    node = LocalizationNode(context=ros_context,
-                            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-    ros_executor.add_node(node)
-    TransformPublisher(spin_node, static=True).send(
-        [matrix_to_transform(BASE_FROM_CAMERA, "base_link", OPTICAL, 0.0)])
-    odom = TransformPublisher(spin_node)
-    drv = Driver(spin_node)
-    assert wait_for(lambda: drv.image.get_subscription_count() > 0
-                    and drv.info.get_subscription_count() > 0)
-    view = render_tags(parse_fiducial_map(TAGS), TRUTH @ BASE_FROM_CAMERA, INTR)
+    _, odom, drv, view = _mounted_node(ros_context, ros_executor, spin_node, wait_for,
+                                       fiducial_map=str(tag_file), publish_rate_hz=20.0)
 
     # Bad input first: an image before any camera info is skipped and counted.
     assert wait_for(lambda: (drv.send(view.image, 9.0, info=False), wait_for(

@@ -28,3 +28,18 @@ def sim_of(data: Mapping[str, Any], folder: Path, tidybot_dir: Path,
         yield sim
     finally:
         sim.shutdown()
+
+
+@contextmanager
+def kitchen_sim(tidybot_dir: Path, start: tuple[float, float, float] | None = None,
+                seed: int = 2) -> Iterator[KitchenSim]:
+    """The Locked-and-Unlocked kitchen simulated with ``seed``, the base reset to ``start``
+    (x, y, yaw) when given; shut down afterwards."""
+    sim = KitchenSim(build_scene(load_scenario("locked_unlocked"), tidybot_dir),
+                     SimConfig(seed=seed))
+    try:
+        if start is not None:
+            sim.reset(start)
+        yield sim
+    finally:
+        sim.shutdown()

@@ -13,18 +13,17 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import pytest
+from scene_helpers import kitchen_sim
 
 from mimir_robot import contract as c
 from mimir_robot.primitive_plans import locate
 from mimir_robot.requests import PrimitiveRequest, TargetSpec
 from mimir_robot.targeting import handle_target
 from mimir_sim.bridge_config import label_map_for, resolve_vocabulary
-from mimir_sim.config import SimConfig
 from mimir_sim.lockstep import LockstepRobot
 from mimir_sim.noise import ArmNoise, NoiseProfile, OdometryNoise
 from mimir_sim.robot_servers import SimRobotDrives
 from mimir_sim.scenario import load_scenario
-from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim
 
 PERIOD = c.CONTROL_PERIOD_S
@@ -35,10 +34,8 @@ DRIFTY = NoiseProfile(name="drifty", odometry=OdometryNoise(
 
 @pytest.fixture
 def sim(tidybot_dir: Path) -> Iterator[KitchenSim]:
-    s = KitchenSim(build_scene(load_scenario("locked_unlocked"), tidybot_dir), SimConfig(seed=2))
-    s.reset(START)
-    yield s
-    s.shutdown()
+    with kitchen_sim(tidybot_dir, START) as s:
+        yield s
 
 
 def _drive_forward(sim: KitchenSim, noise: NoiseProfile | None, seed: int

@@ -14,6 +14,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco
 import numpy as np
 import pytest
+from scene_helpers import kitchen_sim
 from scipy.spatial.transform import Rotation, Slerp
 
 from mimir_robot import contract as c
@@ -25,7 +26,6 @@ from mimir_robot.rpc import (
     RobotUnreachableError,
     parse_arm_state,
 )
-from mimir_sim.config import SimConfig
 from mimir_sim.robot import BASE_JOINTS, HOME_ARM, READY_ARM
 from mimir_sim.robot_servers import (
     ActionRefusedError,
@@ -38,8 +38,6 @@ from mimir_sim.robot_servers import (
     SimRobotDrives,
     SimRobotServers,
 )
-from mimir_sim.scenario import load_scenario
-from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim
 from mimir_sim.sim_thread import SimThread
 
@@ -49,10 +47,8 @@ START = (-0.3, 0.2, 0.8)  # free floor, away from the world origin and turned
 
 @pytest.fixture
 def sim(tidybot_dir: Path) -> Iterator[KitchenSim]:
-    s = KitchenSim(build_scene(load_scenario("locked_unlocked"), tidybot_dir), SimConfig(seed=2))
-    s.reset(START)
-    yield s
-    s.shutdown()
+    with kitchen_sim(tidybot_dir, START) as s:
+        yield s
 
 
 def _stream(drives: SimRobotDrives, ctl: SimBase | SimArm, action: dict[str, np.ndarray],

@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import pytest
+from scene_helpers import kitchen_sim
 
-from mimir_sim.config import SimConfig
 from mimir_sim.errors import StepListenerError, UnknownEntityError
-from mimir_sim.scenario import load_scenario
-from mimir_sim.scene import build_scene
 from mimir_sim.sim import KitchenSim
 
 PERIOD = 0.1
 
 
 @pytest.fixture(scope="module")
-def sim(tidybot_dir):  # type: ignore[no-untyped-def]
-    s = KitchenSim(build_scene(load_scenario("locked_unlocked"), tidybot_dir), SimConfig(seed=2))
-    yield s
-    s.shutdown()
+def sim(tidybot_dir: Path) -> Iterator[KitchenSim]:
+    with kitchen_sim(tidybot_dir) as s:
+        yield s
 
 
 def _spacing_ok(times: list[float], period: float, dt: float) -> bool:
