@@ -22,7 +22,10 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Exit status of a user error (the same as argparse uses for a bad command line).
 USER_ERROR_STATUS = 2
@@ -257,9 +260,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from mimir.ros.domains import NoFreeDomainError  # noqa: PLC0415
     from mimir.sim_job import SimJobError  # noqa: PLC0415
 
-    out = Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    out = _eval_folder(args)
     options = EvalOptions(
         scenario=args.scenario, methods=args.methods, trials=args.trials, first_seed=args.seed,
         profile=args.profile, noise_scales=tuple(args.noise_scale), jobs=args.jobs, out=out,
@@ -277,6 +280,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_folder(args: argparse.Namespace) -> Path:
+    """``mimir eval``'s evaluation folder: ``--out``, else evals/<scenario>-<profile>."""
+    from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
+
+    return Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
+
+
 def _eval_against(args: argparse.Namespace) -> int:
     """``mimir eval --against``: pair two evaluations' trials and report what changed."""
     from pathlib import Path  # noqa: PLC0415 - keep the CLI start fast
@@ -284,9 +294,7 @@ def _eval_against(args: argparse.Namespace) -> int:
     from mimir.evaluation.paired import PairingError, compare, report_lines  # noqa: PLC0415
     from mimir.evaluation.trials import TrialFileError  # noqa: PLC0415
 
-    before = Path(args.against)
-    after = Path(args.out or f"evals/{Path(args.scenario).stem}-{Path(args.profile).stem}")
-
+    before, after = Path(args.against), _eval_folder(args)
     try:
         found = compare(before, after)
     except (PairingError, TrialFileError) as err:

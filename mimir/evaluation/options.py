@@ -81,6 +81,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any],
                                ".tar.gz")
     evaluate.add_argument("--against", default="", metavar="FOLDER",
                           help="run nothing: pair the finished trials in --out with the same "
-                               "trials (method, noise scale, seed) in FOLDER, an evaluation "
-                               "of other code, and write what changed to --out/against.md")
+                               "trials (scenario, method, noise scale, seed) in FOLDER, an "
+                               "evaluation of other code, and write what changed to "
+                               "--out/against.md")
     evaluate.set_defaults(handler=handler)
