@@ -1,27 +1,70 @@
-"""``mimir record``: the command line of the bag recorder (:mod:`mimir.nodes.bags.recorder`).
+"""``mimir record``: record live topics into a bag (:func:`record`) and its command line.
 
-Records live topics into an mcap rosbag2 bag folder without the ``ros2`` command; see the
-recorder module for the bag layout, QoS and stopping.
+Records live topics into an mcap rosbag2 bag folder without the ``ros2`` command. The recording
+node and how it stops: :mod:`mimir.nodes.bags.recorder`; the default topics and their QoS:
+:mod:`mimir.nodes.bags.topics`; the bag's layout on disk: :mod:`mimir.bag_writer`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mimir.bag_writer import default_output
 from mimir.bags import BagError
 from mimir.nodes.bags.recorder import (
     BYTES_PER_MB,
     USAGE_ERROR_STATUS,
     BagRecorder,
-    default_output,
-    default_topics,
-    record,
+    RecordSummary,
 )
+from mimir.nodes.bags.topics import default_topics
+from mimir.signals import handling
 from mimir_robot import contract
+
+if TYPE_CHECKING:
+    from rclpy.context import Context
+
+
+def stop_on_signals(stop: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+    """SIGINT and SIGTERM call ``stop`` while the block runs (main thread only)."""
+    return handling((signal.SIGINT, signal.SIGTERM), lambda _sig, _frame: stop())
+
+
+def record(output: Path | str, topics: Sequence[str], *, duration_s: float | None = None,
+           namespace: str = "", split_size_bytes: int | None = None,
+           context: Context | None = None, handle_signals: bool = False,
+           on_open: Callable[[BagRecorder], None] | None = None) -> RecordSummary:
+    """Record ``topics`` into the bag folder ``output`` until ``duration_s`` passes or, with
+    ``handle_signals``, SIGINT or SIGTERM arrives; the bag is closed in every case.
+
+    ``on_open`` is called once the bag is open and the node subscribed to what it found.
+
+    Raises:
+        BagError: the recording was refused (names, output folder) or the bag failed.
+    """
+
+    if duration_s is not None and not duration_s > 0.0:
+        raise BagError(f"duration must be positive, got {duration_s} s")
+    recorder = BagRecorder(output, topics, namespace=namespace,
+                           split_size_bytes=split_size_bytes, context=context)
+    signals = (stop_on_signals(recorder.request_stop) if handle_signals
+               else contextlib.nullcontext())
+    with signals:
+        recorder.open()
+        try:
+            if on_open is not None:
+                on_open(recorder)
+            recorder.spin(duration_s)
+        finally:
+            summary = recorder.close()
+    return summary
 
 
 def _positive_number(text: str) -> float:

@@ -30,14 +30,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Float64
 from tf2_msgs.msg import TFMessage
 
+from mimir.bag_writer import RECORD_OVERHEAD_BYTES
 from mimir.bags import BagError, typestore
 from mimir.cli import build_parser, main
-from mimir.nodes.bags.recorder import (
-    RECORD_OVERHEAD_BYTES,
-    BagRecorder,
-    default_topics,
-    record,
-)
+from mimir.nodes.bags.recorder import BagRecorder
+from mimir.nodes.bags.topics import default_topics
+from mimir.record import record
 from mimir.ros import qos
 from mimir_msgs.msg import InteractionEvent
 
