@@ -7,11 +7,7 @@ import math
 import pytest
 from memory_helpers import obs
 
-from mimir.nodes.memory.messages import (
-    MessageValueError,
-    node_update_from_msg,
-    node_update_to_msg,
-)
+from mimir.nodes.memory.messages import MessageValueError, node_update_from_msg, node_update_to_msg
 from mimir_memory.errors import DuplicateEventError, InvalidValueError, UnknownNodeError
 from mimir_memory.events import EventKind, Evidence, Source, Verdict
 from mimir_memory.updates import (

@@ -18,7 +18,7 @@ from ros_helpers import DiagnosticsCounters
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
-from mimir.nodes.memory.messages import observation_from_msg, view_from_msg
+from mimir.nodes.memory.observation_messages import observation_from_msg, view_from_msg
 from mimir.nodes.perception.deprojection_node import DeprojectionNode
 from mimir.nodes.perception.messages import intrinsics_to_camera_info, segmentation_to_msg
 from mimir.ros import qos

@@ -16,7 +16,8 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_helpers import observation_batch, observation_msg
 
-from mimir.nodes.memory.messages import MessageValueError, view_from_msg, view_to_msg
+from mimir.nodes.memory.messages import MessageValueError
+from mimir.nodes.memory.observation_messages import view_from_msg, view_to_msg
 from mimir.nodes.memory.scene_graph_node import SceneGraphConfig, SceneGraphNode
 from mimir.ros import qos
 from mimir_memory.config import MemoryConfig

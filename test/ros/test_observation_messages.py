@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mimir.nodes.memory.messages import (
+from mimir.nodes.memory.observation_messages import (
     observation_from_msg,
     observation_to_msg,
     observations_from_msg,

@@ -34,16 +34,16 @@ from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
 from mimir.bounds import BoundsError
-from mimir.nodes.memory.keyframe_params import KeyframeConfig
-from mimir.nodes.memory.keyframe_services import StoreServices
-from mimir.nodes.memory.keyframe_views import CameraViews
-from mimir.nodes.memory.markers import frustum_markers
-from mimir.nodes.memory.messages import (
-    MessageValueError,
+from mimir.nodes.memory.keyframe_messages import (
     instances_from_msg,
     trigger_from_msg,
     trigger_to_msg,
 )
+from mimir.nodes.memory.keyframe_params import KeyframeConfig
+from mimir.nodes.memory.keyframe_services import StoreServices
+from mimir.nodes.memory.keyframe_views import CameraViews
+from mimir.nodes.memory.markers import frustum_markers
+from mimir.nodes.memory.messages import MessageValueError
 from mimir.paths import config_file, data_dir
 from mimir.ros import qos
 from mimir.ros.diagnostics import NodeCounters

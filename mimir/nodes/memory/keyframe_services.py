@@ -10,11 +10,8 @@ import numpy as np
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node
 
-from mimir.nodes.memory.messages import (
-    MessageValueError,
-    keyframe_to_msg,
-    triggers_for_query,
-)
+from mimir.nodes.memory.keyframe_messages import keyframe_to_msg, triggers_for_query
+from mimir.nodes.memory.messages import MessageValueError
 from mimir.ros.images import numpy_to_image
 from mimir.ros.time import to_seconds
 from mimir_memory.errors import MemoryStoreError, failure_class

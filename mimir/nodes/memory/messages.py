@@ -1,39 +1,27 @@
-"""Conversions between the memory cores and mimir_msgs.
+"""Conversions between the memory cores and mimir_msgs: the scene graph, memory events and
+node updates, with the small field helpers the sibling converters share.
 
-Used by the scene graph node, the keyframe node and every node that reads memory through
-services (analyzer, planner). Values of properties travel as JSON text (``value_json``).
+Used by the scene graph node and every node that reads or writes memory through services
+(analyzer, planner). Values of properties travel as JSON text (``value_json``). Observations and
+camera views: :mod:`.observation_messages`; keyframes: :mod:`.keyframe_messages`.
 """
 
 from __future__ import annotations
 
-import array
 import json
 import math
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-from geometry_msgs.msg import Point, Pose
+from geometry_msgs.msg import Point
 
 from mimir.bounds import DEFAULT_BOUNDS, Bounds, BoundsError
-from mimir.ros.images import ImageConversionError, image_to_numpy
 from mimir.ros.time import from_seconds, to_seconds
-from mimir.transforms import (
-    InvalidTransformError,
-    matrices_to_quaternions,
-    matrix_to_quaternion,
-    quaternion_to_matrix,
-)
 from mimir_memory.errors import InvalidValueError
 from mimir_memory.events import Evidence, MemoryEvent, Verdict
 from mimir_memory.events import Source as CoreSource
 from mimir_memory.graph import PropertyValue
 from mimir_memory.graph import SceneNode as CoreNode
-from mimir_memory.keyframes import KeyframeRecord, Trigger
-from mimir_memory.observations import InvalidObservationError
-from mimir_memory.observations import ObjectObservation as CoreObservation
 from mimir_memory.updates import (
     ContentEntry,
     EvidenceLink,
@@ -41,15 +29,9 @@ from mimir_memory.updates import (
     PropertyWrite,
     TaskRecordEntry,
 )
-from mimir_memory.visibility import CameraView as CoreView
 from mimir_msgs.msg import (
-    CameraView,
     ContentItem,
     EvidenceRef,
-    KeyframeLabel,
-    KeyframeMetadata,
-    ObjectObservation,
-    ObjectObservationArray,
     Property,
     SceneGraph,
     SceneNode,
@@ -63,31 +45,15 @@ class MessageValueError(ValueError):
     """A message field whose content cannot be converted (bad JSON, non-finite number...)."""
 
 
-def instances_from_msg(segmentation: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """The instance-id image of a ``Segmentation`` as a keyframe of ``shape`` (height, width)
-    keeps it.
-
-    Raises:
-        MessageValueError: The image does not decode, or is not mono16 of that size.
-    """
-    try:
-        ids = image_to_numpy(segmentation.instance_ids)
-    except ImageConversionError as err:
-        raise MessageValueError(str(err)) from err
-    if ids.dtype != np.uint16 or ids.shape != shape:
-        raise MessageValueError(
-            f"a {segmentation.instance_ids.encoding} image of {ids.shape[1::-1]}, not mono16 "
-            f"of the frame's {shape[1]}x{shape[0]}")
-    return ids
-
-
-def _stamp_or_zero(seconds: float | None) -> Any:
+def stamp_or_zero(seconds: float | None) -> Any:
+    """A stamp message of ``seconds``; zero when unknown, non-finite or negative."""
     if seconds is None or not math.isfinite(seconds) or seconds < 0.0:
         return from_seconds(0.0)
     return from_seconds(seconds)
 
 
-def _point(values: Iterable[float]) -> Point:
+def point_msg(values: Iterable[float]) -> Point:
+    """Three numbers as a Point message."""
     x, y, z = (float(v) for v in values)
     return Point(x=x, y=y, z=z)
 
@@ -100,7 +66,7 @@ def property_to_msg(name: str, prop: PropertyValue) -> Property:
         confidence=float(prop.confidence),
         source=str(prop.source),
         reasoning=prop.reasoning or "",
-        stamp=_stamp_or_zero(prop.stamp),
+        stamp=stamp_or_zero(prop.stamp),
         event_id=prop.event_id or "",
     )
 
@@ -171,16 +137,16 @@ def node_to_msg(node: CoreNode, cache: PropertyMessages | None = None) -> SceneN
             success=bool(rec.get("success", False)),
             failure_reason=str(rec.get("failure_reason", "") or ""),
             interaction_id=str(rec.get("interaction_id", "") or ""),
-            stamp=_stamp_or_zero(rec.get("stamp")),
+            stamp=stamp_or_zero(rec.get("stamp")),
         )
         for rec in node.task_history
     ]
     return SceneNode(
         id=node.node_id,
         label=node.label,
-        position=_point(node.centroid),
-        bbox_min=_point(node.bbox_min),
-        bbox_max=_point(node.bbox_max),
+        position=point_msg(node.centroid),
+        bbox_min=point_msg(node.bbox_min),
+        bbox_max=point_msg(node.bbox_max),
         parent_id=node.parent or "",
         parent_relation=node.parent_relation or "",
         properties=properties,
@@ -189,8 +155,8 @@ def node_to_msg(node: CoreNode, cache: PropertyMessages | None = None) -> SceneN
         contents_source_action=node.contents_source_action or "",
         task_history=history,
         hypotheses=sorted(node.alternatives),
-        first_seen=_stamp_or_zero(node.first_seen),
-        last_seen=_stamp_or_zero(node.last_seen),
+        first_seen=stamp_or_zero(node.first_seen),
+        last_seen=stamp_or_zero(node.last_seen),
         observation_count=int(node.observation_count),
     )
 
@@ -203,7 +169,7 @@ def graph_to_msg(nodes: Iterable[CoreNode], revision: int, frame_id: str,
     msg = SceneGraph(revision=int(revision), nodes=[
         node_to_msg(n, cache) for n in sorted(nodes, key=lambda n: n.node_id)])
     msg.header.frame_id = frame_id
-    msg.header.stamp = _stamp_or_zero(stamp)
+    msg.header.stamp = stamp_or_zero(stamp)
     return msg
 
 
@@ -242,7 +208,7 @@ def event_to_msg(event: MemoryEvent, reason: str = "") -> MemoryEventMsg:
         verdict=str(event.verdict.value),
         verdict_reason=reason or str(event.payload.get("verdict_reason", "") or ""),
     )
-    msg.header.stamp = _stamp_or_zero(event.stamp)
+    msg.header.stamp = stamp_or_zero(event.stamp)
     return msg
 
 
@@ -252,269 +218,6 @@ def verdict_from_text(text: str) -> Verdict:
         return Verdict(text or "admit")
     except ValueError as err:
         raise MessageValueError(f"unknown verdict {text!r}") from err
-
-
-def observations_to_msgs(observations: Sequence[CoreObservation]) -> list[ObjectObservation]:
-    """:func:`observation_to_msg` of each, their box rotations converted in one call."""
-    boxed = [o.obb_center is not None and o.obb_extent is not None for o in observations]
-    quats = iter(matrices_to_quaternions(
-        [o.obb_rotation if o.obb_rotation is not None else np.eye(3)
-         for o, box in zip(observations, boxed, strict=True) if box]))
-    return [observation_to_msg(o, next(quats) if box else None)
-            for o, box in zip(observations, boxed, strict=True)]
-
-
-def observation_to_msg(obs: CoreObservation,
-                       quaternion: npt.ArrayLike | None = None) -> ObjectObservation:
-    """The one encoder of an observation (header frame and stamp are the observation's).
-
-    The oriented box travels in ``oriented_box`` when it was computed (its rotation as a
-    quaternion, identity when only centre and extent are known); otherwise the box stays all
-    zero, which :func:`observation_from_msg` reads as "not computed". ``quaternion``, when
-    given, is that rotation already converted (:func:`observations_to_msgs`).
-    """
-    msg = ObjectObservation(
-        label=obs.label,
-        detection_id=obs.detection_id,
-        camera=obs.camera,
-        centroid=_point(obs.centroid),
-        bbox_min=_point(obs.bbox_min),
-        bbox_max=_point(obs.bbox_max),
-        score=float(obs.score),
-        point_count=int(obs.point_count),
-    )
-    msg.header.frame_id = obs.frame_id
-    msg.header.stamp = _stamp_or_zero(obs.stamp)
-    if obs.obb_center is not None and obs.obb_extent is not None:
-        rotation = obs.obb_rotation if obs.obb_rotation is not None else np.eye(3)
-        box = msg.oriented_box
-        box.center.position = _point(obs.obb_center)
-        q = box.center.orientation
-        if quaternion is None:
-            quaternion = matrix_to_quaternion(rotation)
-        q.x, q.y, q.z, q.w = (float(v) for v in np.asarray(quaternion).reshape(4))
-        box.size.x, box.size.y, box.size.z = (float(v) for v in obs.obb_extent)
-    return msg
-
-
-def observation_from_msg(item: ObjectObservation,
-                         array: ObjectObservationArray | None = None) -> CoreObservation:
-    """The one decoder of an observation; header, camera and frame default to the array's.
-
-    Raises:
-        InvalidObservationError: the core refuses it (NaN, inverted box, a zero quaternion on
-            an oriented box...).
-    """
-    c, lo, hi = item.centroid, item.bbox_min, item.bbox_max
-    stamp = to_seconds(item.header.stamp)
-    if not stamp and array is not None:
-        stamp = to_seconds(array.header.stamp)
-    box = item.oriented_box
-    size = (box.size.x, box.size.y, box.size.z)
-    obb: dict[str, Any] = {}
-    if size != (0.0, 0.0, 0.0):
-        q = box.center.orientation
-        try:
-            rotation = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-        except InvalidTransformError as err:
-            raise InvalidObservationError(f"oriented box of {item.label!r}: {err}") from err
-        p = box.center.position
-        obb = {"obb_center": np.array([p.x, p.y, p.z]), "obb_extent": np.array(size),
-               "obb_rotation": rotation}
-    return CoreObservation(
-        label=item.label,
-        centroid=np.array([c.x, c.y, c.z]),
-        bbox_min=np.array([lo.x, lo.y, lo.z]),
-        bbox_max=np.array([hi.x, hi.y, hi.z]),
-        stamp=stamp,
-        score=float(item.score),
-        point_count=int(item.point_count),
-        camera=item.camera or (array.camera if array is not None else ""),
-        detection_id=item.detection_id,
-        frame_id=item.header.frame_id or (array.header.frame_id if array is not None else ""),
-        **obb,
-    )
-
-
-class RefusedObservation(NamedTuple):
-    """An observation of an array that did not decode: why (``invalid``, ``wrong_frame``), its
-    label and the error's text."""
-
-    reason: str
-    label: str
-    text: str
-
-
-def observations_from_msg(msg: ObjectObservationArray, frame: str
-                          ) -> tuple[list[CoreObservation], list[RefusedObservation]]:
-    """An array's observations that decode and lie in ``frame``, and those that do not, with
-    why: each stands or falls alone, so a bad one costs only itself."""
-    taken: list[CoreObservation] = []
-    refused: list[RefusedObservation] = []
-    for item in msg.observations:
-        try:
-            obs = observation_from_msg(item, msg)
-        except InvalidObservationError as err:
-            refused.append(RefusedObservation("invalid", str(item.label), str(err)))
-            continue
-        if obs.frame_id != frame:
-            refused.append(RefusedObservation("wrong_frame", obs.label,
-                                              f"observation in frame {obs.frame_id!r}"))
-            continue
-        taken.append(obs)
-    return taken, refused
-
-
-def view_to_msg(view: CoreView | None) -> CameraView:
-    """The one encoder of a camera view; None gives a view marked invalid (unknown)."""
-    msg = CameraView()
-    if view is None:
-        return msg
-    msg.valid = True
-    pose = view.camera_to_map
-    msg.pose.position = _point(pose[:3, 3])
-    q = msg.pose.orientation
-    q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quaternion(pose[:3, :3]))
-    msg.fx, msg.fy, msg.cx, msg.cy = view.fx, view.fy, view.cx, view.cy
-    msg.width, msg.height = view.width, view.height
-    msg.max_range_m = float(view.max_range_m)
-    msg.depth_rows, msg.depth_cols = view.grid_shape
-    # an array.array of typecode "f" is taken as it is (no per-item check of 768 floats)
-    msg.depth_min_m = array.array("f", np.ascontiguousarray(view.depth_min_m,
-                                                            dtype=np.float32).tobytes())
-    msg.labels_sought = list(view.labels_sought)
-    return msg
-
-
-def view_from_msg(msg: CameraView) -> CoreView | None:
-    """The one decoder of a camera view: None when the message marks it unknown.
-
-    Raises:
-        MessageValueError: A pose, intrinsics, size or depth grid the core refuses (a zero or
-            non-finite quaternion, zero focal length, a grid whose length is not rows x cols...).
-    """
-    if not msg.valid:
-        return None
-    p, q = msg.pose.position, msg.pose.orientation
-    try:
-        pose = np.eye(4)
-        pose[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-        pose[:3, 3] = (p.x, p.y, p.z)
-        return CoreView.from_flat(
-            camera_to_map=pose, fx=msg.fx, fy=msg.fy, cx=msg.cx, cy=msg.cy,
-            width=int(msg.width), height=int(msg.height), max_range_m=float(msg.max_range_m),
-            depth_rows=int(msg.depth_rows), depth_cols=int(msg.depth_cols),
-            depth_min_m=np.asarray(msg.depth_min_m, dtype=np.float32),
-            labels_sought=[str(label) for label in msg.labels_sought],
-        )
-    except (InvalidTransformError, InvalidValueError) as err:
-        raise MessageValueError(f"camera view: {err}") from err
-
-
-_PHASES = {
-    Trigger.INTERACTION_PRE: "before",
-    Trigger.INTERACTION_DURING: "during",
-    Trigger.INTERACTION_POST: "after",
-    Trigger.INTERACTION_PEAK: "peak",
-}
-_TRIGGER_OF_PHASE = {phase: trigger for trigger, phase in _PHASES.items()}
-
-
-def trigger_to_msg(trigger: Trigger) -> tuple[str, str]:
-    """A store trigger as the message's (trigger, phase) pair."""
-    if trigger.interaction:
-        return KeyframeMetadata.TRIGGER_INTERACTION, _PHASES[trigger]
-    if trigger is Trigger.OPERATOR:
-        return KeyframeMetadata.TRIGGER_OPERATOR, ""
-    return KeyframeMetadata.TRIGGER_PERCEPTION, ""
-
-
-def trigger_from_msg(trigger: str, phase: str) -> Trigger:
-    """The store trigger for a message's (trigger, phase); perception frames are node updates.
-
-    Raises:
-        MessageValueError: an unknown trigger or interaction phase.
-    """
-    if trigger in ("", KeyframeMetadata.TRIGGER_INTERACTION):
-        try:
-            return _TRIGGER_OF_PHASE[phase or "peak"]
-        except KeyError as err:
-            raise MessageValueError(f"unknown interaction phase {phase!r}") from err
-    if trigger == KeyframeMetadata.TRIGGER_PERCEPTION:
-        return Trigger.NEW_NODE if phase == "new_node" else Trigger.NODE_UPDATE
-    if trigger == KeyframeMetadata.TRIGGER_OPERATOR:
-        return Trigger.OPERATOR
-    raise MessageValueError(f"unsupported keyframe trigger {trigger[:64]!r}")
-
-
-def triggers_for_query(trigger: str) -> list[Trigger] | None:
-    """Store triggers that a query's trigger filter covers (None: any)."""
-    if not trigger:
-        return None
-    if trigger == KeyframeMetadata.TRIGGER_INTERACTION:
-        return [t for t in Trigger if t.interaction]
-    if trigger == KeyframeMetadata.TRIGGER_PERCEPTION:
-        return [t for t in Trigger if not t.kept]
-    if trigger == KeyframeMetadata.TRIGGER_OPERATOR:
-        return [Trigger.OPERATOR]
-    raise MessageValueError(f"unsupported keyframe trigger {trigger[:64]!r}")
-
-
-def keyframe_to_msg(record: KeyframeRecord, root: Path | None = None) -> KeyframeMetadata:
-    """A stored keyframe's metadata as a message; paths relative to the store ``root``."""
-
-    def rel(path: Path) -> str:
-        if root is not None:
-            try:
-                return str(Path(path).relative_to(root))
-            except ValueError:
-                return str(path)
-        return str(path)
-
-    msg = KeyframeMetadata(
-        keyframe_id=record.frame_id,
-        session=record.session,
-        camera=record.camera,
-        trigger=trigger_to_msg(record.trigger)[0],
-        action=record.action or "",
-        phase=trigger_to_msg(record.trigger)[1],
-        parent_keyframe_id=record.parent_frame or "",
-        interaction_id=_tag_value(record.tags, "interaction"),
-        linked_nodes=list(record.node_ids),
-        tags=list(record.tags),
-        labels=[KeyframeLabel(text=lab.label, source=lab.source) for lab in record.labels],
-        caption=record.caption,
-        width=int(record.width),
-        height=int(record.height),
-        image_path=rel(record.image_path),
-        thumbnail_path=rel(record.thumb_path),
-    )
-    msg.header.stamp = _stamp_or_zero(record.timestamp)
-    if record.robot_pose is not None:
-        msg.has_robot_pose = True
-        msg.robot_pose = _pose_from_list([float(v) for v in record.robot_pose])
-    return msg
-
-
-def _tag_value(tags: Any, key: str) -> str:
-    for tag in tags or []:
-        if isinstance(tag, str) and tag.startswith(key + ":"):
-            return tag.split(":", 1)[1]
-    return ""
-
-
-def _pose_from_list(values: list[float]) -> Pose:
-    """[x, y, yaw] or [x, y, z, qx, qy, qz, qw] as a Pose."""
-    pose = Pose()
-    if len(values) == 3:
-        pose.position.x, pose.position.y = values[0], values[1]
-        pose.orientation.z = math.sin(values[2] / 2.0)
-        pose.orientation.w = math.cos(values[2] / 2.0)
-    elif len(values) >= 7:
-        pose.position.x, pose.position.y, pose.position.z = values[:3]
-        (pose.orientation.x, pose.orientation.y, pose.orientation.z,
-         pose.orientation.w) = values[3:7]
-    return pose
 
 
 def node_update_to_msg(update: NodeUpdate) -> UpdateNode.Request:
@@ -560,7 +263,7 @@ def node_update_to_msg(update: NodeUpdate) -> UpdateNode.Request:
         request.task_record = TaskRecord(
             task=rec.task, primitive=rec.primitive, success=bool(rec.success),
             failure_reason=rec.failure_reason, interaction_id=rec.interaction_id,
-            stamp=_stamp_or_zero(rec.stamp))
+            stamp=stamp_or_zero(rec.stamp))
     return request
 
 

@@ -56,9 +56,8 @@ from mimir.nodes.memory.messages import (
     graph_to_msg,
     node_to_msg,
     node_update_from_msg,
-    observations_from_msg,
-    view_from_msg,
 )
+from mimir.nodes.memory.observation_messages import observations_from_msg, view_from_msg
 from mimir.nodes.memory.outbox import LockedOutbox
 from mimir.nodes.memory.scene_graph_params import SceneGraphConfig
 from mimir.paths import config_file, data_dir

@@ -57,7 +57,7 @@ from std_msgs.msg import Header
 
 from mimir import transforms as tfm
 from mimir.bounds import BoundsError, load_bounds
-from mimir.nodes.memory.messages import observations_to_msgs, view_to_msg
+from mimir.nodes.memory.observation_messages import observations_to_msgs, view_to_msg
 from mimir.nodes.perception.deprojection_params import DeprojectionNodeConfig
 from mimir.nodes.perception.messages import (
     CameraInfoError,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from geometry_msgs.msg import Point
 
-from mimir.nodes.memory.messages import keyframe_to_msg
+from mimir.nodes.memory.keyframe_messages import keyframe_to_msg
 from mimir_memory.errors import MemoryStoreError
 from mimir_memory.keyframes import KeyframeStore
 from mimir_msgs.action import RunTask
