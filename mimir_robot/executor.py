@@ -548,6 +548,50 @@ class Executor:
             self._finish(out, True, "PLACED", "placed")
         return self.run("place", body)
 
+    def look(self, views: Sequence[Sequence[tuple[FloatArray, FloatArray]]],
+             seen: Callable[[], bool], most: int) -> Outcome:
+        """Bring the wrist camera to one view of each group in turn, until ``seen``, called at
+        each view reached, says the look found what it was for, or ``most`` views were reached;
+        then retract. A group holds ways (hand position, rotation) to look at one thing: the
+        first inside the workspace that the arm gets to is its view.
+
+        ``SEEN`` (a success) when ``seen`` said so; ``NOT_SEEN`` when views were reached but
+        none showed it; ``NO_VIEW`` when the arm reached none. Part of another primitive (an
+        open looking for its handle): it moves nothing but the arm, and leaves it folded home
+        (:meth:`Motion.fold_arm`)."""
+        def body(out: Outcome) -> None:
+            if self.holding:
+                self._finish(out, False, "PRECONDITION_FAILED",
+                             "a look needs a free hand; the gripper holds an object")
+                return
+            self._phase("look")
+            reached, found, tried = 0, False, False
+            for group in views:
+                if reached >= most or found:
+                    break
+                for pos, rot in group:
+                    if not self.profile.in_workspace(pos):
+                        continue
+                    tried = True
+                    if self.motion.reach(pos, rot).reached:
+                        reached += 1
+                        found = seen()
+                        break
+            if tried:
+                # straight back out, then the joints home by the arm's own route: views from
+                # above or below leave the arm on another branch than the one later reaches
+                # (an open's approach) start from
+                self.retract()
+                self.motion.fold_arm()
+            out.measurements["look_views"] = float(reached)
+            if found:
+                self._finish(out, True, "SEEN", f"seen from the wrist in view {reached}")
+            elif reached:
+                self._finish(out, False, "NOT_SEEN", f"not seen from {reached} wrist views")
+            else:
+                self._finish(out, False, "NO_VIEW", "the arm reached no view")
+        return self.run("look", body)
+
     def inspect(self, views: Sequence[tuple[FloatArray, FloatArray]],
                 on_view: Callable[[int], None]) -> Outcome:
         """Bring the wrist camera to each view (hand position, rotation); ``on_view`` at each.

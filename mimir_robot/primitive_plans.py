@@ -55,6 +55,8 @@ class PlanContext:
         odom_from_map: the current map -> odom transform (4x4; localisation).
         now: the clock the views are stamped with (s).
         tolerance: largest distance between a seen instance and the remembered position (m).
+        hand_camera: the camera on the arm, brought closer when the others miss a handle
+            (None: never).
     """
 
     executor: Executor
@@ -64,13 +66,16 @@ class PlanContext:
     odom_from_map: Callable[[], FloatArray]
     now: Callable[[], float]
     tolerance: float = 0.6
+    hand_camera: str | None = "wrist"
 
 
 def _one_look(ctx: PlanContext, spec: TargetSpec, since: float,
-              derive: Callable[[tg.CameraView, tg.Found], _T]
+              derive: Callable[[tg.CameraView, tg.Found], _T],
+              shown: list[tuple[tg.CameraView, tg.Found]] | None = None
               ) -> tuple[tg.CameraView, tg.Found, _T]:
     """One look: each pointing camera in turn, with its view stamped at or after ``since``,
-    until one shows the target and ``derive`` gets what the primitive needs from it.
+    until one shows the target and ``derive`` gets what the primitive needs from it. Views
+    that showed the target but gave ``derive`` nothing are added to ``shown``.
 
     Raises:
         UnknownTargetError, PointingError: no camera gave both; the error is of the kind the
@@ -85,10 +90,17 @@ def _one_look(ctx: PlanContext, spec: TargetSpec, since: float,
             continue
         try:
             found = tg.find_target(view, spec, ctx.tolerance, ctx.profile.match_slack)
+        except UnknownTargetError as err:
+            reasons.append(str(err))
+            first = first or err
+            continue
+        try:
             return view, found, derive(view, found)
         except (UnknownTargetError, pt.PointingError) as err:
             reasons.append(str(err))
             first = first or err
+            if shown is not None:
+                shown.append((view, found))
     kind = type(first) if first is not None else UnknownTargetError
     raise kind(f"{spec.describe()}: " + "; ".join(reasons))
 
@@ -104,7 +116,8 @@ def locate(ctx: PlanContext, spec: TargetSpec, after: float) -> tuple[tg.CameraV
 
 
 def look_until(ctx: PlanContext, spec: TargetSpec, after: float,
-               derive: Callable[[tg.CameraView, tg.Found], _T]
+               derive: Callable[[tg.CameraView, tg.Found], _T],
+               shown: list[tuple[tg.CameraView, tg.Found]] | None = None
                ) -> tuple[tg.CameraView, tg.Found, _T]:
     """The target and what the primitive needs of it (``derive``: the grasp or views), from
     the first pointing camera whose view shows both, looking again with fresh views up to the
@@ -113,14 +126,15 @@ def look_until(ctx: PlanContext, spec: TargetSpec, after: float,
     Every camera that shows the target is asked in turn: one that sees the fixture may miss
     its handle or see it as a few pixels while another, lower or closer, has it. A segmenter
     misses a small part now and then and stereo depth has holes; a fresh look usually has
-    them. The first look uses views stamped at or after ``after``.
+    them. The first look uses views stamped at or after ``after``. Views that showed the
+    target without what ``derive`` needs are added to ``shown``.
 
     Raises:
         UnknownTargetError, PointingError: the last look's failure (:func:`_one_look`).
     """
     for look in range(ctx.profile.target_looks):
         try:
-            return _one_look(ctx, spec, after if look == 0 else ctx.now(), derive)
+            return _one_look(ctx, spec, after if look == 0 else ctx.now(), derive, shown)
         except (UnknownTargetError, pt.PointingError):
             if look + 1 == ctx.profile.target_looks:
                 raise
@@ -176,9 +190,7 @@ def wall_of(faces: Iterable[pt.FrontFace], point: FloatArray,
 
 def _level(normal: pt.Vector3) -> FloatArray | None:
     """A face normal made level and unit, or None for a face that looks up or down."""
-    level = np.array([normal[0], normal[1], 0.0], dtype=np.float64)
-    size = float(np.linalg.norm(level))
-    return level / size if math.isfinite(size) and size > 0.5 else None
+    return tg.level_unit(normal, 0.5)
 
 
 def _move_to(req: PrimitiveRequest, ctx: PlanContext) -> Outcome:
@@ -252,7 +264,15 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
                      ) -> tuple[GraspTarget, Articulation, pt.FrontFace]:
         return tg.handle_target(v, f, ctx.profile, ctx.now(), req.pixel)
 
-    view, _found, (grasp, art, front) = look_until(ctx, req.target, after, handle)
+    shown: list[tuple[tg.CameraView, tg.Found]] = []
+    closer = 0.0  # wrist views it took to find a handle the looks missed
+    try:
+        view, _found, (grasp, art, front) = look_until(ctx, req.target, after, handle, shown)
+    except UnknownTargetError as err:
+        if not (closed and shown):
+            raise
+        (view, _found, (grasp, art, front)), closer = _handle_up_close(
+            ctx, req.target, handle, err, shown[-1])
     fits = opening and ex.in_reach_to_open(grasp, art)
     shift = ex.pull_stance(grasp, art) if opening and not fits else None
     stepped = 0.0
@@ -289,6 +309,8 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
         return out
     out = ex.open(grasp, art)
     out.measurements["pull_in_reach"] = 1.0 if fits else 0.0  # from where it pulled
+    if closer:
+        out.measurements["closer_look_views"] = closer
     if stepped:
         out.measurements["pull_stance_shift"] = stepped
         out.measurements["handle_carried"] = 1.0 if carried else 0.0
@@ -298,6 +320,54 @@ def _actuate(req: PrimitiveRequest, ctx: PlanContext, after: float) -> Outcome:
     if out.code == PARTIAL_OPEN:
         out = _pull_again(req, ctx, out, moved_handle)
     return out
+
+
+def _handle_up_close(ctx: PlanContext, spec: TargetSpec,
+                     derive: Callable[[tg.CameraView, tg.Found], _T],
+                     missed: UnknownTargetError, shown: tuple[tg.CameraView, tg.Found]
+                     ) -> tuple[tuple[tg.CameraView, tg.Found, _T], float]:
+    """After every look missed the handle of a closed fixture that a camera showed (``shown``:
+    its last such view), bring the hand camera in front of the fixture's front
+    (:func:`targeting.handle_look_views`, :meth:`Executor.look`) and find the handle there. In
+    the close views the fixture is the instance sharing surface with the one ``shown``
+    (:func:`targeting.find_same_surface`): a close view shows part of a front, whose centre
+    may lie far from memory's.
+
+    Raises:
+        UnknownTargetError: ``missed`` itself where there is no hand camera or the hand holds
+            something; else the hand camera found no handle either (``missed``'s reasons and
+            the look's).
+    """
+    camera = ctx.hand_camera
+    if camera is None or camera not in ctx.cameras or ctx.executor.holding:
+        raise missed
+    seen_view, seen = shown
+    views = tg.handle_look_views(seen_view, seen, ctx.profile)
+    known = tg.seen_surface(seen_view, seen)
+    got: list[tuple[tg.CameraView, tg.Found, _T]] = []
+    reasons: list[str] = []
+
+    def at_view() -> bool:
+        view = ctx.view(camera, ctx.now())
+        if view is None:
+            reasons.append(f"{camera}: no fresh frame")
+            return False
+        try:
+            found = tg.find_same_surface(view, spec.label, known)
+            got.append((view, found, derive(view, found)))
+        except (UnknownTargetError, pt.PointingError) as err:
+            reasons.append(str(err))
+            return False
+        return True
+
+    out = ctx.executor.look(views, at_view, ctx.profile.handle_looks)
+    LOG.info("%s: %s camera brought closer for the handle: %s %s", spec.describe(), camera,
+             out.code, out.message)
+    if got and out.success:
+        return got[-1], out.measurements["look_views"]
+    last = f" ({reasons[-1]})" if reasons else ""
+    raise UnknownTargetError(f"{missed}; the {camera} camera brought closer: {out.code} "
+                             f"{out.message}{last}")
 
 
 def _pull_again(req: PrimitiveRequest, ctx: PlanContext, first: Outcome,

@@ -127,6 +127,18 @@ class RobotProfile:
     inspect_drop: float = _fixed(0.08, "m below the front's centre the wrist looks in from")
     inspect_pitch: float = _fixed(0.26, "rad the wrist looks down while inspecting")
     inspect_sweep: float = _fixed(0.12, "m left and right of the centre the inspection sweeps")
+    handle_look_standoff: float = _fixed(
+        0.3, "m from a point of a closed fixture's front that the hand holds the wrist camera "
+        "at to look for a handle the other cameras missed (the camera sees about 0.23 m by "
+        "0.31 m of the front round the point; further back, the arm seldom reaches from where "
+        "the base stands to open)")
+    handle_look_tilt: float = _fixed(
+        0.7, "rad above level the wrist camera looks down at the front from, first (then level, "
+        "then as much from below)")
+    handle_look_past: float = _fixed(
+        0.15, "m past the border of a camera's frame that a look for a missed handle aims, "
+        "where that border cut the fixture")
+    handle_looks: int = _fixed(5, "wrist views reached at most in a look for a missed handle")
     door_clearance: float = _fixed(0.08, "m below an open door's lower edge the hand leaves by")
     place_clearance: float = _fixed(0.08, "m above the place spot the object is brought first")
     place_headroom: float = _fixed(0.35, "m of free space needed above a place spot")
@@ -152,13 +164,15 @@ class RobotProfile:
                      "drawer_open_distance", "path_step", "fixture_depth", "place_headroom",
                      "place_radius", "place_edge_margin", "place_standoff", "max_place_step",
                      "inspect_standoff", "shoulder_height", "wrist_setback",
-                     "min_wrist_reach", "max_pull_shift", "handle_proud_max"):
+                     "min_wrist_reach", "max_pull_shift", "handle_proud_max",
+                     "handle_look_standoff", "handle_look_past"):
             positive(name, getattr(self, name), ProfileError)
         for name in ("lift_height", "grasp_depth", "pad_offset", "match_slack", "inspect_drop",
                      "stall_press_s", "route_margin",
-                     "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance"):
+                     "inspect_pitch", "inspect_sweep", "door_clearance", "place_clearance",
+                     "handle_look_tilt"):
             non_negative(name, getattr(self, name), ProfileError)
-        for name in ("stall_periods", "target_looks"):
+        for name in ("stall_periods", "target_looks", "handle_looks"):
             if getattr(self, name) < 1:
                 raise ProfileError(f"{name} must be at least 1")
         if len(self.retract_quat) != 4 or not (

@@ -14,7 +14,9 @@ position, within ``max_distance``), then derives what each primitive needs:
 * :func:`object_target`: a grasp on an object, approached level from the robot;
 * :func:`place_target`: a spot on the destination's top surface (and :func:`place_step`, a
   step toward a top whose reachable part leaves none);
-* :func:`inspect_views`: wrist camera poses looking into a fixture.
+* :func:`inspect_views`: wrist camera poses looking into a fixture;
+* :func:`handle_look_views`: wrist camera poses looking at a closed fixture's front, for a
+  handle the pole and base cameras missed.
 
 Nothing here knows a simulator: instances come from segmentation, positions from depth.
 """
@@ -22,6 +24,7 @@ Nothing here knows a simulator: instances come from segmentation, positions from
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cv2
@@ -31,7 +34,7 @@ from scipy.spatial import cKDTree
 
 from mimir.labels import label_key
 from mimir_perception.camera import Intrinsics, transform_points
-from mimir_perception.segmentation import SegmentationResult
+from mimir_perception.segmentation import InstanceInfo, SegmentationResult
 from mimir_robot import pointing as pt
 from mimir_robot.executor import Articulation, GraspTarget
 from mimir_robot.profile import FloatArray, RobotProfile
@@ -89,6 +92,20 @@ def _points_base(view: CameraView, mask: npt.NDArray[np.bool_], limit: int = 400
     return transform_points(view.base_from_camera, cam)
 
 
+def _instances_with_depth(view: CameraView, label: str
+                          ) -> Iterator[tuple[InstanceInfo, npt.NDArray[np.bool_], FloatArray]]:
+    """The object instances of ``view`` whose label is ``label``'s (any, for an empty label)
+    and that have depth enough to place them: each with its mask and base-frame points."""
+    key = label_key(label)
+    for info in view.objects.instances:
+        if key and label_key(info.label) != key:
+            continue
+        mask = view.objects.mask(info.instance_id)
+        pts = _points_base(view, mask)
+        if len(pts) >= 10:
+            yield info, mask, pts
+
+
 def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
                 slack: float = 0.12) -> Found:
     """The instance of ``view.objects`` that ``spec`` names.
@@ -106,16 +123,9 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
         UnknownTargetError: no instance with a compatible label and usable depth lies close
             enough to the remembered position (or, without a position, there is not exactly one).
     """
-    key = label_key(spec.label)
     found: list[Found] = []
     misses: list[float] = []
-    for info in view.objects.instances:
-        if key and label_key(info.label) != key:
-            continue
-        mask = view.objects.mask(info.instance_id)
-        pts = _points_base(view, mask)
-        if len(pts) < 10:
-            continue
+    for info, mask, pts in _instances_with_depth(view, spec.label):
         centre = np.median(pts, axis=0)
         centre_map = transform_points(view.map_from_base, centre[None, :])[0]
         dist = (float(np.linalg.norm(centre_map - np.asarray(spec.position)))
@@ -139,6 +149,39 @@ def find_target(view: CameraView, spec: TargetSpec, max_distance: float = 0.6,
             f"{spec.describe()} is not in view of the {view.camera} camera near where memory "
             f"has it{seen}")
     return min(found, key=lambda f: f.distance)
+
+
+def find_same_surface(view: CameraView, label: str, known_map: FloatArray,
+                      near: float = 0.03, least: int = 30) -> Found:
+    """The instance labelled ``label`` in ``view`` that shares most surface with points known
+    to lie on the target (map frame; another camera's view of it): at least ``least`` of its
+    points within ``near`` of them.
+
+    For a view that shows only part of a fixture (the wrist camera close in front of it), where
+    the seen part's centre may lie far from the remembered centre and a neighbour's may lie
+    nearer: the surface both views see decides, not the centres.
+
+    Raises:
+        UnknownTargetError: no instance of the label shares that much surface.
+    """
+    tree = cKDTree(np.asarray(known_map, dtype=np.float64))
+    best: tuple[int, Found] | None = None
+    for info, mask, pts in _instances_with_depth(view, label):
+        pts_map = transform_points(view.map_from_base, pts)
+        shared = int(np.count_nonzero(tree.query(pts_map, distance_upper_bound=near)[0] <= near))
+        if shared >= least and (best is None or shared > best[0]):
+            centre = np.median(pts, axis=0)
+            centre_map = transform_points(view.map_from_base, centre[None, :])[0]
+            best = (shared, Found(info.instance_id, mask, centre, centre_map, 0.0))
+    if best is None:
+        raise UnknownTargetError(f"no {label} in the {view.camera} camera shares surface with "
+                                 "the one seen before")
+    return best[1]
+
+
+def seen_surface(view: CameraView, found: Found) -> FloatArray:
+    """The map-frame points of a found instance's depth (for :func:`find_same_surface`)."""
+    return transform_points(view.map_from_base, _points_base(view, found.mask))
 
 
 def _within_extent(view: CameraView, position: tuple[float, float, float],
@@ -471,6 +514,104 @@ def inspect_views(view: CameraView, found: Found, profile: RobotProfile, count: 
     stand = (front - profile.inspect_standoff) - float(centre @ level)
     base_point = centre + level * stand - UP * profile.inspect_drop
     return [(base_point + side * o, rot) for o in offsets]
+
+
+def handle_look_views(view: CameraView, found: Found, profile: RobotProfile
+                      ) -> list[list[tuple[FloatArray, FloatArray]]]:
+    """Wrist poses (hand position, rotation; base_link) that aim the wrist camera at a closed
+    fixture's front, for a handle the other cameras missed: one group of poses per point
+    aimed at, the poses of a group being ways to look at the same point (from above, level,
+    from below, each from ``handle_look_standoff``), of which the caller takes the first the arm
+    reaches.
+
+    A handle sits near a corner of a door's front (by the edge away from the hinge, high on a
+    low door, low on a high one), and the one the cameras missed may be on the part of the
+    front they never saw: where the fixture's mask runs into the border of the frame, the
+    front goes on past it. The points aimed at are the four corners of the front as seen,
+    moved ``handle_look_past`` beyond the border where the frame cut the fixture, those with
+    most such cuts first; then the middle. From ``handle_look_standoff`` the camera sees the
+    patch of the front round each point, where a handle by that corner stands. The front is
+    the plane fitted to the fixture in ``view``; where none fits, the side of the fixture
+    facing the arm.
+
+    Raises:
+        UnknownTargetError: the fixture's centre lies above the arm (no side faces it), or
+            too little of it has depth.
+    """
+    pts = _points_base(view, found.mask)
+    if len(pts) < 10:
+        raise UnknownTargetError(f"too little depth on the fixture in the {view.camera} camera")
+    face = _closed_front(view, found, profile)
+    inward = None if face is None else level_unit(-np.asarray(face.normal))
+    if inward is None:
+        inward = level_unit(found.centre_base - np.asarray(profile.arm_mount))
+        if inward is None:
+            raise UnknownTargetError("the fixture's centre lies above the arm")
+    side = np.cross(UP, inward)        # to the left, looking in
+    near = float(np.percentile(pts @ inward, 5))
+    across, high = pts @ side, pts[:, 2]
+    left, right = float(np.percentile(across, 95)), float(np.percentile(across, 5))
+    top, bottom = float(np.percentile(high, 95)), float(np.percentile(high, 5))
+    cut = _cut_sides(view, found.mask, side)
+    past = profile.handle_look_past
+    spans = {"left": left + past if cut["left"] else left,
+             "right": right - past if cut["right"] else right,
+             "top": top + past if cut["top"] else top,
+             "bottom": bottom - past if cut["bottom"] else bottom}
+    aims: list[tuple[int, float, float]] = []
+    for a_name in ("left", "right"):
+        for h_name in ("top", "bottom"):
+            unseen = int(cut[a_name]) + int(cut[h_name])
+            aims.append((-unseen, spans[a_name], spans[h_name]))
+    aims.sort(key=lambda aim: aim[0])              # stable: the frame's cuts first
+    aims.append((0, (left + right) / 2.0, (top + bottom) / 2.0))
+    groups: list[list[tuple[FloatArray, FloatArray]]] = []
+    for _, a, h in aims:
+        point = inward * near + side * a + UP * h
+        group = []
+        for tilt in (profile.handle_look_tilt, 0.0, -profile.handle_look_tilt):
+            # tilt > 0: the hand above the point, looking down at it
+            approach = inward * math.cos(tilt) - UP * math.sin(tilt)
+            group.append((point - approach * profile.handle_look_standoff,
+                          profile.tool_rotation(approach, side)))
+        groups.append(group)
+    return groups
+
+
+def _cut_sides(view: CameraView, mask: npt.NDArray[np.bool_], side: FloatArray
+               ) -> dict[str, bool]:
+    """Where the frame's border cuts the fixture's mask, as sides of its front (left and right
+    along ``side``, top and bottom): the mean base-frame point of the mask's pixels on each
+    cut border of the image, compared with the mask's centre."""
+    border = np.zeros_like(mask)
+    border[:2, :] = border[-2:, :] = True
+    border[:, :2] = border[:, -2:] = True
+    on_border = mask & border
+    cut = {"left": False, "right": False, "top": False, "bottom": False}
+    if not on_border.any():
+        return cut
+    centre = np.median(_points_base(view, mask), axis=0)
+    for strip in (np.s_[:2, :], np.s_[-2:, :], np.s_[:, :2], np.s_[:, -2:]):
+        only = np.zeros_like(mask)
+        only[strip] = True
+        pts = _points_base(view, on_border & only)
+        if len(pts) < 3:
+            continue
+        off = np.median(pts, axis=0) - centre
+        along, up = float(off @ side), float(off[2])
+        if abs(up) >= abs(along):
+            cut["top" if up > 0 else "bottom"] = True
+        else:
+            cut["left" if along > 0 else "right"] = True
+    return cut
+
+
+def level_unit(vector: FloatArray | pt.Vector3, least: float = 1e-6) -> FloatArray | None:
+    """``vector`` made level and unit, or None where its level part is shorter than ``least``
+    (it points up or down; a unit vector with ``least`` 0.5 leans more than 60 degrees)."""
+    level = np.array([vector[0], vector[1], 0.0], dtype=np.float64)
+    size = float(np.linalg.norm(level))
+    return level / size if math.isfinite(size) and size > least else None
 
 
 def _dilate(mask: npt.NDArray[np.bool_], radius: int) -> npt.NDArray[np.bool_]:

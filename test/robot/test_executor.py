@@ -291,6 +291,40 @@ def test_a_look_whose_arm_is_held_back_is_partial() -> None:
     assert not out.success and out.code == "NO_VIEW", out
 
 
+def test_a_look_takes_one_view_per_group_and_stops_at_the_one_that_saw() -> None:
+    """In each group the first view inside the workspace that the arm reaches is taken (one
+    beyond the workspace is passed over without moving, one above a board the hand cannot pass
+    is not reached); the look stops at the view ``seen`` accepts and retracts; views reached
+    without a sight are NOT_SEEN, none reached NO_VIEW, a held object refuses it."""
+    rot = PROFILE.tool_rotation(FORWARD, SIDEWAYS)
+    far = (np.array([2.5, 0.0, 0.7]), rot)                      # outside the workspace box
+    high = (np.array([0.5, 0.0, 0.95]), rot)                   # above the board
+    groups = [[far, high, (np.array([0.5, y, 0.75]), rot), (np.array([0.5, y, 0.7]), rot)]
+              for y in (-0.1, 0.0, 0.1)]
+    ex, _, _, _ = make({"ceiling": 0.85 - MOUNT[2]})  # the board, in the arm's base frame
+    assert not PROFILE.in_workspace(far[0]) and PROFILE.in_workspace(high[0])
+    hands: list[np.ndarray] = []
+
+    def second() -> bool:
+        hands.append(ex.motion.hand()[0])
+        return len(hands) == 2
+
+    out = ex.look(groups, second, most=3)
+    assert out.success and out.code == "SEEN" and out.measurements["look_views"] == 2, out
+    assert [(round(float(h[1]), 2), round(float(h[2]), 2)) for h in hands] == [(-0.1, 0.75),
+                                                                              (0.0, 0.75)]
+    home = PROFILE.from_arm(np.asarray(PROFILE.retract_pos))
+    assert float(np.linalg.norm(ex.motion.hand()[0] - home)) <= PROFILE.ee_pos_tol
+    hands.clear()
+    out = ex.look(groups, lambda: bool(hands.append(ex.motion.hand()[0])), most=2)
+    assert not out.success and out.code == "NOT_SEEN" and len(hands) == 2, out
+    out = ex.look([[far, high]], lambda: True, most=3)
+    assert not out.success and out.code == "NO_VIEW", out
+    ex.holding = True
+    out = ex.look(groups, lambda: True, most=3)
+    assert not out.success and out.code == "PRECONDITION_FAILED", out
+
+
 def test_a_retract_the_arm_cannot_follow_folds_an_empty_hand_home() -> None:
     """A board at 0.15 m in the arm's frame lies under the carry pose (0.21 m): the straight way
     back stops at the board. With the hand empty the executor then calls the arm's own retract

@@ -446,3 +446,138 @@ def test_an_open_passes_over_a_handle_off_the_front_until_the_fixture_has_moved(
     ctx = dataclasses.replace(ctx, executor=ex)
     out = plan_and_run(PrimitiveRequest("open", spec), ctx)
     assert out.code == "MISSED_GRASP", out  # the grasp was tried (the fake hand holds nothing)
+
+
+# -- the wrist brought closer for a missed handle ------------------------------------------------
+def _aims(views: list[list[tuple[np.ndarray, np.ndarray]]]) -> list[np.ndarray]:
+    """Where each group's first pose looks on the plane x = DOOR_X (base_link)."""
+    aims = []
+    for pos, rot in (group[0] for group in views):
+        aims.append(pos + rot[:, 2] * (1.0 - pos[0]) / rot[0, 2])
+    return aims
+
+
+def test_handle_look_views_aim_at_the_corners_of_the_seen_front_then_its_middle() -> None:
+    """A door wholly in view: one group per corner of its front, then its middle; each
+    group looks at one point from above, level and from below, from the profile's standoff,
+    and its approach passes through that point."""
+    view = view_of([door(width=0.6, height=0.6, center_z=0.9)], ["cabinet"],
+                   pose=camera_pose(position=(0.2, 0.0, 0.9), yaw_deg=0.0, pitch_down_deg=0.0))
+    found = tg.find_target(view, TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9)))
+    views = tg.handle_look_views(view, found, PROFILE)
+    assert len(views) == 5 and all(len(group) == 3 for group in views)
+    standoff, tilt = PROFILE.handle_look_standoff, PROFILE.handle_look_tilt
+    for group in views:
+        ends = [pos + rot[:, 2] * standoff for pos, rot in group]
+        assert all(np.allclose(end, ends[0], atol=1e-9) for end in ends)  # one point
+        assert ends[0][0] == pytest.approx(1.0, abs=0.02)                 # on the front
+        assert [rot[2, 2] for _pos, rot in group] == pytest.approx(
+            [-math.sin(tilt), 0.0, math.sin(tilt)], abs=1e-6)  # from above, level, below
+        assert all(np.allclose(rot.T @ rot, np.eye(3), atol=1e-9) for _pos, rot in group)
+    aims = _aims(views)
+    assert aims[-1][1:] == pytest.approx([0.0, 0.9], abs=0.03)           # the middle, last
+    corners = {(round(float(a[1]), 1), round(float(a[2]), 1)) for a in aims[:4]}
+    assert corners == {(-0.3, 0.6), (-0.3, 1.2), (0.3, 0.6), (0.3, 1.2)}  # of the 0.6 m door
+
+
+def test_handle_look_views_aim_past_where_the_frame_cut_the_fixture_first() -> None:
+    """A front wider than the frame: the look aims past the left and right borders first (the
+    part no camera saw), ``handle_look_past`` beyond what was seen; a fixture with no side
+    facing the arm is refused."""
+    view = view_of([door(width=3.0, height=0.3, center_z=0.9)], ["cabinet"])
+    found = tg.find_target(view, TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9)))
+    seen_y = tg._points_base(view, found.mask)[:, 1]
+    aims = _aims(tg.handle_look_views(view, found, PROFILE))
+    past = PROFILE.handle_look_past
+    first = [float(a[1]) for a in aims[:4]]
+    assert sum(y > np.percentile(seen_y, 95) + past - 0.01 for y in first) == 2   # left
+    assert sum(y < np.percentile(seen_y, 5) - past + 0.01 for y in first) == 2    # right
+    middle = (np.percentile(seen_y, 95) + np.percentile(seen_y, 5)) / 2.0
+    assert len(aims) == 5 and float(aims[4][1]) == pytest.approx(middle, abs=0.01)
+    narrow = view_of([door(width=0.2, height=0.6, center_z=0.9)], ["cabinet"])
+    overhead = dataclasses.replace(
+        tg.find_target(narrow, TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))),
+        centre_base=np.array([0.0, 0.0, 1.5]))
+    with pytest.raises(UnknownTargetError, match="above the arm"):
+        tg.handle_look_views(narrow, overhead, PROFILE)
+    bare = dataclasses.replace(found, mask=np.zeros_like(found.mask))
+    with pytest.raises(UnknownTargetError, match="too little depth"):
+        tg.handle_look_views(view, bare, PROFILE)
+
+
+def test_a_part_of_a_fixture_is_found_by_the_surface_another_view_saw() -> None:
+    """A close view of the door's left part is the door the far view saw (they share
+    surface), though the centre of what it shows lies off the far view's; a neighbour's door
+    beside it, or another label, is not."""
+    far = view_of([door(width=0.6)], ["cabinet"])
+    known = tg.seen_surface(far, tg.find_target(far, TargetSpec("cabinet_1", "cabinet",
+                                                                (1.0, 0.0, 0.9))))
+    close_pose = camera_pose(position=(0.6, 0.2, 0.9), yaw_deg=0.0, pitch_down_deg=0.0)
+    neighbour = Rect((1.0, 0.65, 0.9), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), 0.3, 0.3)
+    close = view_of([door(width=0.6), neighbour], ["cabinet", "cabinet"], pose=close_pose)
+    found = tg.find_same_surface(close, "cabinet", known)
+    assert found.centre_base[1] == pytest.approx(0.12, abs=0.05)
+    only_neighbour = view_of([neighbour], ["cabinet"], pose=close_pose)
+    with pytest.raises(UnknownTargetError, match="shares surface"):
+        tg.find_same_surface(only_neighbour, "cabinet", known)
+    with pytest.raises(UnknownTargetError, match="no drawer"):
+        tg.find_same_surface(close, "drawer", known)
+
+
+def _closer_look_context(wrist_sees: bool, cameras: tuple[str, ...] = ("pole", "wrist"),
+                         pole_sees_door: bool = True) -> tuple[PlanContext, list[str]]:
+    """The pole camera sees the door without its handle (or only a chair where it stands); the
+    wrist camera sees a bottle while the hand is at its carry pose and, brought before the
+    door, the door with its handle when ``wrist_sees`` (the door alone otherwise)."""
+    ex, _robot, _arm, _samples = make_executor()
+    home = PROFILE.from_arm(np.asarray(PROFILE.retract_pos))
+    pole = view_of([door(width=0.6)], ["cabinet" if pole_sees_door else "chair"])
+    near = camera_pose(position=(0.55, 0.0, 0.9), yaw_deg=0.0, pitch_down_deg=0.0)
+    rects = [door(width=0.6), vertical_bar(-0.22)] if wrist_sees else [door(width=0.6)]
+    close = dataclasses.replace(
+        view_of(rects, ["cabinet", ""][:len(rects)], {1: "handle"} if wrist_sees else None,
+                pose=near), camera="wrist")
+    elsewhere = dataclasses.replace(view_of([bottle(0.0)], ["ketchup"]), camera="wrist")
+    asked: list[str] = []
+
+    def view(camera: str, after: float) -> tg.CameraView | None:
+        away = float(np.linalg.norm(ex.motion.hand()[0] - home)) > 0.1
+        asked.append(camera + (" away" if away else ""))
+        if camera == "wrist":
+            return close if away else elsewhere
+        return pole
+
+    ctx = PlanContext(executor=ex, profile=RobotProfile(target_looks=1), cameras=cameras,
+                      view=view, odom_from_map=lambda: EYE, now=lambda: STAMP + 1.0)
+    return ctx, asked
+
+
+def test_an_open_brings_the_wrist_closer_for_a_handle_every_camera_missed() -> None:
+    spec = TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))
+    ctx, asked = _closer_look_context(wrist_sees=True)
+    out = plan_and_run(PrimitiveRequest("open", spec), ctx)
+    assert out.code == "MISSED_GRASP", out  # the grasp was tried (the fake hand holds nothing)
+    assert out.measurements["closer_look_views"] == 1.0  # the first close view had it
+    # the one look (pole, then the wrist at its carry pose), then the wrist brought closer; the
+    # fixture's view from that look places the close views, no camera is asked again for it
+    assert asked[:3] == ["pole", "wrist", "wrist away"]
+    # the wrist sees the door but no handle either: the open fails with both looks' reasons
+    ctx, asked = _closer_look_context(wrist_sees=False)
+    with pytest.raises(UnknownTargetError) as err:
+        plan_and_run(PrimitiveRequest("open", spec), ctx)
+    text = str(err.value)
+    assert "no handle seen on the target in the pole camera" in text
+    assert "the wrist camera brought closer: NOT_SEEN" in text
+    assert asked.count("wrist away") == PROFILE.handle_looks
+    home = PROFILE.from_arm(np.asarray(PROFILE.retract_pos))
+    assert float(np.linalg.norm(ctx.executor.motion.hand()[0] - home)) <= PROFILE.ee_pos_tol
+
+
+def test_no_closer_look_without_a_hand_camera_or_a_fixture_in_view() -> None:
+    spec = TargetSpec("cabinet_1", "cabinet", (1.0, 0.0, 0.9))
+    for ctx, asked in (_closer_look_context(True, cameras=("pole",)),
+                       _closer_look_context(True, pole_sees_door=False)):
+        with pytest.raises(UnknownTargetError) as err:
+            plan_and_run(PrimitiveRequest("open", spec), ctx)
+        assert "brought closer" not in str(err.value)
+        assert not any(a.endswith("away") for a in asked)  # the arm never left its carry pose
