@@ -52,6 +52,7 @@ MIN_PLACE_STEP = 0.03  # m: a shorter step toward a top changes too little to ta
 #: depth that bleeds across the border).
 FACE_CONFIG = pt.PointingConfig(face_erode_px=1, extent_trim_pct=0.0)
 UP = np.array([0.0, 0.0, 1.0])
+BORDER_PX = 2  # px at each edge of a frame that count as its border (a mask there is cut off)
 
 
 @dataclass(frozen=True)
@@ -548,7 +549,7 @@ def handle_look_views(view: CameraView, found: Found, profile: RobotProfile
         if inward is None:
             raise UnknownTargetError("the fixture's centre lies above the arm")
     side = np.cross(UP, inward)        # to the left, looking in
-    near = float(np.percentile(pts @ inward, 5))
+    front = float(np.percentile(pts @ inward, 5))   # depth of the front, looking in
     across, high = pts @ side, pts[:, 2]
     left, right = float(np.percentile(across, 95)), float(np.percentile(across, 5))
     top, bottom = float(np.percentile(high, 95)), float(np.percentile(high, 5))
@@ -567,7 +568,7 @@ def handle_look_views(view: CameraView, found: Found, profile: RobotProfile
     aims.append((0, (left + right) / 2.0, (top + bottom) / 2.0))
     groups: list[list[tuple[FloatArray, FloatArray]]] = []
     for _, a, h in aims:
-        point = inward * near + side * a + UP * h
+        point = inward * front + side * a + UP * h
         group = []
         for tilt in (profile.handle_look_tilt, 0.0, -profile.handle_look_tilt):
             # tilt > 0: the hand above the point, looking down at it
@@ -581,22 +582,21 @@ def handle_look_views(view: CameraView, found: Found, profile: RobotProfile
 def _cut_sides(view: CameraView, mask: npt.NDArray[np.bool_], side: FloatArray
                ) -> dict[str, bool]:
     """Where the frame's border cuts the fixture's mask, as sides of its front (left and right
-    along ``side``, top and bottom): the mean base-frame point of the mask's pixels on each
-    cut border of the image, compared with the mask's centre."""
-    border = np.zeros_like(mask)
-    border[:2, :] = border[-2:, :] = True
-    border[:, :2] = border[:, -2:] = True
-    on_border = mask & border
+    along ``side``, top and bottom): for each edge of the image that the mask runs into (its
+    outer ``BORDER_PX`` rows or columns), the median base-frame point of the mask's pixels
+    there, against the mask's own median point."""
     cut = {"left": False, "right": False, "top": False, "bottom": False}
-    if not on_border.any():
-        return cut
-    centre = np.median(_points_base(view, mask), axis=0)
-    for strip in (np.s_[:2, :], np.s_[-2:, :], np.s_[:, :2], np.s_[:, -2:]):
-        only = np.zeros_like(mask)
-        only[strip] = True
-        pts = _points_base(view, on_border & only)
+    centre: FloatArray | None = None
+    edges = (np.s_[:BORDER_PX, :], np.s_[-BORDER_PX:, :], np.s_[:, :BORDER_PX],
+             np.s_[:, -BORDER_PX:])
+    for edge in edges:
+        on_edge = np.zeros_like(mask)
+        on_edge[edge] = mask[edge]
+        pts = _points_base(view, on_edge)
         if len(pts) < 3:
             continue
+        if centre is None:
+            centre = np.median(_points_base(view, mask), axis=0)
         off = np.median(pts, axis=0) - centre
         along, up = float(off @ side), float(off[2])
         if abs(up) >= abs(along):
