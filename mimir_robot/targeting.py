@@ -553,7 +553,7 @@ def handle_look_views(view: CameraView, found: Found, profile: RobotProfile
     across, high = pts @ side, pts[:, 2]
     left, right = float(np.percentile(across, 95)), float(np.percentile(across, 5))
     top, bottom = float(np.percentile(high, 95)), float(np.percentile(high, 5))
-    cut = _cut_sides(view, found.mask, side)
+    cut = _cut_sides(view, found.mask, np.median(pts, axis=0), side)
     past = profile.handle_look_past
     spans = {"left": left + past if cut["left"] else left,
              "right": right - past if cut["right"] else right,
@@ -579,14 +579,13 @@ def handle_look_views(view: CameraView, found: Found, profile: RobotProfile
     return groups
 
 
-def _cut_sides(view: CameraView, mask: npt.NDArray[np.bool_], side: FloatArray
-               ) -> dict[str, bool]:
+def _cut_sides(view: CameraView, mask: npt.NDArray[np.bool_], centre: FloatArray,
+               side: FloatArray) -> dict[str, bool]:
     """Where the frame's border cuts the fixture's mask, as sides of its front (left and right
     along ``side``, top and bottom): for each edge of the image that the mask runs into (its
     outer ``BORDER_PX`` rows or columns), the median base-frame point of the mask's pixels
-    there, against the mask's own median point."""
+    there, against ``centre``, the mask's own median point."""
     cut = {"left": False, "right": False, "top": False, "bottom": False}
-    centre: FloatArray | None = None
     edges = (np.s_[:BORDER_PX, :], np.s_[-BORDER_PX:, :], np.s_[:, :BORDER_PX],
              np.s_[:, -BORDER_PX:])
     for edge in edges:
@@ -595,8 +594,6 @@ def _cut_sides(view: CameraView, mask: npt.NDArray[np.bool_], side: FloatArray
         pts = _points_base(view, on_edge)
         if len(pts) < 3:
             continue
-        if centre is None:
-            centre = np.median(_points_base(view, mask), axis=0)
         off = np.median(pts, axis=0) - centre
         along, up = float(off @ side), float(off[2])
         if abs(up) >= abs(along):
