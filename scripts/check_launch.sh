@@ -66,12 +66,8 @@ export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 export AMENT_PREFIX_PATH="$PREFIX:$VENV:$ROS_VENV"
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 export ROS_LOG_DIR="$WORK/logs/ros"
-# The simulation bridge takes the robot model from mujoco-menagerie; offline, Menagerie reads the
-# copy beside the checkout (as `make` and the tests arrange) instead of downloading it.
-if [[ -z "${MENAGERIE_ROOT:-}" && -d "$ROOT/../shared/models/tidybot/stanford_tidybot" ]]; then
-  MENAGERIE_ROOT="$(cd "$ROOT/../shared/models/tidybot" && pwd)"
-  export MENAGERIE_ROOT
-fi
+# The simulation bridge takes the robot model from mujoco-menagerie (the offline copy where there is one).
+use_offline_robot_model
 
 # 1. separate environment that sees the ROS wheels ---------------------------------------------
 if [[ ! -x "$VENV/bin/python" ]]; then

@@ -1,4 +1,4 @@
-# Shell helpers shared by scripts/setup.sh and scripts/check_launch.sh (sourced, not run):
+# Shell helpers shared by the scripts in this folder (sourced, not run):
 #
 #   source scripts/common.sh MSG_PREFIX ERROR_PREFIX
 #
@@ -21,4 +21,14 @@ cmake_install() {
       -DPython3_EXECUTABLE="$python" -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release &&
     cmake --build "$build" -j "$jobs" &&
     cmake --install "$build"; } >"$log" 2>&1
+}
+
+# use_offline_robot_model: the simulated robot comes from mujoco-menagerie, which downloads it on
+# first use; where MENAGERIE_ROOT is unset and the offline copy beside the checkout exists
+# (../shared/models/tidybot), point Menagerie at that copy instead (as the Makefile and the tests do).
+use_offline_robot_model() {
+  if [[ -z "${MENAGERIE_ROOT:-}" && -d "$ROOT/../shared/models/tidybot/stanford_tidybot" ]]; then
+    MENAGERIE_ROOT="$(cd "$ROOT/../shared/models/tidybot" && pwd)"
+    export MENAGERIE_ROOT
+  fi
 }
