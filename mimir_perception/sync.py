@@ -14,6 +14,11 @@ Entries are dropped, and counted by reason, when:
 * ``superseded``: a depth image or camera info older than an emitted segmentation (minus the
   tolerance) when ``in_order`` is True, since no later segmentation can use it.
 
+With ``latch_camera_info`` (the default) the camera info queue holds the changes of a camera's
+intrinsics, not every message: an info equal to the newest queued one and newer than it says
+nothing new, so it is not queued and not counted as a drop (a camera publishing its info with
+every frame would otherwise fill the queue and count a ``queue_full`` per frame).
+
 Out-of-order arrivals within ``max_age`` are accepted and matched normally. All times are
 message stamps in seconds; wall time is never consulted.
 """
@@ -77,7 +82,7 @@ class SyncedFrame:
     depth: npt.NDArray[np.generic]
     intrinsics: Intrinsics
     depth_stamp: float
-    info_stamp: float
+    info_stamp: float  # with latched infos: the first stamp of the unchanged intrinsics
 
 
 def _queue(max_queue: int) -> FrameBuffer[Any]:
@@ -138,14 +143,23 @@ class FrameSynchronizer:
             self._drop(camera, stream, "late")
             return []
         queue: FrameBuffer[Any] = getattr(cams, stream)
-        overflowed = queue.evicted_by_count
-        if not queue.add(stamp, item):
-            self._drop(camera, stream, "duplicate")
-            return []
-        self._drop(camera, stream, "queue_full", queue.evicted_by_count - overflowed)
+        if not (stream == "camera_info" and self._repeats_latched(queue, stamp, item)):
+            overflowed = queue.evicted_by_count
+            if not queue.add(stamp, item):
+                self._drop(camera, stream, "duplicate")
+                return []
+            self._drop(camera, stream, "queue_full", queue.evicted_by_count - overflowed)
         cams.newest = max(cams.newest, stamp)
         self._expire(camera, cams)
         return self._match(camera, cams)
+
+    def _repeats_latched(self, queue: FrameBuffer[Intrinsics], stamp: float,
+                         intrinsics: object) -> bool:
+        """Whether a latched camera info only repeats the newest queued one, later."""
+        if not self._config.latch_camera_info:
+            return False
+        latest = queue.latest()
+        return latest is not None and latest[0] < stamp and latest[1] == intrinsics
 
     def add_segmentation(
         self, result: SegmentationResult, camera: str | None = None

@@ -104,6 +104,43 @@ def test_camera_info_without_latch_needs_close_stamp() -> None:
     assert len(out) == 1 and out[0].info_stamp == 1.001
 
 
+def test_latched_info_sent_with_every_frame_is_no_drop() -> None:
+    # A driver publishes its camera info with every image: 15 Hz for 10 s through queues of
+    # five. Each frame is matched, and the repeated infos neither fill the queue nor count.
+    sync = FrameSynchronizer(SyncConfig(tolerance=0.005, max_queue=5))
+    stamps = [round(i / 15.0, 6) for i in range(150)]
+    matched = []
+    for t in stamps:
+        sync.add_camera_info("base", t, Intrinsics(100.0, 100.0, 3.5, 2.5, 8, 6))
+        sync.add_depth("base", t, depth(t))
+        matched += sync.add_segmentation(seg(t))
+    assert [f.stamp for f in matched] == stamps
+    assert all(f.info_stamp == 0.0 and f.intrinsics == INTR for f in matched)
+    assert sync.drop_counts() == {}
+
+
+def test_latched_info_change_applies_from_its_stamp() -> None:
+    # The intrinsics change at 1.0 s (a new resolution) and change back at 2.0 s; each frame
+    # gets the intrinsics in force at its stamp, a segmentation arriving late included.
+    wide = Intrinsics(200.0, 200.0, 7.5, 5.5, 16, 12)
+    sync = FrameSynchronizer(SyncConfig(tolerance=0.005, in_order=False))
+    for t, intr in ((0.0, INTR), (0.5, INTR), (1.0, wide), (1.5, wide), (2.0, INTR)):
+        sync.add_camera_info("base", t, intr)
+        sync.add_depth("base", t, depth(t))
+    got = {f.stamp: (f.intrinsics, f.info_stamp)
+           for t in (2.0, 0.5, 1.5) for f in sync.add_segmentation(seg(t))}
+    assert got == {0.5: (INTR, 0.0), 1.5: (wide, 1.0), 2.0: (INTR, 2.0)}
+    assert sync.drop_counts() == {}
+
+
+def test_unlatched_infos_are_each_queued() -> None:
+    # Without latching every info is kept for its own stamp, so repeats fill the queue.
+    sync = FrameSynchronizer(SyncConfig(tolerance=0.005, max_queue=3, latch_camera_info=False))
+    for t in (0.0, 0.1, 0.2, 0.3, 0.4):
+        sync.add_camera_info("base", t, INTR)
+    assert sync.drop_counts() == {"queue_full": 2}
+
+
 def test_missing_camera_info_holds_frames() -> None:
     sync = FrameSynchronizer()
     sync.add_depth("base", 1.0, depth())
