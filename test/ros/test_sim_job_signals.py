@@ -142,3 +142,42 @@ def test_a_node_that_dies_is_started_again_within_its_allowance(tmp_path: Path) 
         assert log.is_file()  # one log per node, appended to by every start
     finally:
         nodes.stop()
+
+
+def test_the_bridge_stops_after_the_nodes_that_follow_its_clock(tmp_path: Path,
+                                                                monkeypatch: Any) -> None:
+    from mimir import sim_job
+    from mimir.sim_graph import GraphNode
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    order = tmp_path / "order"
+
+    def node(name: str, on_int: str) -> None:
+        # a node that writes its name into ``order`` when it stops (after ``on_int``)
+        _script(bin_dir, f"{name}_node",
+                f"trap '{on_int}; echo {name} >> {order}; exit 0' INT\n"
+                "echo up >> " + str(tmp_path / f"{name}.up") + "\n"
+                "while :; do sleep 0.05; done")
+
+    node("world", ":")
+    node("slow", "sleep 0.5")  # takes a while to stop: the world must wait for it
+    node("quick", ":")
+    _script(bin_dir, "stuck_node", "trap '' INT\necho up >> " + str(tmp_path / "stuck.up")
+            + "\nwhile :; do sleep 0.05; done")  # ignores SIGINT
+    monkeypatch.setattr(sim_job, "STOP_WAIT_S", 1.5)
+    graph = (GraphNode("world_node", "world", follows_clock=False, restartable=False),
+             GraphNode("slow_node", "slow"), GraphNode("quick_node", "quick"),
+             GraphNode("stuck_node", "stuck"))
+    nodes = sim_job.NodeProcesses(tmp_path, tmp_path / "params.yaml", graph=graph,
+                                  bin_dir=bin_dir)
+    nodes.start()
+    deadline = time.monotonic() + 10.0
+    while not all((tmp_path / f"{n}.up").exists() for n in ("world", "slow", "quick", "stuck")):
+        assert time.monotonic() < deadline, "the test nodes did not start"
+        time.sleep(0.05)
+    nodes.stop()
+    lines = order.read_text().split()
+    assert sorted(lines[:2]) == ["quick", "slow"] and lines[2:] == ["world"]
+    assert nodes.procs["stuck"].returncode == -signal.SIGKILL
+    assert all(proc.poll() is not None for proc in nodes.procs.values())
