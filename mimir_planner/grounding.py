@@ -114,6 +114,14 @@ def _distance(a: SceneNode | None, b: SceneNode) -> float:
     return math.dist(a.centroid, b.centroid)
 
 
+def _travel(robot: RobotContext, here: SceneNode | None, node: SceneNode) -> float:
+    """How far the robot is from ``node``: on the floor from where it is when its position is
+    known, else from the centroid of the node it last moved to (0 when neither is known)."""
+    if robot.position is not None:
+        return math.dist(robot.position, node.centroid[:2])
+    return _distance(here, node)
+
+
 def history_primitive(entry: dict[str, object]) -> str:
     """The primitive of a ``task_history`` record (older records only name it as the task)."""
     primitive = entry.get("primitive")
@@ -661,9 +669,11 @@ class Grounder:
         from history), contradicted as the object's source, failing to open twice since their
         last successful open, and surfaces already visited. The rest
         are ranked: a named source first, then fixtures that open, where the robot stands,
-        unvisited before visited, nearest first. When none is left, a fixture that opens and
-        was looked into in an earlier instruction without the object is looked into again,
-        nearest first (someone may have put the object there since); Blocked only after that.
+        unvisited before visited, nearest first (from where the robot is when its position is
+        known: the robot may have been moved since its last move). When none is left, a fixture
+        that opens and was looked into in an earlier instruction without the object is looked
+        into again, nearest first (someone may have put the object there since); Blocked only
+        after that.
         """
         mention = self.mention_of(spec) or ""
         here = world.nodes.get(robot.last_moved_to or "")
@@ -695,7 +705,7 @@ class Grounder:
                 skipped.append(f"{node.node_id} (inspected, no {mention}{described})")
                 if openable and node.node_id not in contradicted \
                         and open_failures_since_success(node) < 2:
-                    looked_before.append(((round(_distance(here, node), 3), node.node_id),
+                    looked_before.append(((round(_travel(robot, here, node), 3), node.node_id),
                                           node.node_id))
                 continue
             if node.node_id in contradicted:
@@ -714,7 +724,7 @@ class Grounder:
                 not openable,
                 node.node_id != robot.last_moved_to,
                 node.node_id in visited,
-                round(_distance(here, node), 3),
+                round(_travel(robot, here, node), 3),
                 node.node_id,
             )
             ranked.append((key, node.node_id))

@@ -238,9 +238,12 @@ class PlannerSession:
         return self.policy.name == OFFLINE_PLANNER_NAME
 
     def robot(self) -> RobotContext:
-        """The precondition context: last move target and held object."""
+        """The precondition context: last move target, held object and, from the current
+        observation's camera pose, where the robot is."""
         at = self.task.state.robot_at or self._last_moved_to
-        return RobotContext(last_moved_to=at, holding=self.task.hand)
+        pose = self.observation.camera_to_map if self.observation is not None else None
+        position = (float(pose[0, 3]), float(pose[1, 3])) if pose is not None else None
+        return RobotContext(last_moved_to=at, holding=self.task.hand, position=position)
 
     def observe(self, observation: Observation) -> None:
         """Set the current camera observation."""

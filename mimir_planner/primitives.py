@@ -53,10 +53,19 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class RobotContext:
-    """What the preconditions read: the last move target and the held object."""
+    """What the preconditions and exploration read about the robot.
+
+    Attributes:
+        last_moved_to: Node the robot last moved to (where it stands, as far as the task knows).
+        holding: Node of the held object.
+        position: Where the robot is in the map (x, y, m), from its own localisation (the
+            planner camera's pose); None when unknown. It can differ from ``last_moved_to``:
+            someone may have moved the robot since.
+    """
 
     last_moved_to: str | None = None
     holding: str | None = None
+    position: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from planner_kitchen import (
     OBJECT_HALF_SIZE,
@@ -25,7 +26,7 @@ from mimir_planner.errors import InstructionError
 from mimir_planner.gate import OperatorGate
 from mimir_planner.policies import VlmPlanner
 from mimir_planner.reasoning.prompts import PromptLibrary
-from mimir_planner.runs import ExecutionOutcome
+from mimir_planner.runs import ExecutionOutcome, Observation
 
 
 def _arrive(session, place: str, stamp: float) -> None:
@@ -431,3 +432,14 @@ def test_failed_pick_becomes_contradicted_binding(mugs) -> None:
     session.submit("pick up the mug")  # a new goal grounds to the remaining candidate
     again = session.run(kit)
     assert ("pick", "mug_2") in _steps(again) and again.completed == ["g002_pick"]
+
+
+def test_the_robot_is_where_the_current_view_was_taken(session) -> None:
+    assert session.robot().position is None  # nothing observed yet
+    image = np.zeros((4, 4, 3), np.uint8)
+    session.observe(Observation(image))  # a view without a pose says nothing of the robot
+    assert session.robot().position is None
+    pose = np.eye(4)
+    pose[:3, 3] = (0.4, -0.6, 1.4)
+    session.observe(Observation(image, camera_to_map=pose))
+    assert session.robot().position == (0.4, -0.6)

@@ -218,3 +218,37 @@ def test_an_inventory_taken_after_the_object_was_seen_that_leaves_it_out_drops_i
     admit_contents(world, "cabinet_1", ["cup", "bowl"], stamp=before + 9.0)
     kept = g.ground("g1", spec, world.state, [], robot)
     assert isinstance(kept, GroundedGoal) and kept.candidate.node_id == "mug_2"
+
+
+def test_exploration_goes_nearest_first_from_where_the_robot_is(tmp_path: Path) -> None:
+    # three unexplored cabinets along the wall, 0.6 m apart
+    cabinets = [("cabinet", (1, 0.6, 1.6)), ("cabinet", (1, 0, 1.6)), ("cabinet", (1, -0.6, 1.6))]
+    with seeded_world(tmp_path / "world.db", cabinets) as w:
+        g = _grounder()
+        spec = GoalSpec(GoalKind.FIND, "banana")
+
+        def order(robot: RobotContext) -> tuple[str, ...]:
+            found = g.ground("g1", spec, w.state, [], robot)
+            assert isinstance(found, Exploration)
+            return found.order
+
+        # nothing known of the robot: memory's order
+        assert order(RobotContext()) == ("cabinet_1", "cabinet_2", "cabinet_3")
+        # standing in front of the far cabinet, before any move: it first, then outwards
+        assert order(RobotContext(position=(0.2, -0.55))) == ("cabinet_3", "cabinet_2",
+                                                              "cabinet_1")
+        # the task says the robot last moved to cabinet_2: that one first (where it stands),
+        # then the nearest from it, or from where the robot is now when that is known (the
+        # robot was carried to the first cabinet since)
+        assert order(RobotContext(last_moved_to="cabinet_2"))[0] == "cabinet_2"
+        assert order(RobotContext(last_moved_to="cabinet_2", position=(0.2, 0.65))) == (
+            "cabinet_2", "cabinet_1", "cabinet_3")
+        assert order(RobotContext(last_moved_to="cabinet_2", position=(0.2, -0.65))) == (
+            "cabinet_2", "cabinet_3", "cabinet_1")
+        # looked into before without the banana everywhere: looked into again nearest first
+        for cabinet in ("cabinet_1", "cabinet_2", "cabinet_3"):
+            admit_contents(w, cabinet, ["plate"], stamp=3.0)
+        again = g.ground("g1", spec, w.state, [], RobotContext(position=(0.2, -0.55)),
+                         visited={"cabinet_1", "cabinet_2", "cabinet_3"})
+        assert isinstance(again, Exploration)
+        assert again.order == ("cabinet_3", "cabinet_2", "cabinet_1")
